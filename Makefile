@@ -1,0 +1,42 @@
+# Both front-door commands bootstrap .venv themselves: a fresh machine needs only python3.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test bench bench-harvest bench-trends lint clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.base: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(VENV)/.dev: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(VENV)/.base $@
+
+$(VENV)/.bench: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[dev,bench]'
+	touch $(VENV)/.base $(VENV)/.dev $@
+
+demo: $(VENV)/.base
+	$(BIN)/botstats demo
+
+test: $(VENV)/.dev
+	$(BIN)/python -m pytest -q
+
+bench: bench-harvest bench-trends
+
+bench-harvest: $(VENV)/.bench
+	$(BIN)/python bench/harvest.py
+
+bench-trends: $(VENV)/.bench
+	$(BIN)/python bench/trends.py
+
+lint: $(VENV)/.dev
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf $(VENV) data .pytest_cache

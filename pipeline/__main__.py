@@ -1,0 +1,5 @@
+"""`python -m pipeline` is the `botstats` command."""
+
+from .cli import main
+
+main()

@@ -1,0 +1,424 @@
+"""The `botstats` command: parse, call one library function, print. No logic lives here.
+
+Exit codes: 0 ok; 1 the service answered with an error or could not be reached;
+2 usage or config error; see README for the harvest/run codes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Callable, Coroutine
+from functools import wraps
+from typing import Any, TypeVar
+
+import click
+
+from . import __version__
+from .config import Settings, load_settings
+from .errors import BotstatsError
+
+T = TypeVar("T")
+
+EXIT_OK = 0
+EXIT_API = 1
+EXIT_USAGE = 2
+
+
+def _fail(exc: BotstatsError) -> None:
+    click.echo(f"botstats: error: {exc}", err=True)
+    sys.exit(exc.exit_code)
+
+
+def handle_errors(fn: Callable[..., T]) -> Callable[..., T]:
+    """Turn our errors into a one-line message and the documented exit code (no traceback)."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        try:
+            return fn(*args, **kwargs)
+        except BotstatsError as exc:
+            _fail(exc)
+        except KeyboardInterrupt:
+            click.echo("botstats: interrupted", err=True)
+            sys.exit(130)
+        raise AssertionError("unreachable")
+
+    return wrapper
+
+
+def run_async(coro: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coro)
+
+
+def print_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+class Ctx:
+    """What the group options give every command: the flags to layer over config and env."""
+
+    def __init__(self, config: str | None, overrides: dict[str, Any]) -> None:
+        self.config = config
+        self.overrides = overrides
+
+    def settings(self, **more: Any) -> Settings:
+        return load_settings(self.config, overrides={**self.overrides, **more})
+
+
+pass_ctx = click.make_pass_decorator(Ctx)
+
+
+def common_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--config/--base-url/--db are accepted on every command as well as on the group."""
+    fn = click.option("--config", "config_file", type=click.Path(dir_okay=False),
+                      help="Config file (default: $BOTSTATS_CONFIG, else ./config.toml).")(fn)
+    fn = click.option("--base-url", help="Service base URL (overrides [service].base_url).")(fn)
+    fn = click.option("--db", help="DuckDB archive path (overrides [store].db).")(fn)
+    return fn
+
+
+def settings_from(ctx: Ctx, config_file: str | None, base_url: str | None, db: str | None,
+                  **more: Any) -> Settings:
+    cfg = config_file or ctx.config
+    overrides = {**ctx.overrides, "service.base_url": base_url or ctx.overrides.get("service.base_url"),
+                 "store.db": db or ctx.overrides.get("store.db"), **more}
+    return load_settings(cfg, overrides=overrides)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="botstats")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False),
+              help="Config file (default: $BOTSTATS_CONFIG, else ./config.toml).")
+@click.option("--base-url", help="Service base URL (overrides [service].base_url).")
+@click.option("--db", help="DuckDB archive path (overrides [store].db).")
+@click.option("--user-token", help="User token for the user endpoints (default: $BOTSTATS_USER_TOKEN).")
+@click.option("--log-format", type=click.Choice(["text", "json"]), help="Log format (overrides [log].format).")
+@click.option("--log-file", help="Also append logs to this file (overrides [log].file).")
+@click.pass_context
+def cli(click_ctx: click.Context, config_file: str | None, base_url: str | None, db: str | None,
+        user_token: str | None, log_format: str | None, log_file: str | None) -> None:
+    """botstats: archive a bot-listing service into DuckDB and compute trends.
+
+    Settings come from defaults < config.toml < BOTSTATS_* environment < these flags.
+    """
+    click_ctx.obj = Ctx(config_file, {
+        "service.base_url": base_url, "store.db": db, "user_token": user_token,
+        "log.format": log_format, "log.file": log_file,
+    })
+
+
+# --- config -------------------------------------------------------------------------------
+@cli.command("config")
+@common_options
+@pass_ctx
+@handle_errors
+def config_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str | None) -> None:
+    """Print the effective settings as JSON (secrets shown only as set/unset)."""
+    from .config import as_dict
+
+    print_json(as_dict(settings_from(ctx, config_file, base_url, db)))
+
+
+# --- service (embedded bot-listing service) ------------------------------------------------
+# SECTION:service
+@cli.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
+              help="Port to listen on; 0 picks a free one (the banner shows it).")
+@click.option("--bots", type=click.IntRange(1, 1_000_000), default=200, show_default=True,
+              help="Bots in the directory (records are generated on demand: 100k is fine).")
+@click.option("--users", type=click.IntRange(0, 1_000_000), default=0, show_default=True,
+              help="Users owning the bots; 0 = bots // 5, at least 1.")
+@click.option("--seed", type=int, default=1, show_default=True,
+              help="Seed of all generated data and credentials: same seed (and --end), same data.")
+@click.option("--history-days", type=click.IntRange(1, 3650), default=90, show_default=True,
+              help="Days of stat history each bot has at start.")
+@click.option("--stats-per-day", type=click.IntRange(1, 1440), default=1, show_default=True,
+              help="Stat records per bot per day; must divide 86400 (1, 2, 4, 24, 96, ...).")
+@click.option("--max-page-size", type=click.IntRange(min=1), default=100, show_default=True,
+              help="Most bots GET /bots returns; a larger limit is silently capped.")
+@click.option("--end", type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%SZ"]),
+              metavar="YYYY-MM-DD[THH:MM:SS]",
+              help="Virtual clock at start, UTC (default: now, truncated to the hour).")
+@click.option("--credentials-file", type=click.Path(dir_okay=False),
+              help="Write every user token and bot API key to this JSON file before serving.")
+@click.option("--rate-limit", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="Requests/second over all clients (token bucket); excess gets 429 + Retry-After. 0 = off.")
+@click.option("--error-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+              help="Probability of a random 500/502/503 with a JSON, HTML or empty body.")
+@click.option("--latency-ms", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="Delay added to every interface response, in milliseconds.")
+@click.option("--latency-jitter-ms", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="Plus a random 0..J milliseconds per response.")
+@click.option("--churn-every", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Every N-th GET /bots inserts a new bot at the front and removes one. 0 = off.")
+@click.option("--malformed-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+              help="Share of stat records served malformed (missing id, cpu_load 150, ...).")
+@click.option("--bad-json-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+              help="Share of bots whose GET /bots/:id/stats body is always truncated JSON (status 200).")
+@click.option("--ignore-skip", is_flag=True,
+              help="Broken paging: GET /bots ignores skip and always returns the first page.")
+@click.option("--live-interval", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="Real seconds per stat interval, so new records keep arriving. 0 = only on POST /_admin/advance.")
+@click.option("--access-log", is_flag=True, help="Log every request to stderr (slows the service down).")
+def serve_cmd(host: str, port: int, bots: int, users: int, seed: int, history_days: int,
+              stats_per_day: int, max_page_size: int, end: Any, credentials_file: str | None,
+              rate_limit: float, error_rate: float, latency_ms: float, latency_jitter_ms: float,
+              churn_every: int, malformed_rate: float, bad_json_rate: float, ignore_skip: bool,
+              live_interval: float, access_log: bool) -> None:
+    """Run the embedded bot-listing service in the foreground (Ctrl+C stops it).
+
+    Prints the base URL and a few user tokens and bot API keys; see README for the data,
+    the admin endpoints and each fault.
+    """
+    from .service import Faults, ServiceConfig, serve
+
+    try:
+        faults = Faults(rate_limit=rate_limit, error_rate=error_rate, latency_ms=latency_ms,
+                        latency_jitter_ms=latency_jitter_ms, churn_every=churn_every,
+                        malformed_rate=malformed_rate, bad_json_rate=bad_json_rate,
+                        ignore_skip=ignore_skip, live_interval=live_interval)
+        cfg = ServiceConfig(bots=bots, users=users, seed=seed, history_days=history_days,
+                            stats_per_day=stats_per_day, max_page_size=max_page_size, end=end,
+                            faults=faults)
+    except ValueError as exc:
+        # "stats_per_day=7 is not allowed: ..." -> Invalid value for '--stats-per-day': 7 ...
+        name, _, problem = str(exc).partition("=")
+        flag = "--" + name.removeprefix("Faults.").replace("_", "-")
+        raise click.BadParameter(problem, param_hint=f"'{flag}'") from exc
+    try:
+        serve(cfg, host, port, credentials_file, access_log=access_log)
+    except OSError as exc:
+        raise click.UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; "
+                               "choose another --port (0 = any free port)") from exc
+
+
+
+# --- client (the interface by hand) --------------------------------------------------------
+# SECTION:client
+def _call_client(settings: Settings, method: Callable[[Any], Coroutine[Any, Any, T]]) -> T:
+    """Open one client, make one call, close it: each command is one `asyncio.run`."""
+    from .client import Client
+
+    async def call() -> T:
+        async with Client(settings) as client:
+            return await method(client)
+
+    return run_async(call())
+
+
+def _user_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    fn = click.option("--user-token",
+                      help="User token (default: $BOTSTATS_USER_TOKEN). Sent as 'Bearer <token>'.")(fn)
+    return common_options(fn)
+
+
+def _user_settings(ctx: Ctx, config_file: str | None, base_url: str | None, db: str | None,
+                   user_token: str | None) -> Settings:
+    # Only a token typed here may override one given to the group.
+    extra = {"user_token": user_token} if user_token else {}
+    return settings_from(ctx, config_file, base_url, db, **extra)
+
+
+@cli.group("users")
+def users_group() -> None:
+    """Read users: the current user, a user, and a user's bots, servers and webhooks.
+
+    Needs a user token: $BOTSTATS_USER_TOKEN or --user-token.
+    """
+
+
+@users_group.command("me")
+@_user_options
+@pass_ctx
+@handle_errors
+def users_me(ctx: Ctx, config_file: str | None, base_url: str | None, db: str | None,
+             user_token: str | None) -> None:
+    """Print the current user (GET /users/@me)."""
+    settings = _user_settings(ctx, config_file, base_url, db, user_token)
+    print_json(_call_client(settings, lambda c: c.me()))
+
+
+@users_group.command("get")
+@click.argument("user_id")
+@_user_options
+@pass_ctx
+@handle_errors
+def users_get(ctx: Ctx, user_id: str, config_file: str | None, base_url: str | None,
+              db: str | None, user_token: str | None) -> None:
+    """Print the user USER_ID (GET /users/:user_id)."""
+    settings = _user_settings(ctx, config_file, base_url, db, user_token)
+    print_json(_call_client(settings, lambda c: c.user(user_id)))
+
+
+@users_group.command("bots")
+@click.argument("user_id")
+@_user_options
+@pass_ctx
+@handle_errors
+def users_bots(ctx: Ctx, user_id: str, config_file: str | None, base_url: str | None,
+               db: str | None, user_token: str | None) -> None:
+    """Print the bots of user USER_ID (GET /users/:user_id/bots)."""
+    settings = _user_settings(ctx, config_file, base_url, db, user_token)
+    print_json(_call_client(settings, lambda c: c.user_bots(user_id)))
+
+
+@users_group.command("servers")
+@click.argument("user_id")
+@_user_options
+@pass_ctx
+@handle_errors
+def users_servers(ctx: Ctx, user_id: str, config_file: str | None, base_url: str | None,
+                  db: str | None, user_token: str | None) -> None:
+    """Print the servers of user USER_ID (GET /users/:user_id/servers)."""
+    settings = _user_settings(ctx, config_file, base_url, db, user_token)
+    print_json(_call_client(settings, lambda c: c.user_servers(user_id)))
+
+
+@users_group.command("webhooks")
+@click.argument("user_id")
+@_user_options
+@pass_ctx
+@handle_errors
+def users_webhooks(ctx: Ctx, user_id: str, config_file: str | None, base_url: str | None,
+                   db: str | None, user_token: str | None) -> None:
+    """Print the webhooks of user USER_ID (GET /users/:user_id/webhooks)."""
+    settings = _user_settings(ctx, config_file, base_url, db, user_token)
+    print_json(_call_client(settings, lambda c: c.user_webhooks(user_id)))
+
+
+@cli.group("bots")
+def bots_group() -> None:
+    """Read bots: a page of bots, one bot, its stat records, its last stat. No credentials."""
+
+
+@bots_group.command("list")
+@click.option("--limit", type=click.IntRange(min=1),
+              help="Bots per page (default: [service].page_size). The service may return fewer.")
+@click.option("--skip", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Bots to skip (offset).")
+@common_options
+@pass_ctx
+@handle_errors
+def bots_list(ctx: Ctx, limit: int | None, skip: int, config_file: str | None,
+              base_url: str | None, db: str | None) -> None:
+    """Print one page of bots (GET /bots?limit=N&skip=N)."""
+    settings = settings_from(ctx, config_file, base_url, db)
+    print_json(_call_client(settings, lambda c: c.list_bots(limit=limit, skip=skip)))
+
+
+@bots_group.command("get")
+@click.argument("bot_id")
+@common_options
+@pass_ctx
+@handle_errors
+def bots_get(ctx: Ctx, bot_id: str, config_file: str | None, base_url: str | None,
+             db: str | None) -> None:
+    """Print the bot BOT_ID (GET /bots/:bot_id)."""
+    settings = settings_from(ctx, config_file, base_url, db)
+    print_json(_call_client(settings, lambda c: c.bot(bot_id)))
+
+
+@bots_group.command("stats")
+@click.argument("bot_id")
+@common_options
+@pass_ctx
+@handle_errors
+def bots_stats(ctx: Ctx, bot_id: str, config_file: str | None, base_url: str | None,
+               db: str | None) -> None:
+    """Print every stat record of bot BOT_ID (GET /bots/:bot_id/stats)."""
+    settings = settings_from(ctx, config_file, base_url, db)
+    print_json(_call_client(settings, lambda c: c.bot_stats(bot_id)))
+
+
+@bots_group.command("stat")
+@click.argument("bot_id")
+@common_options
+@pass_ctx
+@handle_errors
+def bots_stat(ctx: Ctx, bot_id: str, config_file: str | None, base_url: str | None,
+              db: str | None) -> None:
+    """Print the most recent stat record of bot BOT_ID (GET /bots/:bot_id/stat)."""
+    settings = settings_from(ctx, config_file, base_url, db)
+    print_json(_call_client(settings, lambda c: c.bot_last_stat(bot_id)))
+
+
+def _custom_value(raw: str) -> int | float | bool | str:
+    """--custom values: an integer, a finite number, true/false, else the text itself."""
+    import math
+    import re
+
+    if re.fullmatch(r"[+-]?\d+", raw):
+        return int(raw)
+    try:
+        number = float(raw)
+    except ValueError:
+        number = math.nan
+    if math.isfinite(number):  # "nan"/"inf" are not JSON numbers: keep them as text
+        return number
+    if raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    return raw
+
+
+def _parse_custom(_ctx: click.Context, _param: click.Parameter,
+                  pairs: tuple[str, ...]) -> list[tuple[str, Any]]:
+    parsed = []
+    for pair in pairs:
+        name, sep, raw = pair.partition("=")
+        if not sep or not name.strip():
+            raise click.BadParameter(f"expected NAME=VALUE, got {pair!r}.")
+        parsed.append((name.strip(), _custom_value(raw)))
+    return parsed
+
+
+@cli.command("post-stat")
+@click.argument("bot_id")
+@click.option("--users", type=click.IntRange(min=0), required=True, help="Count of bot users.")
+@click.option("--guilds", type=click.IntRange(min=0), required=True, help="Count of bot guilds.")
+@click.option("--shards", type=click.IntRange(min=0), help="Count of bot shards.")
+@click.option("--memory-load", type=click.IntRange(0, 100), help="Percent of memory in use.")
+@click.option("--cpu-load", type=click.IntRange(0, 100), help="Percent of CPU in use.")
+@click.option("--commands-executed", type=click.IntRange(min=0), help="Count of executed commands.")
+@click.option("--custom", "custom", multiple=True, metavar="NAME=VALUE", callback=_parse_custom,
+              help="Custom field (repeatable); VALUE is read as integer, number, true/false, "
+                   "else text.")
+@click.option("--bot-key", help="The bot's API key (default: $BOTSTATS_BOT_KEY). Sent as-is.")
+@common_options
+@pass_ctx
+@handle_errors
+def post_stat(ctx: Ctx, bot_id: str, users: int, guilds: int, shards: int | None,
+              memory_load: int | None, cpu_load: int | None, commands_executed: int | None,
+              custom: list[tuple[str, Any]], bot_key: str | None, config_file: str | None,
+              base_url: str | None, db: str | None) -> None:
+    """Publish one stat record for bot BOT_ID (POST /bots/:bot_id/stats) and print it.
+
+    Not retried on a server error or timeout (the record may have been stored): check with
+    `botstats bots stat BOT_ID` before posting again.
+    """
+    settings = settings_from(ctx, config_file, base_url, db,
+                             **({"bot_key": bot_key} if bot_key else {}))
+    payload: dict[str, Any] = {"users": users, "guilds": guilds}
+    optional = {"shards": shards, "memory_load": memory_load, "cpu_load": cpu_load,
+                "commands_executed": commands_executed}
+    payload.update({k: v for k, v in optional.items() if v is not None})
+    if custom:
+        name_key, value_key = settings.fields.custom_name, settings.fields.custom_value
+        payload["custom"] = [{name_key: name, value_key: value} for name, value in custom]
+    print_json(_call_client(settings, lambda c: c.post_stat(bot_id, payload)))
+
+
+# --- harvest / status -----------------------------------------------------------------------
+# SECTION:harvest
+
+# --- trends / sql ---------------------------------------------------------------------------
+# SECTION:trends
+
+# --- run / schedule / cron / demo -----------------------------------------------------------
+# SECTION:operate
+
+
+def main() -> None:
+    cli(prog_name="botstats")

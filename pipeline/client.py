@@ -1,0 +1,557 @@
+"""The API client of the bot-listing service: one async class over httpx.
+
+It owns everything between a method call and a JSON value: the URL, the auth header of each
+endpoint kind, the client-side request budget, retries with backoff and ``Retry-After``, and the
+translation of every failure into :mod:`pipeline.errors`::
+
+    async with Client(settings) as c:
+        bots = await c.list_bots(limit=100, skip=0)   # the raw JSON array, elements untouched
+        print(c.stats)                                 # attempts, retries, 429s, 5xx, waits
+
+Records are returned as the service sent them (unknown fields kept): the interface leaves their
+fields open, so interpreting them is the harvester's business. Only the top-level shape the
+interface promises (array or object) is checked.
+
+Retries: idempotent GETs on 429, 500/502/503/504, transport errors and invalid JSON bodies;
+POST only when the request provably never reached the server (connect failure) or on 429.
+The wait is ``Retry-After`` exactly when the response carries one, else exponential backoff
+with full jitter.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import logging
+import re
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+
+import httpx
+from aiolimiter import AsyncLimiter
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_random_exponential,
+)
+
+from .config import Secret, Settings
+from .errors import (
+    ApiError,
+    AuthError,
+    BadRequest,
+    BadResponse,
+    MissingCredential,
+    NotFound,
+    RateLimited,
+    ServerError,
+    Unreachable,
+)
+
+log = logging.getLogger("botstats.client")
+
+MAX_BODY_BYTES = 1_000_000  # raw body kept on an error (BadResponse.body etc.)
+SNIPPET_CHARS = 200  # of the body quoted in a message
+MIN_REDACTED = 4  # shortest token/key masked when the service echoes it back
+RETRY_STATUSES = frozenset({500, 502, 503, 504})
+# Failures where the request cannot have reached the server, so even a POST may be resent.
+NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+# Failures worth another try for an idempotent request (a bad URL scheme etc. is not).
+TRANSIENT = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
+SECRET_PARAM = re.compile(r"token|key|secret|password|passwd|auth|signature|sig", re.I)
+
+
+@dataclass
+class ClientStats:
+    """Counters of one client, shared by every request it makes.
+
+    ``requests`` counts every HTTP attempt (retries included); ``retries`` the attempts that
+    were repeats; ``rate_limited``/``server_errors``/``transport_errors``/``bad_responses`` the
+    failed attempts by kind; ``waited_seconds`` the time slept between retries (backoff and
+    Retry-After); ``throttled_seconds`` the time spent waiting for the request budget.
+    """
+
+    requests: int = 0
+    retries: int = 0
+    rate_limited: int = 0
+    server_errors: int = 0
+    transport_errors: int = 0
+    bad_responses: int = 0
+    waited_seconds: float = 0.0
+    throttled_seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, int | float]:
+        return asdict(self)
+
+
+@dataclass
+class _Call:
+    """One logical request and the retry state its attempts hand to tenacity's hooks."""
+
+    request: httpx.Request
+    expect: type[list[Any]] | type[dict[str, Any]]
+    idempotent: bool
+    auth_hint: str  # what to check when the service refuses the credentials
+    recheck: str = ""  # for a POST: how to tell whether a failed attempt was stored anyway
+    # Written by each attempt, read by the retry predicate and the wait.
+    retryable: bool = False
+    retry_after: float | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.request.method} {redact_url(str(self.request.url))}"
+
+
+class Client:
+    """Async client of the bot-listing service; safe to share across concurrent tasks.
+
+    Use it as ``async with Client(settings) as c``. ``transport`` is the test seam of httpx
+    (e.g. ``httpx.MockTransport``); by default requests go over the network.
+    """
+
+    def __init__(
+        self, settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None
+    ) -> None:
+        self.settings = settings
+        self.stats = ClientStats()
+        svc = settings.service
+        self._http = httpx.AsyncClient(
+            base_url=svc.base_url,
+            timeout=httpx.Timeout(svc.timeout, connect=svc.connect_timeout),
+            limits=httpx.Limits(
+                max_connections=svc.max_connections,
+                max_keepalive_connections=svc.max_keepalive,
+            ),
+            headers={"User-Agent": svc.user_agent, "Accept": "application/json"},
+            transport=transport,
+        )
+        # One request per 1/budget seconds, no burst: a budget is a promise to the service.
+        budget = svc.request_budget
+        self._limiter = AsyncLimiter(1, 1.0 / budget) if budget > 0 else None
+        self._secrets: list[str] = []
+        for secret in (settings.user_token.get(), settings.bot_key.get()):
+            self._remember(secret)
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    # --- user endpoints (Bearer user token) --------------------------------------------------
+    async def me(self) -> dict[str, Any]:
+        return await self._get("/users/@me", dict, auth=self._user_auth("/users/@me"))
+
+    async def user(self, user_id: str | int) -> dict[str, Any]:
+        path = f"/users/{_seg(user_id)}"
+        return await self._get(path, dict, auth=self._user_auth(path))
+
+    async def user_bots(self, user_id: str | int) -> list[Any]:
+        path = f"/users/{_seg(user_id)}/bots"
+        return await self._get(path, list, auth=self._user_auth(path))
+
+    async def user_servers(self, user_id: str | int) -> list[Any]:
+        path = f"/users/{_seg(user_id)}/servers"
+        return await self._get(path, list, auth=self._user_auth(path))
+
+    async def user_webhooks(self, user_id: str | int) -> list[Any]:
+        path = f"/users/{_seg(user_id)}/webhooks"
+        return await self._get(path, list, auth=self._user_auth(path))
+
+    # --- bot endpoints (reads send no credentials) ------------------------------------------
+    async def list_bots(self, limit: int | None = None, skip: int = 0) -> list[Any]:
+        """One page of GET /bots; ``limit`` defaults to [service].page_size.
+
+        The service may return fewer than ``limit`` even when more bots follow: paging must
+        not treat a short page as the last one.
+        """
+        limit = self.settings.service.page_size if limit is None else limit
+        return await self._get("/bots", list, params={"limit": limit, "skip": skip})
+
+    async def bot(self, bot_id: str | int) -> dict[str, Any]:
+        return await self._get(f"/bots/{_seg(bot_id)}", dict)
+
+    async def bot_stats(self, bot_id: str | int) -> list[Any]:
+        return await self._get(f"/bots/{_seg(bot_id)}/stats", list)
+
+    async def bot_last_stat(self, bot_id: str | int) -> dict[str, Any]:
+        return await self._get(f"/bots/{_seg(bot_id)}/stat", dict)
+
+    async def post_stat(
+        self, bot_id: str | int, payload: dict[str, Any], bot_key: str | Secret | None = None
+    ) -> dict[str, Any]:
+        """POST /bots/:bot_id/stats with the bot's own API key, sent as-is.
+
+        Not retried on 5xx or read timeouts: the record may have been stored, and only the
+        caller can tell whether posting it again is harmless.
+        """
+        key = bot_key.get() if isinstance(bot_key, Secret) else bot_key
+        key = key or self.settings.bot_key.get()
+        if not key:
+            url = self._url(f"/bots/{_seg(bot_id)}/stats")
+            raise MissingCredential(
+                f"POST {url} needs the API key of bot {bot_id}: set BOTSTATS_BOT_KEY or pass "
+                f"--bot-key.",
+                method="POST",
+                url=url,
+            )
+        self._remember(key)
+        request = self._http.build_request(
+            "POST", f"/bots/{_seg(bot_id)}/stats", json=payload, headers={"Authorization": key}
+        )
+        hint = f"check that BOTSTATS_BOT_KEY / --bot-key is the API key of bot {bot_id}"
+        recheck = (f"not resent because the record may have been stored: check with "
+                   f"`botstats bots stat {bot_id}` before posting again")
+        return await self._call(
+            _Call(request, dict, idempotent=False, auth_hint=hint, recheck=recheck)
+        )
+
+    # --- plumbing ------------------------------------------------------------------------------
+    def _url(self, path: str) -> str:
+        return redact_url(str(self._http.build_request("GET", path).url))
+
+    def _user_auth(self, path: str) -> dict[str, str]:
+        token = self.settings.user_token.get()
+        if not token:
+            url = self._url(path)
+            raise MissingCredential(
+                f"GET {url} needs a user token: set BOTSTATS_USER_TOKEN or pass --user-token.",
+                method="GET",
+                url=url,
+            )
+        # Tolerate a token pasted with its scheme so the header is never "Bearer Bearer ...".
+        if token[:7].lower() == "bearer ":
+            token = token[7:]
+            self._remember(token)
+        return {"Authorization": f"Bearer {token}"}
+
+    async def _get(
+        self,
+        path: str,
+        expect: type[list[Any]] | type[dict[str, Any]],
+        *,
+        params: dict[str, Any] | None = None,
+        auth: dict[str, str] | None = None,
+    ) -> Any:
+        request = self._http.build_request("GET", path, params=params, headers=auth)
+        hint = (
+            "check BOTSTATS_USER_TOKEN / --user-token"
+            if auth
+            else "this read sends no credentials, yet the service wants some; check --base-url"
+        )
+        return await self._call(_Call(request, expect, idempotent=True, auth_hint=hint))
+
+    async def _call(self, call: _Call) -> Any:
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.settings.retry.attempts),
+            wait=self._wait(call),
+            retry=retry_if_exception(lambda exc: isinstance(exc, ApiError) and call.retryable),
+            before_sleep=self._before_sleep(call),
+            reraise=True,
+        )
+        async for attempt in retrying:
+            with attempt:
+                return await self._attempt(call, attempt.retry_state.attempt_number)
+        raise AssertionError("unreachable: tenacity either returns or reraises")
+
+    def _wait(self, call: _Call) -> Callable[[RetryCallState], float]:
+        retry = self.settings.retry
+        backoff = wait_random_exponential(multiplier=retry.backoff_base, max=retry.backoff_max)
+
+        def wait(state: RetryCallState) -> float:
+            # The server said when: wait exactly that, no jitter on top (meltano/sdk#1477).
+            if call.retry_after is not None:
+                return call.retry_after
+            return backoff(state)
+
+        return wait
+
+    def _before_sleep(self, call: _Call) -> Callable[[RetryCallState], None]:
+        def before_sleep(state: RetryCallState) -> None:
+            delay = state.next_action.sleep if state.next_action else 0.0
+            self.stats.retries += 1
+            self.stats.waited_seconds += delay
+            exc = state.outcome.exception() if state.outcome else None
+            log.info(
+                "%s: %s; retrying in %.2f s (attempt %d of %d)",
+                call.where, _reason(exc), delay, state.attempt_number + 1,
+                self.settings.retry.attempts,
+            )
+
+        return before_sleep
+
+    async def _attempt(self, call: _Call, attempt: int) -> Any:
+        call.retryable, call.retry_after = False, None
+        if self._limiter is not None:
+            started = time.monotonic()
+            await self._limiter.acquire()
+            self.stats.throttled_seconds += time.monotonic() - started
+        self.stats.requests += 1
+        try:
+            response = await self._http.send(call.request)
+        except httpx.TransportError as exc:
+            self.stats.transport_errors += 1
+            call.retryable = isinstance(exc, NEVER_SENT if not call.idempotent else TRANSIENT)
+            raise self._transport_error(call, exc, attempt) from exc
+        if response.is_success:
+            return self._decode(call, response, attempt)
+        raise self._status_error(call, response, attempt)
+
+    def _decode(self, call: _Call, response: httpx.Response, attempt: int) -> Any:
+        try:
+            data = response.json()
+        except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+            self.stats.bad_responses += 1
+            # A truncated body may be transient; a POST was processed, so never resend it.
+            call.retryable = call.idempotent
+            raise BadResponse(
+                f"{call.where} answered {response.status_code} with a body that is not JSON "
+                f"({exc}){_after(attempt)}: {self._snippet(response)!r}. Check --base-url "
+                f"points at the bot-listing service.",
+                **self._error_fields(call, response),
+            ) from exc
+        if not isinstance(data, call.expect):
+            self.stats.bad_responses += 1
+            want = "an array" if call.expect is list else "an object"
+            raise BadResponse(
+                f"{call.where} answered a JSON {_json_kind(data)} where the interface promises "
+                f"{want}: {self._snippet(response)!r}. Check --base-url points at the "
+                f"bot-listing service.",
+                **self._error_fields(call, response),
+            )
+        return data
+
+    def _status_error(self, call: _Call, response: httpx.Response, attempt: int) -> ApiError:
+        status = response.status_code
+        said = self._service_said(response)
+        head = f"{call.where} answered {status} {response.reason_phrase}{said}"
+        fields = self._error_fields(call, response)
+        if status in (400, 422):
+            return BadRequest(
+                f"{head}. The service refused what was sent; fix the request and try again.",
+                details=_error_details(response),
+                **fields,
+            )
+        if status in (401, 403):
+            return AuthError(f"{head}. Credentials refused: {call.auth_hint}.", **fields)
+        if status == 404:
+            return NotFound(f"{head}. Check the id, and --base-url.", **fields)
+        if 300 <= status < 400:
+            where_to = response.headers.get("Location", "?")
+            return ApiError(
+                f"{head}, a redirect to {redact_url(where_to)}. Point --base-url at the "
+                f"service itself.",
+                **fields,
+            )
+        if status == 429:
+            self.stats.rate_limited += 1
+            return self._retryable_status(
+                call, response, attempt, RateLimited, retry=True,
+                advice="the service is rate limiting: lower [service].request_budget or "
+                "[service].concurrency, or try again later",
+            )
+        if status >= 500:
+            self.stats.server_errors += 1
+            if call.idempotent:
+                advice = "the service is failing: try again later or raise [retry].attempts"
+            else:
+                advice = call.recheck
+            return self._retryable_status(
+                call, response, attempt, ServerError,
+                retry=call.idempotent and status in RETRY_STATUSES, advice=advice,
+            )
+        return ApiError(f"{head}. Unexpected status; check --base-url.", **fields)
+
+    def _retryable_status(
+        self,
+        call: _Call,
+        response: httpx.Response,
+        attempt: int,
+        cls: type[RateLimited] | type[ServerError],
+        *,
+        retry: bool,
+        advice: str,
+    ) -> ApiError:
+        status = response.status_code
+        head = f"{call.where} answered {status} {response.reason_phrase}"
+        said = self._service_said(response)
+        retry_after = parse_retry_after(response.headers.get("Retry-After"))
+        limit = self.settings.retry.max_retry_after
+        fields = self._error_fields(call, response)
+        extra: dict[str, Any] = {"retry_after": retry_after} if cls is RateLimited else {}
+        if retry and retry_after is not None and retry_after > limit:
+            # Waiting that long would stall the run; the operator decides instead.
+            return cls(
+                f"{head}{said} asking to wait {retry_after:g} s (Retry-After), more than "
+                f"[retry].max_retry_after = {limit:g} s, so gave up at once{_after(attempt)}; "
+                f"{advice}, or raise [retry].max_retry_after.",
+                **extra, **fields,
+            )
+        call.retryable, call.retry_after = retry, retry_after
+        return cls(f"{head}{said}{_after(attempt)}; {advice}.", **extra, **fields)
+
+    def _transport_error(self, call: _Call, exc: httpx.TransportError, attempt: int) -> ApiError:
+        timeouts = self.settings.service
+        if isinstance(exc, httpx.ConnectTimeout):
+            what = f"could not connect within {timeouts.connect_timeout:g} s"
+            advice = "check the service is up and --base-url, or raise [service].connect_timeout"
+        elif isinstance(exc, httpx.PoolTimeout):
+            what = f"waited {timeouts.timeout:g} s for a free connection"
+            advice = "lower [service].concurrency or raise [service].max_connections"
+        elif isinstance(exc, httpx.TimeoutException):
+            what = f"got no answer within {timeouts.timeout:g} s"
+            advice = "the service is slow: raise [service].timeout or try again later"
+        elif isinstance(exc, httpx.ConnectError):
+            what = "could not connect"
+            advice = "check the service is up and --base-url is right"
+        elif isinstance(exc, httpx.UnsupportedProtocol):
+            what = "has an unsupported URL scheme"
+            advice = "use an http:// or https:// --base-url"
+        else:
+            what = "lost the connection"
+            advice = "check the service is up and try again"
+        if not call.idempotent and not isinstance(exc, NEVER_SENT):
+            advice = call.recheck
+        reason = self._redact(str(exc))
+        cause = f"{type(exc).__name__}: {reason}" if reason else type(exc).__name__
+        return Unreachable(
+            f"{call.where} {what} ({cause}){_after(attempt)}; {advice}.",
+            method=call.request.method,
+            url=redact_url(str(call.request.url)),
+        )
+
+    # --- message helpers ----------------------------------------------------------------------
+    def _remember(self, secret: str) -> None:
+        # Masking a 1-3 character "secret" would mangle every message and protect nothing.
+        if len(secret) >= MIN_REDACTED and secret not in self._secrets:
+            self._secrets.append(secret)
+
+    def _redact(self, text: str) -> str:
+        # The service may echo a credential back in an error; never pass it on.
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def _body(self, response: httpx.Response) -> str:
+        raw = response.content[:MAX_BODY_BYTES]
+        return self._redact(raw.decode(response.encoding or "utf-8", errors="replace"))
+
+    def _snippet(self, response: httpx.Response) -> str:
+        text = " ".join(self._body(response)[: SNIPPET_CHARS * 4].split())
+        return text[:SNIPPET_CHARS] + ("..." if len(text) > SNIPPET_CHARS else "")
+
+    def _service_said(self, response: httpx.Response) -> str:
+        """': <error> (<details>)' from the JSON error body, else a snippet of the text."""
+        try:
+            data = response.json()
+        except ValueError:
+            snippet = self._snippet(response)
+            return f": {snippet!r}" if snippet else ""
+        if data is None:
+            return ""
+        if isinstance(data, dict) and "error" in data:
+            text = str(data["error"])
+            if data.get("details") not in (None, "", [], {}):
+                text += f" ({_compact(data['details'])})"
+        else:
+            text = _compact(data)
+        text = self._redact(text)
+        return f": {text[:SNIPPET_CHARS * 2]}" if text else ""
+
+    def _error_fields(self, call: _Call, response: httpx.Response) -> dict[str, Any]:
+        return {
+            "method": call.request.method,
+            "url": redact_url(str(call.request.url)),
+            "status": response.status_code,
+            "body": self._body(response),
+        }
+
+
+# --- pure helpers -------------------------------------------------------------------------------
+def _seg(value: str | int) -> str:
+    """A path parameter as one URL segment (a '/' in an id must not change the route)."""
+    return quote(str(value), safe="@")
+
+
+def _after(attempt: int) -> str:
+    return f" after {attempt} attempts" if attempt > 1 else ""
+
+
+def _json_kind(data: Any) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean"}.get(
+        type(data), "number" if isinstance(data, int | float) else "null"
+    )
+
+
+def _compact(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _error_details(response: httpx.Response) -> Any:
+    try:
+        data = response.json()
+    except ValueError:
+        return None
+    return data.get("details") if isinstance(data, dict) else None
+
+
+def _reason(exc: BaseException | None) -> str:
+    if isinstance(exc, ApiError) and exc.status is not None:
+        return f"{exc.status}"
+    if exc is not None and exc.__cause__ is not None:
+        return type(exc.__cause__).__name__
+    return type(exc).__name__ if exc else "?"
+
+
+def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a Retry-After header (delta-seconds or HTTP-date); None if absent
+    or unreadable, so the caller falls back to its own backoff."""
+    if value is None or not value.strip():
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:  # HTTP-dates are GMT; be lenient with ones that omit it
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - (now or datetime.now(UTC))).total_seconds()
+    if seconds != seconds:  # NaN
+        return None
+    return max(0.0, seconds)
+
+
+def redact_url(url: str) -> str:
+    """The URL with credentials in the userinfo and token/key-like query params masked."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rsplit("@", 1)[1]
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        query = urlencode(
+            [(k, "***" if SECRET_PARAM.search(k) else v) for k, v in pairs], safe="*@"
+        )
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+__all__ = ["Client", "ClientStats", "parse_retry_after", "redact_url"]

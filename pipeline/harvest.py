@@ -1,0 +1,617 @@
+"""The harvester: archive the whole directory into DuckDB, incrementally and exactly once.
+
+One run:
+
+1. records itself in ``harvest_runs`` (status ``running``) and marks any run a killed process
+   left ``running`` as ``interrupted``;
+2. snapshots the configured user (me, bots, servers, webhooks) when a user token is set;
+3. pages through ``GET /bots`` with :class:`~pipeline.listing.ListingPager` (no bot lost or
+   read twice, whatever the service does), and for each listing page looks up, in one query,
+   the newest archived record of its bots;
+4. hands bots to ``concurrency`` workers: a bot whose newest record (``GET /bots/:id/stat``) is
+   already archived costs that one request; any other bot's ``/stats`` is read and validated;
+5. buffers rows column-wise and writes them in batches through polars, one transaction per
+   batch that also carries the run's counters, so a run killed at any moment leaves whole
+   batches only and the next run (records keyed by id, upserted) completes the work;
+6. marks bots missing from a *complete* listing as removed, and ends the run ``complete``,
+   ``partial`` (some bots failed: retried next run), ``failed`` or ``interrupted``.
+
+DuckDB work happens on one dedicated thread so HTTP never waits on a write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import socket
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import duckdb
+import polars as pl
+
+from . import store
+from .client import Client
+from .config import Settings
+from .errors import ApiError, BadResponse, BotstatsError, NotFound, StoreError
+from .listing import ListingPager
+from .records import (
+    BotRow,
+    Invalid,
+    StatRow,
+    entity_id,
+    parse_bot,
+    parse_stat,
+    raw_text,
+    stat_key,
+)
+
+log = logging.getLogger("botstats.harvest")
+T = TypeVar("T")
+
+# Exit codes of `botstats harvest` (and `botstats run`), documented in the README.
+EXIT_CODES = {"complete": 0, "failed": 1, "partial": 3, "interrupted": 4}
+
+
+@dataclass
+class HarvestReport:
+    """What a run did; also the row it leaves in ``harvest_runs``."""
+
+    run_id: str
+    mode: str
+    status: str = "running"
+    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    finished_at: datetime | None = None
+    base_url: str = ""
+    bots_seen: int = 0
+    bots_new: int = 0
+    bots_removed: int = 0
+    bots_fetched: int = 0
+    bots_up_to_date: int = 0
+    stats_added: int = 0
+    stats_updated: int = 0
+    requests: int = 0
+    retries: int = 0
+    rejects: int = 0
+    errors: int = 0
+    listing_complete: bool = False
+    message: str = ""
+
+    @property
+    def seconds(self) -> float:
+        end = self.finished_at or datetime.now(UTC)
+        return (end - self.started_at).total_seconds()
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES.get(self.status, 1)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["seconds"] = round(self.seconds, 3)
+        return out
+
+
+ProgressFn = Callable[[HarvestReport], None]
+
+
+def new_run_id() -> str:
+    return f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
+
+
+def harvest(
+    settings: Settings,
+    *,
+    full: bool = False,
+    on_progress: ProgressFn | None = None,
+    stop: threading.Event | None = None,
+) -> HarvestReport:
+    """Run one harvest into the archive named by ``settings``; return what it did.
+
+    The caller holds the run lock (``pipeline.lock``) when other runs may start; the DuckDB
+    file lock alone would make a second writer wait and then fail.
+    """
+    report = HarvestReport(run_id=new_run_id(), mode="full" if full else "incremental",
+                           base_url=settings.service.base_url)
+    with store.writer(settings) as con:
+        _begin_run(con, report)
+        db = _Db(con)
+        try:
+            asyncio.run(_harvest(settings, report, db, full, on_progress, stop or threading.Event()))
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            report.status, report.message = "interrupted", "interrupted by the user"
+            raise
+        except BotstatsError as exc:
+            report.status, report.message = "failed", str(exc)
+        finally:
+            db.shutdown()
+            report.finished_at = datetime.now(UTC)
+            _finish_run(con, report)
+    log.info("harvest %s %s", report.run_id, report.status, extra={"report": report.as_dict()})
+    return report
+
+
+# --- the async part ----------------------------------------------------------------------------
+class _Db:
+    """Every DuckDB call on one thread: the connection is used by one thread at a time and the
+    event loop never blocks on a write."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="botstats-db")
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, self.con, *args)
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
+async def _harvest(
+    settings: Settings,
+    report: HarvestReport,
+    db: _Db,
+    full: bool,
+    on_progress: ProgressFn | None,
+    stop: threading.Event,
+) -> None:
+    buffer = _Batch(db, report, settings.store.batch_rows)
+    async with Client(settings) as client:
+        try:
+            if settings.user_token:
+                await _snapshot_user(client, settings, report, buffer)
+            queue: asyncio.Queue[tuple[str, str | None] | None] = asyncio.Queue(
+                maxsize=settings.service.concurrency * 4
+            )
+            workers = [
+                asyncio.create_task(_worker(client, settings, report, buffer, queue, full, stop,
+                                            on_progress))
+                for _ in range(settings.service.concurrency)
+            ]
+            try:
+                await _list(client, settings, report, buffer, db, queue, stop)
+            finally:
+                for _ in workers:
+                    await queue.put(None)
+                await asyncio.gather(*workers)
+        finally:
+            report.requests = client.stats.requests
+            report.retries = client.stats.retries
+            await buffer.flush()
+    if report.listing_complete and not stop.is_set():
+        report.bots_removed = await db.call(_mark_removed, report)
+    if stop.is_set():
+        report.status, report.message = "interrupted", "stopped on request after the current batch"
+    elif report.errors or not report.listing_complete:
+        report.status = "partial"
+        report.message = report.message or (
+            f"{report.errors} request(s) failed after retries; see harvest_errors. "
+            f"The next run tries them again."
+        )
+    else:
+        report.status = "complete"
+
+
+async def _list(
+    client: Client,
+    settings: Settings,
+    report: HarvestReport,
+    buffer: _Batch,
+    db: _Db,
+    queue: asyncio.Queue[tuple[str, str | None] | None],
+    stop: threading.Event,
+) -> None:
+    pager = ListingPager(page_size=settings.service.page_size)
+    fields = settings.fields
+    skip = 0
+    while not stop.is_set():
+        try:
+            request = pager.next_request()
+            if request is None:
+                break
+            skip, limit = request
+            page = await client.list_bots(limit=limit, skip=skip)
+        except ApiError as exc:
+            # Without the listing we cannot know which bots exist: what was read is kept,
+            # removals are not marked, and the run is partial (or failed if nothing was read).
+            endpoint = f"GET /bots?skip={skip}"
+            if isinstance(exc, BadResponse) and exc.body is not None and not _is_pager(exc):
+                buffer.reject(endpoint, None, f"page is not a JSON array: {exc}", exc.body)
+            buffer.error(endpoint, None, exc)
+            report.message = f"listing stopped early: {exc}"
+            if not pager.seen:
+                raise
+            return
+        ids: list[str] = []
+        rows: list[BotRow] = []
+        for position, record in enumerate(page):
+            try:
+                row = parse_bot(record, fields)
+            except Invalid as exc:
+                buffer.reject(f"GET /bots?skip={skip}", None, str(exc), raw_text(record))
+                # A placeholder keeps the page's positions right for the pager.
+                ids.append(f"\x00invalid:{skip + position}:{hash(raw_text(record))}")
+                continue
+            ids.append(row.bot_id)
+            rows.append(row)
+        new = set(pager.feed(skip, ids))
+        fresh = [r for r in rows if r.bot_id in new]
+        if not fresh:
+            continue
+        report.bots_seen += len(fresh)
+        buffer.bots.extend(fresh)
+        newest = await db.call(_newest_keys, [r.bot_id for r in fresh])
+        for row in fresh:
+            if stop.is_set():
+                return
+            await queue.put((row.bot_id, newest.get(row.bot_id)))
+    report.listing_complete = pager.complete
+
+
+def _is_pager(exc: Exception) -> bool:
+    from .listing import ListingUnstable, SkipIgnored
+
+    return isinstance(exc, SkipIgnored | ListingUnstable)
+
+
+async def _worker(
+    client: Client,
+    settings: Settings,
+    report: HarvestReport,
+    buffer: _Batch,
+    queue: asyncio.Queue[tuple[str, str | None] | None],
+    full: bool,
+    stop: threading.Event,
+    on_progress: ProgressFn | None,
+) -> None:
+    while (item := await queue.get()) is not None:
+        if stop.is_set():
+            continue  # drain: the lister stops feeding, the queue empties, None arrives
+        bot_id, newest = item
+        await _harvest_bot(client, settings, report, buffer, bot_id, newest, full)
+        if on_progress is not None:
+            report.requests = client.stats.requests
+            report.retries = client.stats.retries
+            on_progress(report)
+
+
+async def _harvest_bot(
+    client: Client,
+    settings: Settings,
+    report: HarvestReport,
+    buffer: _Batch,
+    bot_id: str,
+    newest: str | None,
+    full: bool,
+) -> None:
+    fields = settings.fields
+    endpoint = f"GET /bots/{bot_id}/stat"
+    try:
+        if newest is not None and not full:
+            # A bot with nothing archived skips this check: its /stats is needed anyway.
+            last = await client.bot_last_stat(bot_id)
+            try:
+                if stat_key(last, bot_id, fields) == newest:
+                    report.bots_up_to_date += 1
+                    return
+            except Invalid:
+                pass  # the newest record is malformed: read them all, it lands in rejects
+        endpoint = f"GET /bots/{bot_id}/stats"
+        records = await client.bot_stats(bot_id)
+    except NotFound:
+        return  # no records yet, or the bot left between the listing and now
+    except BadResponse as exc:
+        buffer.reject(endpoint, bot_id, f"not a JSON list of records: {_first_line(exc)}",
+                      exc.body or "")
+        return
+    except ApiError as exc:
+        buffer.error(endpoint, bot_id, exc)
+        return
+    report.bots_fetched += 1
+    for record in records:
+        try:
+            buffer.add_stat(bot_id, parse_stat(record, bot_id, fields))
+        except Invalid as exc:
+            buffer.reject(endpoint, bot_id, str(exc), raw_text(record))
+    if buffer.full:
+        await buffer.flush()
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).split("\n", 1)[0][:300]
+
+
+async def _snapshot_user(client: Client, settings: Settings, report: HarvestReport,
+                         buffer: _Batch) -> None:
+    fields = settings.fields
+    try:
+        me = await client.me()
+        user_id = entity_id(me, fields.user_id, "user")
+        lists = await asyncio.gather(client.user_bots(user_id), client.user_servers(user_id),
+                                     client.user_webhooks(user_id))
+    except Invalid as exc:
+        buffer.reject("GET /users/@me", None, str(exc), raw_text(me))
+        return
+    except ApiError as exc:
+        buffer.error("GET /users/@me", None, exc)
+        return
+    now = datetime.now(UTC)
+    buffer.users.append({"run_id": report.run_id, "user_id": user_id, "is_me": True,
+                         "raw": raw_text(me), "fetched_at": now})
+    for table, key, id_field, what, records in (
+        ("user_bots", "bot_id", fields.bot_id, "bot", lists[0]),
+        ("user_servers", "server_id", fields.server_id, "server", lists[1]),
+        ("user_webhooks", "webhook_id", fields.webhook_id, "webhook", lists[2]),
+    ):
+        for record in records:
+            try:
+                rid = entity_id(record, id_field, what)
+            except Invalid as exc:
+                buffer.reject(f"GET /users/{user_id}/{table[5:]}", None, str(exc), raw_text(record))
+                continue
+            buffer.snapshots.setdefault(table, []).append(
+                {"run_id": report.run_id, "user_id": user_id, key: rid,
+                 "raw": raw_text(record), "fetched_at": now}
+            )
+
+
+# --- batching and writing ------------------------------------------------------------------------
+STAT_SCHEMA = {
+    "stat_id": pl.String, "bot_id": pl.String, "recorded_at": pl.Datetime("us", "UTC"),
+    "users": pl.Int64, "guilds": pl.Int64, "shards": pl.Int64, "memory_load": pl.Float64,
+    "cpu_load": pl.Float64, "commands_executed": pl.Int64, "raw": pl.String,
+}
+CUSTOM_SCHEMA = {
+    "stat_id": pl.String, "bot_id": pl.String, "recorded_at": pl.Datetime("us", "UTC"),
+    "name": pl.String, "value_text": pl.String, "value_num": pl.Float64,
+}
+
+
+class _Batch:
+    """Rows waiting for the next write, kept column-wise (cheap to append, cheap to frame)."""
+
+    def __init__(self, db: _Db, report: HarvestReport, batch_rows: int) -> None:
+        self.db = db
+        self.report = report
+        self.batch_rows = batch_rows
+        self._lock = asyncio.Lock()
+        self._reset()
+
+    def _reset(self) -> None:
+        self.stats: dict[str, list[Any]] = {k: [] for k in STAT_SCHEMA}
+        self.custom: dict[str, list[Any]] = {k: [] for k in CUSTOM_SCHEMA}
+        self.bots: list[BotRow] = []
+        self.rejects: list[dict[str, Any]] = []
+        self.errors: list[dict[str, Any]] = []
+        self.users: list[dict[str, Any]] = []
+        self.snapshots: dict[str, list[dict[str, Any]]] = {}
+
+    @property
+    def full(self) -> bool:
+        return len(self.stats["stat_id"]) >= self.batch_rows
+
+    def add_stat(self, bot_id: str, row: StatRow) -> None:
+        s = self.stats
+        s["stat_id"].append(row.stat_id)
+        s["bot_id"].append(bot_id)
+        s["recorded_at"].append(row.recorded_at)
+        s["users"].append(row.users)
+        s["guilds"].append(row.guilds)
+        s["shards"].append(row.shards)
+        s["memory_load"].append(row.memory_load)
+        s["cpu_load"].append(row.cpu_load)
+        s["commands_executed"].append(row.commands_executed)
+        s["raw"].append(row.raw)
+        c = self.custom
+        for name, text, num in row.custom:
+            c["stat_id"].append(row.stat_id)
+            c["bot_id"].append(bot_id)
+            c["recorded_at"].append(row.recorded_at)
+            c["name"].append(name)
+            c["value_text"].append(text)
+            c["value_num"].append(num)
+
+    def reject(self, endpoint: str, bot_id: str | None, reason: str, raw: str) -> None:
+        self.rejects.append({"endpoint": endpoint, "bot_id": bot_id, "reason": reason, "raw": raw})
+
+    def error(self, endpoint: str, bot_id: str | None, exc: Exception) -> None:
+        self.report.errors += 1
+        log.warning("%s failed: %s", endpoint, _first_line(exc))
+        self.errors.append({"endpoint": endpoint, "bot_id": bot_id, "error": _first_line(exc)})
+
+    async def flush(self) -> None:
+        async with self._lock:
+            frames = _Frames(
+                stats=pl.DataFrame(self.stats, schema=STAT_SCHEMA),
+                custom=pl.DataFrame(self.custom, schema=CUSTOM_SCHEMA),
+                bots=self.bots, rejects=self.rejects, errors=self.errors,
+                users=self.users, snapshots=self.snapshots,
+            )
+            self._reset()
+            if frames.empty:
+                return
+            await self.db.call(_write, frames, self.report)
+
+
+@dataclass
+class _Frames:
+    stats: pl.DataFrame
+    custom: pl.DataFrame
+    bots: list[BotRow]
+    rejects: list[dict[str, Any]]
+    errors: list[dict[str, Any]]
+    users: list[dict[str, Any]]
+    snapshots: dict[str, list[dict[str, Any]]]
+
+    @property
+    def empty(self) -> bool:
+        return not (self.stats.height or self.bots or self.rejects or self.errors or self.users
+                    or self.snapshots)
+
+
+def _write(con: duckdb.DuckDBPyConnection, f: _Frames, report: HarvestReport) -> None:
+    """One transaction: the batch's rows and the run's counters land together or not at all."""
+    now = datetime.now(UTC)
+    run_id = report.run_id
+    try:
+        con.execute("BEGIN TRANSACTION")
+        if f.bots:
+            report.bots_new += _write_bots(con, f.bots, run_id, now)
+        if f.stats.height:
+            added, updated = _write_stats(con, f.stats, f.custom, run_id, now)
+            report.stats_added += added
+            report.stats_updated += updated
+        if f.rejects:
+            report.rejects += _write_rejects(con, f.rejects, run_id, now)
+        if f.errors:
+            errors_in = pl.DataFrame(f.errors).with_columns(  # noqa: F841 - scanned by DuckDB
+                run_id=pl.lit(run_id), seen_at=pl.lit(now))
+            con.execute("INSERT INTO harvest_errors BY NAME SELECT * FROM errors_in")
+        if f.users:
+            users_in = pl.DataFrame(f.users)  # noqa: F841
+            con.execute("INSERT INTO users BY NAME SELECT * FROM users_in ON CONFLICT DO NOTHING")
+        for table, rows in f.snapshots.items():
+            keys = [c for c in rows[0] if c not in ("raw", "fetched_at")]
+            snap_in = pl.DataFrame(rows).unique(subset=keys, keep="last")  # noqa: F841
+            con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM snap_in ON CONFLICT DO NOTHING")
+        _save_counters(con, report)
+        con.execute("COMMIT")
+    except duckdb.Error as exc:
+        con.execute("ROLLBACK")
+        raise StoreError(f"writing a batch of run {run_id} failed: {exc}") from exc
+
+
+def _write_bots(con: duckdb.DuckDBPyConnection, rows: list[BotRow], run_id: str,
+                now: datetime) -> int:
+    # Frames are named apart from tables: a table of the same name wins the replacement scan.
+    bots_in = pl.DataFrame(  # noqa: F841 - scanned by DuckDB
+        {"bot_id": [r.bot_id for r in rows], "name": [r.name for r in rows],
+         "raw": [r.raw for r in rows]},
+        schema={"bot_id": pl.String, "name": pl.String, "raw": pl.String},
+    ).unique(subset="bot_id", keep="last").with_columns(
+        first_seen_at=pl.lit(now), last_seen_at=pl.lit(now), run_id=pl.lit(run_id))
+    (new_count,) = con.execute(
+        "SELECT count(*) FROM bots_in n ANTI JOIN bots o USING (bot_id)"
+    ).fetchall()[0]
+    con.execute(
+        "INSERT INTO bots BY NAME SELECT * FROM bots_in ON CONFLICT (bot_id) DO UPDATE SET "
+        "name = excluded.name, raw = excluded.raw, last_seen_at = excluded.last_seen_at, "
+        "removed_at = NULL, run_id = excluded.run_id"
+    )
+    return int(new_count)
+
+
+def _write_stats(con: duckdb.DuckDBPyConnection, stats: pl.DataFrame, custom: pl.DataFrame,
+                 run_id: str, now: datetime) -> tuple[int, int]:
+    # Duplicate keys inside one INSERT ... ON CONFLICT batch raise nothing and the first row
+    # wins: keep the last copy the service sent ourselves.
+    batch_in = stats.unique(subset=["bot_id", "stat_id"], keep="last").with_columns(  # noqa: F841
+        run_id=pl.lit(run_id), archived_at=pl.lit(now))
+    (added,) = con.execute(
+        "INSERT INTO bot_stats BY NAME SELECT * FROM batch_in ON CONFLICT DO NOTHING"
+    ).fetchall()[0]
+    # A record the service changed since we archived it is rewritten; an unchanged one never.
+    (updated,) = con.execute(
+        "UPDATE bot_stats AS t SET recorded_at = b.recorded_at, users = b.users, "
+        "guilds = b.guilds, shards = b.shards, memory_load = b.memory_load, "
+        "cpu_load = b.cpu_load, commands_executed = b.commands_executed, raw = b.raw, "
+        "run_id = b.run_id, archived_at = b.archived_at "
+        "FROM batch_in AS b WHERE t.bot_id = b.bot_id AND t.stat_id = b.stat_id "
+        "AND t.raw::VARCHAR <> b.raw"
+    ).fetchall()[0]
+    if custom.height:
+        custom_in = custom.unique(subset=["bot_id", "stat_id", "name"], keep="last").with_columns(  # noqa: F841
+            run_id=pl.lit(run_id))
+        con.execute(
+            "INSERT INTO bot_stat_custom BY NAME SELECT * FROM custom_in ON CONFLICT DO UPDATE SET "
+            "recorded_at = excluded.recorded_at, value_text = excluded.value_text, "
+            "value_num = excluded.value_num, run_id = excluded.run_id "
+            "WHERE bot_stat_custom.value_text IS DISTINCT FROM excluded.value_text"
+        )
+    return int(added), int(updated)
+
+
+def _write_rejects(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]], run_id: str,
+                   now: datetime) -> int:
+    rejects_in = (  # noqa: F841 - scanned by DuckDB
+        pl.DataFrame(rows, schema={"endpoint": pl.String, "bot_id": pl.String,
+                                   "reason": pl.String, "raw": pl.String})
+        .with_columns(
+            # The same bad record seen again next run is the same reject: kept once.
+            reject_key=pl.concat_str(
+                [pl.col("endpoint").str.replace(r"\?.*$", ""), pl.col("bot_id").fill_null(""),
+                 pl.col("reason"), pl.col("raw").fill_null("")], separator="\x1f"
+            ).hash().cast(pl.String),
+            run_id=pl.lit(run_id), seen_at=pl.lit(now))
+        .unique(subset="reject_key", keep="first")
+    )
+    (added,) = con.execute(
+        "INSERT INTO rejects BY NAME SELECT * FROM rejects_in ON CONFLICT DO NOTHING"
+    ).fetchall()[0]
+    return int(added)
+
+
+def _newest_keys(con: duckdb.DuckDBPyConnection, bot_ids: list[str]) -> dict[str, str]:
+    """The newest archived stat key of each bot in one listing page (one query per page)."""
+    page_in = pl.DataFrame({"bot_id": bot_ids}, schema={"bot_id": pl.String})  # noqa: F841
+    rows = con.execute(
+        "SELECT s.bot_id, arg_max(s.stat_id, s.recorded_at) FROM bot_stats s "
+        "SEMI JOIN page_in p USING (bot_id) GROUP BY s.bot_id"
+    ).fetchall()
+    return dict(rows)
+
+
+def _begin_run(con: duckdb.DuckDBPyConnection, report: HarvestReport) -> None:
+    stale = con.execute(
+        "UPDATE harvest_runs SET status = 'interrupted', finished_at = now(), "
+        "message = 'the process ended before the run finished (killed?); its whole batches "
+        "are kept and this run completes the work' WHERE status = 'running' RETURNING run_id"
+    ).fetchall()
+    for (run_id,) in stale:
+        log.warning("run %s had not finished (its process was killed); marked interrupted", run_id)
+    con.execute(
+        "INSERT INTO harvest_runs (run_id, started_at, status, mode, base_url, pid, host) "
+        "VALUES (?, ?, 'running', ?, ?, ?, ?)",
+        [report.run_id, report.started_at, report.mode, report.base_url, os.getpid(),
+         socket.gethostname()],
+    )
+
+
+_COUNTERS = ("bots_seen", "bots_new", "bots_removed", "bots_fetched", "stats_added",
+             "stats_updated", "requests", "retries", "rejects", "errors")
+
+
+def _save_counters(con: duckdb.DuckDBPyConnection, report: HarvestReport) -> None:
+    sets = ", ".join(f"{c} = ?" for c in _COUNTERS)
+    con.execute(f"UPDATE harvest_runs SET {sets} WHERE run_id = ?",
+                [getattr(report, c) for c in _COUNTERS] + [report.run_id])
+
+
+def _finish_run(con: duckdb.DuckDBPyConnection, report: HarvestReport) -> None:
+    try:
+        _save_counters(con, report)
+        con.execute(
+            "UPDATE harvest_runs SET status = ?, finished_at = ?, message = ? WHERE run_id = ?",
+            [report.status, report.finished_at, report.message or None, report.run_id],
+        )
+    except duckdb.Error as exc:
+        log.error("could not record the end of run %s: %s", report.run_id, exc)
+
+
+def _mark_removed(con: duckdb.DuckDBPyConnection, report: HarvestReport) -> int:
+    """Bots a complete listing no longer shows keep their history and get ``removed_at``."""
+    (count,) = con.execute(
+        "UPDATE bots SET removed_at = ? WHERE removed_at IS NULL AND last_seen_at < ?",
+        [report.started_at, report.started_at],
+    ).fetchall()[0]
+    con.execute("UPDATE harvest_runs SET bots_removed = ? WHERE run_id = ?",
+                [count, report.run_id])
+    return int(count)
+
+

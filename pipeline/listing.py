@@ -1,0 +1,143 @@
+"""Offset paging of GET /bots that never loses or duplicates a bot, whatever the service does.
+
+Peers lose records here (a short page taken for the last page; a listing that shifts while it is
+paged). So the pager trusts nothing about page sizes and re-reads a small overlap:
+
+- each request starts ``overlap`` positions before the end of what was read, so a shift of the
+  listing by fewer than ``overlap`` positions (bots removed or added ahead) still lands on bots
+  already seen, and nothing between is skipped;
+- a page whose first bot was never seen (a shift larger than the overlap) makes it step back a
+  page until it stands on known ground again;
+- a short page is not the end: the end is an *empty* page at exactly the position after the last
+  bot read; then the head is read again, to catch bots added at the front while we paged;
+- a service that ignores ``skip`` (the first page again and again) is detected and refused, and
+  a listing that keeps moving is given up after a bounded number of requests.
+
+It is a pure state machine (``next_request`` / ``feed``), so every case is a unit test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .errors import BadResponse
+
+
+class SkipIgnored(BadResponse):
+    """The service returns the first page whatever `skip` says."""
+
+
+class ListingUnstable(BadResponse):
+    """The listing kept changing for longer than the request bound."""
+
+
+@dataclass
+class ListingPager:
+    page_size: int
+    overlap: int = 5
+    max_requests: int = 0  # 0 = derive from what has been seen
+    seen: set[str] = field(default_factory=set)
+    requests: int = 0
+    wasted: int = 0
+    complete: bool = False
+    _next_skip: int | None = 0
+    _pos: int = 0  # furthest position read
+    _state: str = "walk"  # walk | probe | head
+    _largest_page: int = 0
+    _first_page: list[str] | None = None
+    _head_found: bool = False
+    _head_passes: int = 0
+    _same_as_first: int = 0
+    max_head_passes: int = 3
+
+    def next_request(self) -> tuple[int, int] | None:
+        """(skip, limit) of the next GET /bots, or None when the listing is complete."""
+        if self._next_skip is None:
+            return None
+        # Requests that brought nothing new are the cost of shifts; bound them, not progress.
+        bound = self.max_requests or (2 * (len(self.seen) // max(self._largest_page, 1)) + 50)
+        if self.wasted >= bound:
+            raise ListingUnstable(
+                f"GET /bots kept shifting: gave up after {self.requests} requests with "
+                f"{len(self.seen)} bots seen. The bots seen are harvested; run again later."
+            )
+        return self._next_skip, self.page_size
+
+    def feed(self, skip: int, ids: list[str]) -> list[str]:
+        """Take the bot ids of the page asked at ``skip``; return those not seen before, in order."""
+        self.requests += 1
+        self._check_skip_honoured(skip, ids)
+        # Only a page asked to overlap what was read can tell that the listing moved back.
+        moved_back = 0 < skip < self._pos and bool(ids) and ids[0] not in self.seen
+        new: list[str] = []
+        for bot_id in ids:
+            if bot_id not in self.seen:
+                self.seen.add(bot_id)
+                new.append(bot_id)
+        self.wasted += not new
+        self._largest_page = max(self._largest_page, len(ids))
+        overlap = min(self.overlap, self._largest_page // 2)
+        end = skip + len(ids)
+
+        if not ids:
+            self._on_empty(skip, overlap)
+        elif moved_back and self._state != "head":
+            # The page starts on a bot we never saw: the listing moved back by more than the
+            # overlap and bots may lie unseen before this page. Step back onto known ground.
+            self._next_skip = max(0, skip - max(self._largest_page - overlap, 1))
+            self._state = "walk"
+        elif self._state == "head":
+            self._on_head(skip, end, bool(new), overlap)
+        elif new or end > self._pos:
+            self._state = "walk"
+            self._next_skip = max(end - overlap, 0) if end - overlap > skip else end
+        else:
+            # Nothing new and no further than before: ask exactly past the end to confirm it.
+            self._state = "probe"
+            self._next_skip = end
+        self._pos = max(self._pos, end)
+        return new
+
+    def _on_head(self, skip: int, end: int, found: bool, overlap: int) -> None:
+        # Walk the head until a page brings nothing new; if the walk found bots, more may
+        # have arrived at the front meanwhile, so look at the first page once more.
+        if found:
+            self._head_found = True
+            self._next_skip = max(end - overlap, skip + 1)
+        elif skip == 0 or not self._head_found or self._head_passes >= self.max_head_passes:
+            # Bots still arriving at the front after a few passes are the next run's.
+            self._next_skip, self.complete = None, True
+        else:
+            self._head_found, self._next_skip = False, 0
+            self._head_passes += 1
+
+    def _on_empty(self, skip: int, overlap: int) -> None:
+        if self._state == "head" or skip == 0:
+            self._next_skip, self.complete = None, True
+        elif skip >= self._pos:
+            # The end, confirmed by an empty page right after the last bot read. Re-read the
+            # head to catch bots added at the front while we paged.
+            self._state, self._next_skip = "head", 0
+            self._head_passes = 1
+        else:
+            # Empty before the end we knew: the listing shrank under us. Step back.
+            self._next_skip = max(0, skip - max(self._largest_page - overlap, 1))
+            self._pos = skip
+            self._state = "walk"
+
+    def _check_skip_honoured(self, skip: int, ids: list[str]) -> None:
+        if skip == 0:
+            if self._first_page is None:
+                self._first_page = list(ids)
+            return
+        first = self._first_page
+        # A listing that grew at the front can show the old first page further down once;
+        # a service that ignores skip shows it at every skip.
+        same = bool(first) and len(ids) > 1 and skip >= len(ids) and ids == first
+        self._same_as_first = self._same_as_first + 1 if same else 0
+        if self._same_as_first >= 2:
+            raise SkipIgnored(
+                f"GET /bots?skip={skip} returned the same {len(ids)} bots as skip=0: the "
+                f"service ignores `skip`, so the directory cannot be paged. Stopped instead of "
+                f"looping; check [service].base_url points at the bot-listing service."
+            )

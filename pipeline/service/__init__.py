@@ -1,0 +1,40 @@
+"""The embedded bot-listing service: a real HTTP implementation of the interface in
+``interface/bot-listing-service.md``, with deterministic data and injectable faults.
+
+It stands alone, like a third-party service would: nothing here imports the rest of
+``pipeline``. Public API::
+
+    ServiceConfig, Faults          what the directory holds and how the service misbehaves
+    Directory                      the state and ground truth (``app.state.directory``)
+    create_app(cfg)                the Starlette app
+    serve_in_thread(cfg, host, port) -> RunningService   (context manager; .base_url, .directory)
+    serve(cfg, host, port, credentials_file)            blocking, for ``botstats serve``
+
+Modules: ``_config`` (value classes), ``_data`` (on-demand records), ``_directory`` (state),
+``_payload`` (POST validation), ``_faults`` (429/latency/5xx), ``_app`` (HTTP), ``_server``.
+"""
+
+from __future__ import annotations
+
+from ._app import create_app
+from ._config import Faults, ServiceConfig
+from ._data import MALFORMATIONS
+from ._directory import BOT_KEY_PREFIX, USER_TOKEN_PREFIX, Directory
+from ._payload import validate_stat_payload
+from ._server import RunningService, credentials, serve, serve_in_thread, write_credentials
+
+__all__ = [
+    "BOT_KEY_PREFIX",
+    "MALFORMATIONS",
+    "USER_TOKEN_PREFIX",
+    "Directory",
+    "Faults",
+    "RunningService",
+    "ServiceConfig",
+    "create_app",
+    "credentials",
+    "serve",
+    "serve_in_thread",
+    "validate_stat_payload",
+    "write_credentials",
+]

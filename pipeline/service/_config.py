@@ -1,0 +1,122 @@
+"""The two value classes that describe a service: what data it holds and how it misbehaves.
+
+Both are frozen and validated on construction, so a bad value fails where it is written
+(a test, a flag) with the field name, the value and what is allowed, not deep in a request.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from datetime import UTC, datetime
+
+DEFAULT_BOTS = 200
+DEFAULT_SEED = 1
+DEFAULT_HISTORY_DAYS = 90
+DEFAULT_STATS_PER_DAY = 1
+DEFAULT_MAX_PAGE_SIZE = 100
+# Ids keep the bot/user index in their 22 low bits (see _data.snowflake), which bounds the
+# directory; a million listed bots leaves room for three million churn insertions.
+MAX_BOTS = 1_000_000
+SECONDS_PER_DAY = 86_400
+
+
+def _check(ok: bool, name: str, value: object, allowed: str) -> None:
+    if not ok:
+        raise ValueError(f"{name}={value!r} is not allowed: {allowed}")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+@dataclass(frozen=True)
+class Faults:
+    """Misbehaviour of the interface endpoints; every field off (zero/False) by default.
+
+    Applied in this order to each request of the interface (never to ``/_admin/*``):
+    rate limit (429) -> latency -> random 5xx -> the endpoint (where churn, malformed
+    records, bad JSON and ignore_skip live).
+    """
+
+    rate_limit: float = 0.0  # requests/second over all requests (token bucket); 0 = unlimited
+    error_rate: float = 0.0  # probability of a random 500/502/503
+    latency_ms: float = 0.0  # added to every response
+    latency_jitter_ms: float = 0.0  # plus uniform(0, jitter)
+    churn_every: int = 0  # every N-th GET /bots: one bot added at the front, one removed
+    malformed_rate: float = 0.0  # share of generated stat records that are malformed
+    bad_json_rate: float = 0.0  # share of bots whose /stats body is never valid JSON
+    ignore_skip: bool = False  # GET /bots always returns the first page
+    live_interval: float = 0.0  # seconds per virtual stat interval; 0 = clock moves only on advance
+
+    def __post_init__(self) -> None:
+        for name in ("rate_limit", "latency_ms", "latency_jitter_ms", "live_interval"):
+            value = getattr(self, name)
+            _check(_is_number(value) and value >= 0, f"Faults.{name}", value,
+                   "a finite number >= 0")
+        for name in ("error_rate", "malformed_rate", "bad_json_rate"):
+            value = getattr(self, name)
+            _check(_is_number(value) and 0 <= value <= 1, f"Faults.{name}", value,
+                   "a probability between 0 and 1")
+        _check(_is_int(self.churn_every) and self.churn_every >= 0, "Faults.churn_every",
+               self.churn_every, "an integer >= 0 (0 = no churn)")
+        _check(isinstance(self.ignore_skip, bool), "Faults.ignore_skip", self.ignore_skip,
+               "True or False")
+
+    def active(self) -> dict[str, object]:
+        """The fault fields that are switched on, for logs and the health endpoint."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if getattr(self, f.name) != f.default}
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """What the directory holds. Same config (seed and ``end`` included) -> same data."""
+
+    bots: int = DEFAULT_BOTS
+    users: int = 0  # 0 = bots // 5, at least 1
+    seed: int = DEFAULT_SEED
+    history_days: int = DEFAULT_HISTORY_DAYS
+    stats_per_day: int = DEFAULT_STATS_PER_DAY
+    max_page_size: int = DEFAULT_MAX_PAGE_SIZE
+    end: datetime | None = None  # the virtual clock at start (UTC); None = now, truncated to the hour
+    faults: Faults = field(default_factory=Faults)
+
+    def __post_init__(self) -> None:
+        _check(_is_int(self.bots) and 1 <= self.bots <= MAX_BOTS, "bots", self.bots,
+               f"an integer from 1 to {MAX_BOTS}")
+        _check(_is_int(self.users) and 0 <= self.users <= MAX_BOTS, "users", self.users,
+               f"an integer from 0 (= bots // 5) to {MAX_BOTS}")
+        _check(_is_int(self.seed), "seed", self.seed, "an integer")
+        _check(_is_int(self.history_days) and 1 <= self.history_days <= 3650, "history_days",
+               self.history_days, "an integer from 1 to 3650")
+        _check(_is_int(self.stats_per_day) and 1 <= self.stats_per_day <= 1440
+               and SECONDS_PER_DAY % self.stats_per_day == 0, "stats_per_day",
+               self.stats_per_day, "an integer from 1 to 1440 that divides 86400 "
+               "(e.g. 1, 2, 4, 6, 12, 24, 96)")
+        _check(_is_int(self.max_page_size) and self.max_page_size >= 1, "max_page_size",
+               self.max_page_size, "an integer >= 1")
+        if self.end is not None:
+            _check(isinstance(self.end, datetime), "end", self.end, "a datetime or None")
+        _check(isinstance(self.faults, Faults), "faults", self.faults, "a Faults instance")
+
+    @property
+    def user_count(self) -> int:
+        return self.users or max(1, self.bots // 5)
+
+    @property
+    def interval_seconds(self) -> int:
+        return SECONDS_PER_DAY // self.stats_per_day
+
+    def start_clock(self) -> datetime:
+        """The virtual clock at start: ``end`` as UTC, else now truncated to the hour."""
+        if self.end is None:
+            return datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+        # A naive datetime is taken as UTC: tests write datetime(2024, 6, 1) and mean UTC.
+        end = self.end if self.end.tzinfo else self.end.replace(tzinfo=UTC)
+        return end.astimezone(UTC).replace(microsecond=0)

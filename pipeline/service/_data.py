@@ -1,0 +1,417 @@
+"""Deterministic, on-demand data: every bot, user, server, webhook and stat record is a pure
+function of ``(seed, index)`` and the timeline, so a directory of 100k bots costs nothing until
+a record is asked for, and the same config always serves the same data.
+
+Ids are Discord-style snowflakes: ``(milliseconds since 2015-01-01) << 22 | low 22 bits``. The low
+bits carry the bot/user index (through a seeded bijection, ``Scrambler``) and bit 22 tells bots
+(1) from users (0), so an id maps back to its index in O(1) and bot ids never collide with
+user ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from functools import lru_cache
+from random import Random
+from typing import Any
+
+DISCORD_EPOCH_MS = 1_420_070_400_000
+LOW_BITS = 22
+LOW_MASK = (1 << LOW_BITS) - 1
+BOT_KIND = 1
+USER_KIND = 0
+
+LIBRARIES = ["discord.js", "discord.py", "JDA", "serenity", "Discord.Net", "discordgo", "Eris",
+             "Discord4J", "DSharpPlus", "nextcord", "pycord", "hikari"]
+LIBRARY_WEIGHTS = [35, 25, 8, 5, 5, 5, 4, 3, 3, 3, 2, 2]
+TAGS = ["moderation", "music", "fun", "utility", "economy", "leveling", "games", "anime", "meme",
+        "social", "logging", "roleplay", "stream", "ai", "tickets"]
+TAG_PHRASES = {
+    "moderation": "keeps your server safe with auto-mod, warnings and audit logs",
+    "music": "plays high quality music with playlists, filters and a 24/7 mode",
+    "fun": "brings memes, mini-games and silly commands to every channel",
+    "utility": "handles reminders, polls, embeds and everything in between",
+    "economy": "runs a full server economy with shops, jobs and daily rewards",
+    "leveling": "rewards active members with XP, rank cards and level roles",
+    "games": "hosts trivia, hangman and multiplayer games right in chat",
+    "anime": "tracks airing anime, finds sauce and posts waifu pictures",
+    "meme": "serves fresh memes from a dozen sources on demand",
+    "social": "welcomes newcomers and helps members find each other",
+    "logging": "logs every message edit, join, leave and role change",
+    "roleplay": "powers character sheets, dice rolls and story channels",
+    "stream": "announces Twitch and YouTube streams the moment they go live",
+    "ai": "answers questions and summarises long threads with AI",
+    "tickets": "runs a support ticket system with transcripts",
+}
+NAME_HEADS = ["Nova", "Pixel", "Echo", "Astro", "Mega", "Hyper", "Lunar", "Neon", "Shadow", "Frost",
+              "Blaze", "Quantum", "Turbo", "Cosmo", "Zen", "Crimson", "Vortex", "Sonic", "Iron",
+              "Atlas", "Rune", "Ember", "Orbit", "Koi", "Mochi", "Tango", "Vibe", "Drift", "Sage",
+              "Byte"]
+NAME_TAILS = ["Bot", "Beats", "Guard", "Mod", "Tunes", "Helper", "Quest", "Keeper", "Sentry", "Buddy",
+              "Chef", "Radio", "Stats", "Games", "Mint", "Scout", "Forge", "Pal", "Wave", "Logger"]
+PREFIXES = ["!", "?", ".", "$", "-", ">", "+", "t!", "m!", "%", ";", "/"]
+PERMISSIONS = [0, 8, 3072, 274878024704, 1099511627775, 2147485696]
+REGIONS = ["us-east", "us-west", "eu-central", "eu-west", "asia-south", "asia-east", "sa-east",
+           "oceania"]
+CUSTOM_FIELDS = ["region", "latency_ms", "premium_guilds", "voice_enabled"]
+SHAPES = ["growing", "declining", "flat", "spiky"]
+SHAPE_WEIGHTS = [30, 15, 35, 20]
+USER_WORDS = ["night", "pixel", "moon", "code", "tea", "fox", "river", "byte", "cloud", "star",
+              "panda", "ghost", "maple", "echo", "comet", "lofi"]
+BIOS = ["I build bots for fun.", "Full-stack dev, part-time bot wrangler.", "Rust and coffee.",
+        "Making Discord a nicer place.", "Open source enjoyer.", None, None]
+SERVER_TAGS = ["gaming", "community", "anime", "music", "education", "art", "tech", "memes"]
+WEBHOOK_EVENTS = ["vote", "review", "stats.posted", "test"]
+# How a malformed record is broken; documented in the README in this order.
+MALFORMATIONS = ["missing_id", "missing_timestamp", "negative_users", "non_numeric_guilds",
+                 "cpu_load_150", "memory_load_negative", "unparseable_timestamp"]
+BAD_TIMESTAMPS = ["yesterday", "2024-02-30T25:61:00Z", "n/a"]
+
+
+def unit(seed: int, *key: object) -> float:
+    """A uniform [0, 1) draw fixed by ``(seed, key)``: stable across runs and Python versions,
+    and independent of every other draw (so switching a fault on never changes the data)."""
+    digest = hashlib.blake2b(repr((seed, *key)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+class Scrambler:
+    """A seeded bijection on ``bits``-bit integers (an odd multiplier plus an offset), so
+    consecutive indices give unrelated-looking ids and credentials, and map back in O(1)."""
+
+    def __init__(self, seed: int, kind: str, bits: int) -> None:
+        self.modulus = 1 << bits
+        self.multiplier = int(unit(seed, "mul", kind) * self.modulus) | 1
+        self.inverse = pow(self.multiplier, -1, self.modulus)
+        self.offset = int(unit(seed, "add", kind) * self.modulus)
+
+    def encode(self, index: int) -> int:
+        return (index * self.multiplier + self.offset) % self.modulus
+
+    def decode(self, value: int) -> int:
+        return ((value - self.offset) * self.inverse) % self.modulus
+
+
+@lru_cache(maxsize=64)
+def scrambler(seed: int, kind: str, bits: int) -> Scrambler:
+    return Scrambler(seed, kind, bits)
+
+
+def snowflake(created: datetime, low: int, kind: int) -> str:
+    ms = max(0, int(created.timestamp() * 1000) - DISCORD_EPOCH_MS)
+    return str((((ms & ~1) | kind) << LOW_BITS) | (low & LOW_MASK))
+
+
+def snowflake_low(value: str, kind: int) -> int | None:
+    """The low 22 bits of a snowflake of the given kind, or None if ``value`` is not one."""
+    if not value.isdigit() or len(value) > 20 or (value[0] == "0" and value != "0"):
+        return None
+    number = int(value)
+    if (number >> LOW_BITS) & 1 != kind:
+        return None
+    return number & LOW_MASK
+
+
+def iso(dt: datetime, millis: bool = False) -> str:
+    if millis:
+        return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+    return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def secret(seed: int, purpose: str, subject: str) -> str:
+    """32 hex chars of HMAC(seed, purpose:subject): a credential nobody can guess without
+    the seed, recomputed in O(1) instead of being stored per bot/user."""
+    key = f"botstats-service:{seed}".encode()
+    return hmac.new(key, f"{purpose}:{subject}".encode(), hashlib.sha256).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """The virtual clock's grid: slot k is at ``slot0 + k * interval``; slots 0..initial-1 are
+    the history present at start, so slot ``initial - 1`` is the configured ``end``."""
+
+    slot0: datetime
+    interval: timedelta
+    initial: int
+    per_day: int
+    _stamps: dict[int, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def time(self, slot: int) -> datetime:
+        return self.slot0 + self.interval * slot
+
+    def stamp(self, slot: int) -> str:
+        # Every bot shares the grid, so each slot is formatted once.
+        cached = self._stamps.get(slot)
+        if cached is None:
+            cached = self._stamps[slot] = iso(self.time(slot))
+        return cached
+
+
+@dataclass(frozen=True)
+class BotProfile:
+    """Everything about one bot that does not change with the clock: the record's static
+    fields and the parameters of its stat series."""
+
+    index: int
+    id: str
+    record: dict[str, Any]
+    first_slot: int
+    shape: str
+    level0: float  # guilds at first_slot before noise
+    growth: float  # multiplier per interval
+    noise_sd: float
+    users_per_guild: float
+    cpu_base: float
+    mem_base: float
+    cmd_rate: float  # commands per guild per day
+    restart_p: float  # probability of a restart per interval
+    spike_p: float  # probability that a day is a spike day (spiky bots only)
+    custom_fields: tuple[str, ...]
+    region0: int
+    latency_base: float
+    premium_frac: float
+    voice: bool
+
+
+def make_bot(seed: int, index: int, timeline: Timeline, owners: list[str],
+             added_slot: int | None) -> BotProfile:
+    """Bot ``index``. ``added_slot`` is set for bots inserted by churn: created just after that
+    slot, so they have no records until the clock moves on."""
+    rng = Random(f"{seed}:bot:{index}")
+    interval_s = timeline.interval.total_seconds()
+    if added_slot is not None:
+        first_slot = added_slot + 1
+        created = timeline.time(added_slot) + timedelta(seconds=rng.uniform(1, interval_s - 1))
+    elif rng.random() < 0.10 and timeline.initial > 1:
+        # Created mid-window: fewer records than the others.
+        first_slot = rng.randint(1, timeline.initial - 1)
+        created = timeline.time(first_slot) - timedelta(seconds=rng.uniform(60, interval_s))
+    else:
+        first_slot = 0
+        created = timeline.slot0 - timedelta(days=rng.uniform(1, 5 * 365))
+    created = created.replace(microsecond=0)
+    bot_id = snowflake(created, scrambler(seed, "bot", LOW_BITS).encode(index), BOT_KIND)
+
+    shape = rng.choices(SHAPES, SHAPE_WEIGHTS)[0]
+    # Heavy tail: the median bot peaks near 100 guilds, a few at hundreds of thousands.
+    peak = 10 * 10 ** (4.7 * rng.random() ** 2.2)
+    per_day = timeline.per_day
+    daily = {"growing": rng.uniform(0.001, 0.015), "declining": -rng.uniform(0.001, 0.01)}
+    growth = (1 + daily.get(shape, 0.0)) ** (1 / per_day)
+    # A growing bot peaks at the end of the initial window, the others at its first record.
+    level0 = peak / growth ** max(0, timeline.initial - 1 - first_slot) if growth > 1 else peak
+    noise_sd = rng.uniform(0.02, 0.06) if shape == "flat" else rng.uniform(0.003, 0.02)
+    hot = rng.random() < 0.08
+    cpu_base = rng.uniform(82, 95) if hot else rng.uniform(12, 65)
+    mem_base = rng.uniform(83, 95) if hot else rng.uniform(15, 68)
+    has_custom = rng.random() < 0.65
+    custom_fields = tuple(f for f in CUSTOM_FIELDS if has_custom and rng.random() < 0.6)
+    if has_custom and not custom_fields:
+        custom_fields = (rng.choice(CUSTOM_FIELDS),)
+
+    name = rng.choice(NAME_HEADS) + rng.choice(["", " "]) + rng.choice(NAME_TAILS)
+    username = name.lower().replace(" ", "") + (str(rng.randint(1, 999)) if rng.random() < 0.3 else "")
+    tags = rng.sample(TAGS, rng.randint(1, 4))
+    library = rng.choices(LIBRARIES, LIBRARY_WEIGHTS)[0]
+    # What the listing shows: the expected guilds at the end of the initial window, without
+    # noise (a listing caches the figure; it is not recomputed from the series).
+    listed = max(0, round(level0 * growth ** max(0, timeline.initial - 1 - first_slot)))
+    if added_slot is not None:
+        listed = round(level0)
+    points = int(listed ** 0.6 * rng.uniform(0.5, 3.0))
+    website = f"https://{username}.example.com" if rng.random() < 0.6 else None
+    record: dict[str, Any] = {
+        "id": bot_id,
+        "name": name,
+        "username": username,
+        "prefix": rng.choice(PREFIXES),
+        "short_description": f"{name} {TAG_PHRASES[tags[0]]}.",
+        "library": library,
+        "tags": tags,
+        "owners": owners,
+        "created_at": iso(created),
+        "server_count": listed,
+        "shard_count": listed // 1000 + 1,
+        "points": points,
+        "monthly_points": int(points * rng.uniform(0.01, 0.15)),
+        "certified": listed > 5000 and rng.random() < 0.3,
+        "invite": (f"https://discord.com/oauth2/authorize?client_id={bot_id}"
+                   f"&scope=bot%20applications.commands&permissions={rng.choice(PERMISSIONS)}"),
+        "website": website,
+        "avatar": f"https://cdn.example.com/avatars/{bot_id}/{rng.getrandbits(128):032x}.png",
+    }
+    return BotProfile(
+        index=index, id=bot_id, record=record, first_slot=first_slot, shape=shape,
+        level0=level0, growth=growth, noise_sd=noise_sd,
+        users_per_guild=rng.uniform(20, 200), cpu_base=cpu_base, mem_base=mem_base,
+        cmd_rate=rng.uniform(0.5, 20), restart_p=1 / (rng.uniform(10, 60) * per_day),
+        spike_p=rng.uniform(0.02, 0.06), custom_fields=custom_fields,
+        region0=rng.randrange(len(REGIONS)), latency_base=rng.uniform(25, 250),
+        premium_frac=rng.uniform(0.005, 0.05), voice=rng.random() < 0.5,
+    )
+
+
+def _clamp_pct(value: float) -> int:
+    return min(100, max(0, round(value)))
+
+
+_TRI = 6 ** 0.5  # scales (u1 + u2 - 1) to unit standard deviation
+
+
+def generate_series(seed: int, bot: BotProfile, timeline: Timeline, last: int) -> list[dict[str, Any]]:
+    """The bot's generated records from its first slot up to ``last``, oldest first.
+
+    One forward pass with one RNG per bot: a prefix never changes when ``last`` grows, so
+    advancing the clock only appends. Cost is O(records of this bot), a few microseconds
+    each (noise is triangular rather than Gaussian: same spread, a third of the cost)."""
+    rng = Random(f"{seed}:series:{bot.index}")
+    random, uniform = rng.random, rng.uniform
+    per_day = timeline.per_day
+    bot_id = bot.id
+    stamp = timeline.stamp
+    records: list[dict[str, Any]] = []
+    counter = int(bot.level0 * bot.cmd_rate * uniform(5, 400))
+    region = bot.region0
+    spike = 1.0
+    level = bot.level0
+    growth = bot.growth
+    guild_sd = bot.noise_sd * _TRI
+    user_sd = 0.03 * _TRI
+    spiky = bot.shape == "spiky"
+    commands_per_guild = bot.cmd_rate / per_day
+    for slot in range(bot.first_slot, last + 1):
+        if spiky and (slot % per_day == 0 or slot == bot.first_slot):
+            # Spikes last one calendar day of the grid.
+            spike = uniform(1.8, 4.0) if random() < bot.spike_p else 1.0
+        guilds = max(0, round(level * (1 + (random() + random() - 1) * guild_sd) * spike))
+        level = max(1.0, level * growth)
+        users = max(0, round(guilds * bot.users_per_guild * (1 + (random() + random() - 1) * user_sd)))
+        if random() < bot.restart_p:
+            counter = rng.randint(0, 50)  # the bot restarted: its counter starts over
+        else:
+            counter += round(guilds * commands_per_guild * uniform(0.7, 1.3) * spike)
+        custom: list[dict[str, Any]] = []
+        for name in bot.custom_fields:
+            if name == "region":
+                if random() < 0.003:
+                    region = rng.randrange(len(REGIONS))
+                custom.append({"name": "region", "value": REGIONS[region]})
+            elif name == "latency_ms":
+                latency = bot.latency_base * (1 + (random() + random() - 1) * 0.15 * _TRI)
+                custom.append({"name": "latency_ms", "value": round(max(1.0, latency), 1)})
+            elif name == "premium_guilds":
+                custom.append({"name": "premium_guilds", "value": round(guilds * bot.premium_frac)})
+            else:
+                custom.append({"name": "voice_enabled", "value": bot.voice})
+        records.append({
+            "id": f"{bot_id}-{slot}",
+            "bot_id": bot_id,
+            "timestamp": stamp(slot),
+            "users": users,
+            "guilds": guilds,
+            "shards": guilds // 1000 + 1,
+            "memory_load": _clamp_pct(bot.mem_base + (random() + random() - 1) * 3 * _TRI),
+            "cpu_load": _clamp_pct(bot.cpu_base + (random() + random() - 1) * 6 * _TRI
+                                   + (15 if spike > 1 else 0)),
+            "commands_executed": counter,
+            "custom": custom,
+        })
+    return records
+
+
+def malformation(seed: int, bot_index: int, slot: int, rate: float) -> str | None:
+    """Which way record ``slot`` of the bot is broken, or None: fixed per record."""
+    if rate <= 0 or unit(seed, "malformed", bot_index, slot) >= rate:
+        return None
+    return MALFORMATIONS[int(unit(seed, "malformed-kind", bot_index, slot) * len(MALFORMATIONS))]
+
+
+def malform(record: dict[str, Any], kind: str, slot: int) -> None:
+    if kind == "missing_id":
+        del record["id"]
+    elif kind == "missing_timestamp":
+        del record["timestamp"]
+    elif kind == "negative_users":
+        record["users"] = -record["users"] - 1
+    elif kind == "non_numeric_guilds":
+        record["guilds"] = "lots"
+    elif kind == "cpu_load_150":
+        record["cpu_load"] = 150
+    elif kind == "memory_load_negative":
+        record["memory_load"] = -5
+    else:
+        record["timestamp"] = BAD_TIMESTAMPS[slot % len(BAD_TIMESTAMPS)]
+
+
+@dataclass(frozen=True)
+class UserProfile:
+    index: int
+    id: str
+    record: dict[str, Any]  # without bot_ids, which change with churn
+
+
+def make_user(seed: int, index: int, timeline: Timeline) -> UserProfile:
+    rng = Random(f"{seed}:user:{index}")
+    # Older than any bot that was not created during the window (those are 1 day-5 years old).
+    created = (timeline.slot0 - timedelta(days=rng.uniform(5 * 365, 8 * 365))).replace(microsecond=0)
+    user_id = snowflake(created, scrambler(seed, "user", LOW_BITS).encode(index), USER_KIND)
+    username = rng.choice(USER_WORDS) + rng.choice(["", "_", "."]) + rng.choice(USER_WORDS)
+    if rng.random() < 0.5:
+        username += str(rng.randint(1, 9999))
+    record = {
+        "id": user_id,
+        "username": username,
+        "avatar": f"https://cdn.example.com/avatars/{user_id}/{rng.getrandbits(128):032x}.png",
+        "bio": rng.choice(BIOS),
+        "created_at": iso(created),
+    }
+    return UserProfile(index=index, id=user_id, record=record)
+
+
+def _created_since(rng: Random, user: UserProfile, timeline: Timeline) -> datetime:
+    """A moment between the user's creation and the start of the clock."""
+    start = datetime.fromisoformat(user.record["created_at"])
+    span = (timeline.time(timeline.initial - 1) - start).total_seconds()
+    return (start + timedelta(seconds=rng.uniform(0, max(0.0, span)))).replace(microsecond=0)
+
+
+def make_servers(seed: int, user: UserProfile, other_user_ids: list[str],
+                 timeline: Timeline) -> list[dict[str, Any]]:
+    """0-8 servers the user is in; some owned by the user, some by others."""
+    rng = Random(f"{seed}:servers:{user.index}")
+    servers = []
+    for _ in range(rng.randint(0, 8)):
+        created = _created_since(rng, user, timeline)
+        owner = user.id if rng.random() < 0.5 or not other_user_ids else rng.choice(other_user_ids)
+        servers.append({
+            "id": snowflake(created, rng.getrandbits(LOW_BITS), USER_KIND),
+            "name": f"{rng.choice(USER_WORDS).title()} {rng.choice(['Hangout', 'Lounge', 'Club', 'Den', 'Guild', 'HQ'])}",
+            "member_count": int(2 * 10 ** (5 * rng.random() ** 2)),
+            "owner_id": owner,
+            "tags": rng.sample(SERVER_TAGS, rng.randint(0, 3)),
+        })
+    return servers
+
+
+def make_webhooks(seed: int, user: UserProfile, bot_ids: list[str],
+                  timeline: Timeline) -> list[dict[str, Any]]:
+    """0-3 webhooks, each on one of ``bot_ids`` (none when the user has no bots)."""
+    rng = Random(f"{seed}:webhooks:{user.index}")
+    if not bot_ids:
+        return []
+    hooks = []
+    for _ in range(rng.randint(0, 3)):
+        created = _created_since(rng, user, timeline)
+        hook_id = snowflake(created, rng.getrandbits(LOW_BITS), 0)
+        hooks.append({
+            "id": hook_id,
+            "bot_id": rng.choice(bot_ids),
+            "url": f"https://hooks.example.net/{user.id}/{hook_id}/{rng.getrandbits(64):016x}",
+            "events": sorted(rng.sample(WEBHOOK_EVENTS, rng.randint(1, len(WEBHOOK_EVENTS)))),
+            "created_at": iso(created),
+        })
+    return hooks
+

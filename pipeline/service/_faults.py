@@ -1,0 +1,85 @@
+"""Request-level fault injection: rate limiting, latency and random 5xx answers.
+
+Data-level faults (churn, malformed records, bad JSON, ignore_skip, the live clock) belong
+to the Directory and the endpoints; these three only decide whether and when a request gets
+through, so they wrap every interface endpoint the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from random import Random
+
+from starlette.responses import JSONResponse, Response
+
+from ._config import Faults
+
+_REASONS = {500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable"}
+
+
+class TokenBucket:
+    """``rate`` tokens per second, holding at most ``max(1, rate)``: a one-second burst."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate = rate
+        self.capacity = max(1.0, rate)
+        self.tokens = self.capacity
+        self.updated = time.monotonic()
+
+    def take(self) -> float:
+        """Take a token: 0.0 if there was one, else the seconds until there is."""
+        now = time.monotonic()
+        self.tokens = min(self.capacity, self.tokens + (now - self.updated) * self.rate)
+        self.updated = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return 0.0
+        return (1 - self.tokens) / self.rate
+
+
+class FaultInjector:
+    """The request-level faults of one app. Runs on the event loop only (no locking)."""
+
+    def __init__(self, faults: Faults, seed: int) -> None:
+        self.faults = faults
+        self.bucket = TokenBucket(faults.rate_limit) if faults.rate_limit > 0 else None
+        # Seeded, so a single client sees a reproducible sequence of faults.
+        self.rng = Random(f"{seed}:faults")
+        self.rejected = 0
+        self.injected = 0
+
+    async def before(self) -> Response | None:
+        """A response that replaces the endpoint's (429 or 5xx), or None to go on."""
+        faults = self.faults
+        if self.bucket is not None:
+            wait = self.bucket.take()
+            if wait > 0:
+                self.rejected += 1
+                retry_after = max(1, math.ceil(wait))
+                return JSONResponse(
+                    {"error": "rate limited: too many requests",
+                     "details": {"retry_after": retry_after, "limit_per_second": faults.rate_limit}},
+                    status_code=429, headers={"Retry-After": str(retry_after)})
+        if faults.latency_ms > 0 or faults.latency_jitter_ms > 0:
+            delay_ms = faults.latency_ms + self.rng.uniform(0, faults.latency_jitter_ms)
+            await asyncio.sleep(delay_ms / 1000)
+        if faults.error_rate > 0 and self.rng.random() < faults.error_rate:
+            self.injected += 1
+            return self._server_error()
+        return None
+
+    def _server_error(self) -> Response:
+        status = self.rng.choice(list(_REASONS))
+        reason = _REASONS[status]
+        style = self.rng.choice(["json", "html", "empty"])
+        headers = {"Retry-After": "1"} if status == 503 and self.rng.random() < 0.5 else {}
+        if style == "json":
+            return JSONResponse({"error": reason.lower(), "details": {"injected": True}},
+                                status_code=status, headers=headers)
+        if style == "html":
+            # What a proxy in front of a real service answers: not JSON at all.
+            return Response(f"<html><body>{status} {reason}</body></html>", status_code=status,
+                            headers=headers, media_type="text/html")
+        return Response(b"", status_code=status, headers=headers)

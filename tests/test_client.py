@@ -1,0 +1,627 @@
+"""The API client: every endpoint, both auth schemes, error mapping, retries, budget.
+
+Two real servers on loopback, no mocks of httpx:
+- the embedded bot-listing service (``pipeline.service``) for the endpoints and auth;
+- ``Scripted``, a tiny Starlette app answering each request with the next scripted reply, for
+  exact control over statuses, Retry-After, bodies and delays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from pipeline.client import Client, ClientStats, parse_retry_after, redact_url
+from pipeline.config import RetrySettings, Secret, ServiceSettings, Settings
+from pipeline.errors import (
+    ApiError,
+    AuthError,
+    BadRequest,
+    BadResponse,
+    MissingCredential,
+    NotFound,
+    RateLimited,
+    ServerError,
+    Unreachable,
+)
+from pipeline.service import Faults, ServiceConfig, serve_in_thread
+
+USER_TOKEN = "user-token-s3cret"
+BOT_KEY = "bot-key-s3cret"
+
+
+# --- helpers ----------------------------------------------------------------------------------
+def make_settings(base_url: str, *, attempts: int = 3, backoff_base: float = 0.01,
+                  user_token: str = "", bot_key: str = "", **service: Any) -> Settings:
+    return Settings(
+        service=ServiceSettings(base_url=base_url, **service),
+        retry=RetrySettings(attempts=attempts, backoff_base=backoff_base, backoff_max=0.05),
+        user_token=Secret(user_token),
+        bot_key=Secret(bot_key),
+    )
+
+
+@dataclass
+class Outcome:
+    value: Any = None
+    error: ApiError | None = None
+    stats: ClientStats = field(default_factory=ClientStats)
+    elapsed: float = 0.0
+
+
+def call(settings: Settings, fn: Callable[[Client], Awaitable[Any]]) -> Outcome:
+    """One client, one call; the value or the ApiError, with the client's stats."""
+
+    async def go() -> Outcome:
+        out = Outcome()
+        started = time.monotonic()
+        async with Client(settings) as client:
+            try:
+                out.value = await fn(client)
+            except ApiError as exc:
+                out.error = exc
+            out.stats = client.stats
+        out.elapsed = time.monotonic() - started
+        return out
+
+    return asyncio.run(go())
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: Any = None  # JSON-encoded unless str/bytes
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+
+
+@dataclass
+class Seen:
+    method: str
+    path: str
+    query: str
+    headers: dict[str, str]
+    body: bytes
+
+
+class Scripted:
+    """A loopback HTTP server answering request n with replies[n] (the last one repeats)."""
+
+    def __init__(self, replies: list[Reply]) -> None:
+        self.replies = replies
+        self.seen: list[Seen] = []
+        app = Starlette(routes=[Route("/{path:path}", self._answer, methods=["GET", "POST"])])
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        self._sock.bind(("127.0.0.1", 0))
+        self.base_url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
+        config = uvicorn.Config(app, log_level="error", lifespan="off",
+                                timeout_graceful_shutdown=1)
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run,
+                                        kwargs={"sockets": [self._sock]}, daemon=True)
+
+    async def _answer(self, request: Request) -> Response:
+        raw_path = request.scope["raw_path"].decode()  # as sent, before percent-decoding
+        self.seen.append(Seen(request.method, raw_path, request.url.query,
+                              dict(request.headers), await request.body()))
+        reply = self.replies[min(len(self.seen), len(self.replies)) - 1]
+        if reply.delay:
+            await asyncio.sleep(reply.delay)
+        body = reply.body
+        if not isinstance(body, str | bytes):
+            body = json.dumps(body)
+        return Response(body, status_code=reply.status, headers=reply.headers,
+                        media_type="application/json")
+
+    def count(self, method: str) -> int:
+        return sum(1 for s in self.seen if s.method == method)
+
+    def __enter__(self) -> Scripted:
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            assert time.monotonic() < deadline, "scripted server did not start"
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.should_exit = True
+        self._thread.join(5)
+        self._sock.close()
+
+
+@pytest.fixture
+def scripted() -> Iterator[Callable[..., Scripted]]:
+    servers: list[Scripted] = []
+
+    def start(*replies: Reply) -> Scripted:
+        server = Scripted(list(replies)).__enter__()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.__exit__()
+
+
+@pytest.fixture(scope="module")
+def listing() -> Iterator[Any]:
+    """The embedded service, healthy: 30 bots, 10 days of history."""
+    config = ServiceConfig(bots=30, seed=1, history_days=10, stats_per_day=2, max_page_size=100,
+                           faults=Faults(rate_limit=0.0, error_rate=0.0, latency_ms=0.0))
+    with serve_in_thread(config, host="127.0.0.1", port=0) as svc:
+        yield svc
+
+
+@pytest.fixture
+def user(listing: Any) -> tuple[str, str]:
+    """(user id, user token) of the first user of the embedded service."""
+    uid, token = sorted(listing.directory.user_tokens().items())[0]
+    return str(uid), token
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on: connecting to it is refused."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def assert_names_request(exc: ApiError, method: str, url: str, *secrets: str) -> None:
+    message = str(exc)
+    assert f"{method} {url}" in message
+    assert exc.method == method
+    for secret in secrets:
+        assert secret not in message
+        assert secret not in (exc.body or "")
+
+
+# --- endpoints against the embedded service ---------------------------------------------------
+def test_list_bots_pages_through_every_bot(listing: Any) -> None:
+    settings = make_settings(listing.base_url)
+    first = call(settings, lambda c: c.list_bots(limit=10, skip=0)).value
+    second = call(settings, lambda c: c.list_bots(limit=10, skip=10)).value
+    everything = call(settings, lambda c: c.list_bots(limit=100)).value
+    assert len(first) == len(second) == 10
+    assert not {b["id"] for b in first} & {b["id"] for b in second}
+    assert {str(b["id"]) for b in everything} == {str(i) for i in listing.directory.bot_ids()}
+
+
+def test_bot_reads_return_the_records_untouched(listing: Any) -> None:
+    settings = make_settings(listing.base_url)
+    bot_id = sorted(listing.directory.bot_ids())[0]
+    bot = call(settings, lambda c: c.bot(bot_id)).value
+    stats = call(settings, lambda c: c.bot_stats(bot_id)).value
+    last = call(settings, lambda c: c.bot_last_stat(bot_id)).value
+    raw = httpx.get(f"{listing.base_url}/bots/{bot_id}").json()
+    assert bot == raw  # every field, known or not
+    assert str(bot["id"]) == str(bot_id)
+    assert stats and all(str(s["bot_id"]) == str(bot_id) for s in stats)
+    assert last["timestamp"] == max(s["timestamp"] for s in stats)
+
+
+def test_user_endpoints_send_the_bearer_token(listing: Any, user: tuple[str, str]) -> None:
+    uid, token = user
+    settings = make_settings(listing.base_url, user_token=token)
+    me = call(settings, lambda c: c.me()).value
+    assert str(me["id"]) == uid
+    assert call(settings, lambda c: c.user(uid)).value == me
+    for method in ("user_bots", "user_servers", "user_webhooks"):
+        out = call(settings, lambda c, m=method: getattr(c, m)(uid))
+        assert out.error is None, out.error
+        assert isinstance(out.value, list), method
+
+
+@pytest.mark.parametrize("method", ["me", "user", "user_bots", "user_servers", "user_webhooks"])
+def test_user_endpoints_without_token_fail_before_any_request(listing: Any, method: str) -> None:
+    settings = make_settings(listing.base_url)
+    args = () if method == "me" else ("1",)
+    out = call(settings, lambda c: getattr(c, method)(*args))
+    assert isinstance(out.error, MissingCredential) and isinstance(out.error, AuthError)
+    assert "BOTSTATS_USER_TOKEN" in str(out.error) and "--user-token" in str(out.error)
+    assert out.stats.requests == 0
+
+
+def test_wrong_user_token_is_an_auth_error_without_the_token(listing: Any) -> None:
+    settings = make_settings(listing.base_url, user_token=USER_TOKEN)
+    out = call(settings, lambda c: c.me())
+    assert isinstance(out.error, AuthError) and out.error.status in (401, 403)
+    assert_names_request(out.error, "GET", f"{listing.base_url}/users/@me", USER_TOKEN)
+    assert "BOTSTATS_USER_TOKEN" in str(out.error)
+    assert out.stats.requests == 1  # auth failures are not retried
+
+
+def test_post_stat_with_the_bots_key_is_stored(listing: Any) -> None:
+    bot_id = sorted(listing.directory.bot_ids())[1]
+    settings = make_settings(listing.base_url, bot_key=listing.directory.bot_key(bot_id))
+    created = call(settings, lambda c: c.post_stat(bot_id, {"users": 4242, "guilds": 77}))
+    assert created.error is None, created.error
+    assert isinstance(created.value, dict)
+    last = call(settings, lambda c: c.bot_last_stat(bot_id)).value
+    assert (last["users"], last["guilds"]) == (4242, 77)
+
+
+def test_post_stat_key_argument_overrides_settings(listing: Any) -> None:
+    bot_id = sorted(listing.directory.bot_ids())[2]
+    settings = make_settings(listing.base_url, bot_key=BOT_KEY)
+    key = listing.directory.bot_key(bot_id)
+    out = call(settings, lambda c: c.post_stat(bot_id, {"users": 1, "guilds": 1}, bot_key=key))
+    assert out.error is None, out.error
+
+
+@pytest.mark.parametrize("whose", ["wrong", "foreign"])
+def test_post_stat_with_a_wrong_or_foreign_key_is_refused(listing: Any, whose: str) -> None:
+    bot_id, other = sorted(listing.directory.bot_ids())[:2]
+    key = BOT_KEY if whose == "wrong" else listing.directory.bot_key(other)
+    settings = make_settings(listing.base_url, bot_key=key)
+    out = call(settings, lambda c: c.post_stat(bot_id, {"users": 1, "guilds": 1}))
+    assert isinstance(out.error, AuthError) and out.error.status in (401, 403)
+    assert_names_request(out.error, "POST", f"{listing.base_url}/bots/{bot_id}/stats", key)
+    assert "BOTSTATS_BOT_KEY" in str(out.error)
+    assert out.stats.requests == 1
+
+
+def test_post_stat_without_key_fails_before_any_request(listing: Any) -> None:
+    out = call(make_settings(listing.base_url), lambda c: c.post_stat("1", {"users": 1}))
+    assert isinstance(out.error, MissingCredential)
+    assert "BOTSTATS_BOT_KEY" in str(out.error) and "--bot-key" in str(out.error)
+    assert out.stats.requests == 0
+
+
+def test_post_stat_invalid_payload_is_a_bad_request_with_details(listing: Any) -> None:
+    bot_id = sorted(listing.directory.bot_ids())[3]
+    settings = make_settings(listing.base_url, bot_key=listing.directory.bot_key(bot_id))
+    out = call(settings, lambda c: c.post_stat(bot_id, {"users": "lots"}))
+    assert isinstance(out.error, BadRequest) and out.error.status == 400
+    assert out.error.details is not None
+    assert_names_request(out.error, "POST", f"{listing.base_url}/bots/{bot_id}/stats",
+                         listing.directory.bot_key(bot_id))
+
+
+def test_unknown_bot_is_not_found(listing: Any) -> None:
+    out = call(make_settings(listing.base_url), lambda c: c.bot("no-such-bot"))
+    assert isinstance(out.error, NotFound) and out.error.status == 404
+    assert_names_request(out.error, "GET", f"{listing.base_url}/bots/no-such-bot")
+    assert out.stats.requests == 1
+
+
+def test_one_client_serves_many_concurrent_tasks(listing: Any) -> None:
+    settings = make_settings(listing.base_url, max_connections=4, max_keepalive=4)
+    ids = sorted(listing.directory.bot_ids())
+
+    async def all_stats(c: Client) -> list[Any]:
+        return await asyncio.gather(*(c.bot_stats(i) for i in ids))
+
+    out = call(settings, all_stats)
+    assert out.error is None, out.error
+    assert [str(s[0]["bot_id"]) for s in out.value] == [str(i) for i in ids]
+    assert out.stats.requests == len(ids)
+
+
+def test_faulty_service_is_survived_by_retries() -> None:
+    config = ServiceConfig(bots=30, seed=2, history_days=2, stats_per_day=1, max_page_size=100,
+                           faults=Faults(rate_limit=0.0, error_rate=0.3, latency_ms=0.0))
+    with serve_in_thread(config, host="127.0.0.1", port=0) as svc:
+        settings = make_settings(svc.base_url, attempts=12)
+        ids = sorted(svc.directory.bot_ids())
+
+        async def all_bots(c: Client) -> list[Any]:
+            return await asyncio.gather(*(c.bot(i) for i in ids))
+
+        out = call(settings, all_bots)
+    assert out.error is None, out.error
+    assert len(out.value) == len(ids)
+    assert out.stats.retries > 0
+    assert out.stats.requests == len(ids) + out.stats.retries
+
+
+def _rate_limited_service(rate: float) -> Any:
+    config = ServiceConfig(bots=20, seed=3, history_days=1, stats_per_day=1, max_page_size=100,
+                           faults=Faults(rate_limit=rate))
+    return serve_in_thread(config, host="127.0.0.1", port=0)
+
+
+def test_rate_limited_service_is_waited_out_with_retry_after() -> None:
+    with _rate_limited_service(10.0) as svc:
+        ids = sorted(svc.directory.bot_ids())
+
+        async def all_bots(c: Client) -> list[Any]:
+            return await asyncio.gather(*(c.bot(i) for i in ids))
+
+        out = call(make_settings(svc.base_url, attempts=10), all_bots)
+    assert out.error is None, out.error
+    assert out.stats.rate_limited > 0
+    assert out.stats.waited_seconds >= 1.0  # the service says Retry-After: 1 or more
+
+
+def test_a_budget_under_the_service_limit_avoids_429() -> None:
+    with _rate_limited_service(10.0) as svc:
+        ids = sorted(svc.directory.bot_ids())
+
+        async def all_bots(c: Client) -> list[Any]:
+            return await asyncio.gather(*(c.bot(i) for i in ids))
+
+        out = call(make_settings(svc.base_url, request_budget=8.0), all_bots)
+    assert out.error is None, out.error
+    assert (out.stats.rate_limited, out.stats.retries, out.stats.requests) == (0, 0, len(ids))
+
+
+# --- requests as sent -------------------------------------------------------------------------
+def test_headers_per_endpoint_kind(scripted: Callable[..., Scripted]) -> None:
+    server = scripted(Reply(body={"id": 1}))
+    settings = make_settings(server.base_url, user_token=USER_TOKEN, bot_key=BOT_KEY,
+                             user_agent="botstats-test/1")
+    call(settings, lambda c: c.me())
+    call(settings, lambda c: c.bot(1))
+    call(settings, lambda c: c.post_stat(1, {"users": 5, "guilds": 6}))
+    me, bot, post = server.seen
+    assert me.headers["authorization"] == f"Bearer {USER_TOKEN}"
+    assert "authorization" not in bot.headers
+    assert post.headers["authorization"] == BOT_KEY  # as-is, no scheme
+    assert json.loads(post.body) == {"users": 5, "guilds": 6}
+    assert {s.headers["user-agent"] for s in server.seen} == {"botstats-test/1"}
+
+
+def test_path_parameters_are_one_segment(scripted: Callable[..., Scripted]) -> None:
+    server = scripted(Reply(body={}))
+    call(make_settings(server.base_url), lambda c: c.bot("a/b c"))
+    assert server.seen[0].path == "/bots/a%2Fb%20c"
+    call(make_settings(server.base_url), lambda c: c.list_bots(limit=7, skip=14))
+    assert server.seen[1].query == "limit=7&skip=14"
+
+
+def test_unknown_fields_and_nesting_are_kept(scripted: Callable[..., Scripted]) -> None:
+    records = [{"id": "1", "future_field": {"nested": [1, None, "x"]}, "name": None}]
+    server = scripted(Reply(body=records))
+    assert call(make_settings(server.base_url), lambda c: c.list_bots()).value == records
+
+
+# --- error mapping ----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("status", "body", "error", "words"),
+    [
+        (400, {"error": "invalid payload", "details": {"users": "required"}}, BadRequest,
+         ["400", "invalid payload", "users"]),
+        (401, {"error": "bad token"}, AuthError, ["401", "BOTSTATS_USER_TOKEN"]),
+        (403, {"error": "forbidden"}, AuthError, ["403", "--user-token"]),
+        (404, {"error": "no such user"}, NotFound, ["404", "no such user"]),
+        (429, {"error": "slow down"}, RateLimited, ["429", "request_budget", "3 attempts"]),
+        (500, "<html>boom</html>", ServerError, ["500", "boom", "3 attempts"]),
+        (502, "", ServerError, ["502", "try again later"]),
+        (503, {"error": "maintenance"}, ServerError, ["503", "maintenance"]),
+        (504, {"error": "gateway"}, ServerError, ["504"]),
+        (418, {"error": "teapot"}, ApiError, ["418", "teapot"]),
+        (301, "", ApiError, ["301", "--base-url"]),
+    ],
+)
+def test_status_is_mapped_to_its_error(scripted: Callable[..., Scripted], status: int,
+                                       body: Any, error: type[ApiError], words: list[str]) -> None:
+    headers = {"Location": "http://elsewhere/?token=abc"} if status == 301 else {}
+    server = scripted(Reply(status=status, body=body, headers=headers))
+    settings = make_settings(server.base_url, user_token=USER_TOKEN)
+    out = call(settings, lambda c: c.user("u1"))
+    assert type(out.error) is error
+    assert out.error.status == status
+    assert_names_request(out.error, "GET", f"{server.base_url}/users/u1", USER_TOKEN)
+    for word in words:
+        assert word in str(out.error), (word, str(out.error))
+    assert "abc" not in str(out.error)
+    if error is BadRequest:
+        assert out.error.details == {"users": "required"}
+
+
+def test_secrets_echoed_by_the_service_are_redacted(scripted: Callable[..., Scripted]) -> None:
+    server = scripted(Reply(status=401, body={"error": f"token {USER_TOKEN} revoked"}))
+    out = call(make_settings(server.base_url, user_token=USER_TOKEN), lambda c: c.me())
+    assert isinstance(out.error, AuthError)
+    assert USER_TOKEN not in str(out.error) and USER_TOKEN not in (out.error.body or "")
+    assert "***" in str(out.error)
+
+
+def test_invalid_json_is_retried_then_a_bad_response_with_the_body(
+        scripted: Callable[..., Scripted]) -> None:
+    server = scripted(Reply(body='[{"id": 1}, {"id": 2'))
+    out = call(make_settings(server.base_url, attempts=2), lambda c: c.list_bots())
+    assert isinstance(out.error, BadResponse)
+    assert out.error.body == '[{"id": 1}, {"id": 2'
+    assert out.error.status == 200
+    assert_names_request(out.error, "GET", f"{server.base_url}/bots?limit=100&skip=0")
+    assert len(server.seen) == 2 and out.stats.bad_responses == 2
+
+
+def test_truncated_json_then_good_json_succeeds(scripted: Callable[..., Scripted]) -> None:
+    server = scripted(Reply(body='{"id": '), Reply(body={"id": 3}))
+    out = call(make_settings(server.base_url), lambda c: c.bot(3))
+    assert out.value == {"id": 3} and out.stats.retries == 1
+
+
+@pytest.mark.parametrize(("method", "body"), [("list_bots", {"bots": []}), ("bot", [1, 2])])
+def test_wrong_top_level_shape_is_a_bad_response(scripted: Callable[..., Scripted], method: str,
+                                                 body: Any) -> None:
+    server = scripted(Reply(body=body))
+    args = () if method == "list_bots" else (1,)
+    out = call(make_settings(server.base_url), lambda c: getattr(c, method)(*args))
+    assert isinstance(out.error, BadResponse)
+    assert "promises" in str(out.error) and "--base-url" in str(out.error)
+    assert json.loads(out.error.body or "") == body
+    assert len(server.seen) == 1  # a wrong shape is not transient
+
+
+def test_bad_response_body_is_truncated_to_one_megabyte(scripted: Callable[..., Scripted]) -> None:
+    server = scripted(Reply(body="x" * 2_500_000))
+    out = call(make_settings(server.base_url, attempts=1), lambda c: c.bot(1))
+    assert isinstance(out.error, BadResponse)
+    assert out.error.body == "x" * 1_000_000
+    assert len(str(out.error)) < 1_000
+
+
+# --- retries ----------------------------------------------------------------------------------
+def test_retries_are_bounded_by_attempts(scripted: Callable[..., Scripted]) -> None:
+    server = scripted(Reply(status=503, body={"error": "down"}))
+    out = call(make_settings(server.base_url, attempts=3), lambda c: c.bot(1))
+    assert isinstance(out.error, ServerError)
+    assert len(server.seen) == 3
+    assert (out.stats.requests, out.stats.retries, out.stats.server_errors) == (3, 2, 3)
+
+
+def test_two_server_errors_then_success(scripted: Callable[..., Scripted]) -> None:
+    server = scripted(Reply(status=503), Reply(status=502, body="bad gateway"),
+                      Reply(body={"id": 1}))
+    out = call(make_settings(server.base_url, attempts=3), lambda c: c.bot(1))
+    assert out.value == {"id": 1}
+    assert len(server.seen) == 3 and out.stats.retries == 2
+
+
+@pytest.mark.parametrize("status", [400, 401, 404, 501])
+def test_final_answers_are_not_retried(scripted: Callable[..., Scripted], status: int) -> None:
+    server = scripted(Reply(status=status, body={"error": "no"}))
+    call(make_settings(server.base_url, attempts=5, user_token="t"), lambda c: c.user(1))
+    assert len(server.seen) == 1
+
+
+def test_retry_after_is_honoured_exactly(scripted: Callable[..., Scripted]) -> None:
+    server = scripted(Reply(status=429, headers={"Retry-After": "2"}), Reply(body=[]))
+    out = call(make_settings(server.base_url, attempts=3, backoff_base=0.01), lambda c: c.list_bots())
+    assert out.value == []
+    assert 2.0 <= out.elapsed <= 2.9  # not shorter, and no jitter on top
+    assert (out.stats.rate_limited, out.stats.retries, out.stats.waited_seconds) == (1, 1, 2.0)
+
+
+def test_retry_after_on_503_is_honoured(scripted: Callable[..., Scripted]) -> None:
+    server = scripted(Reply(status=503, headers={"Retry-After": "1"}), Reply(body={}))
+    out = call(make_settings(server.base_url), lambda c: c.bot(1))
+    assert out.value == {} and out.elapsed >= 1.0 and out.stats.waited_seconds == 1.0
+
+
+def test_retry_after_beyond_the_limit_gives_up_at_once(scripted: Callable[..., Scripted]) -> None:
+    server = scripted(Reply(status=429, headers={"Retry-After": "3600"}))
+    settings = make_settings(server.base_url, attempts=5)
+    settings = replace(settings, retry=replace(settings.retry, max_retry_after=60))
+    out = call(settings, lambda c: c.bot(1))
+    assert isinstance(out.error, RateLimited) and out.error.retry_after == 3600
+    assert "max_retry_after" in str(out.error) and "3600" in str(out.error)
+    assert len(server.seen) == 1 and out.elapsed < 5
+
+
+def test_rate_limited_after_every_attempt(scripted: Callable[..., Scripted]) -> None:
+    server = scripted(Reply(status=429, headers={"Retry-After": "0"}))
+    out = call(make_settings(server.base_url, attempts=4), lambda c: c.bot(1))
+    assert isinstance(out.error, RateLimited) and out.error.retry_after == 0
+    assert len(server.seen) == 4 and out.stats.rate_limited == 4
+
+
+def test_connection_refused_is_retried_then_unreachable() -> None:
+    base_url = f"http://127.0.0.1:{free_port()}"
+    out = call(make_settings(base_url, attempts=3), lambda c: c.list_bots())
+    assert isinstance(out.error, Unreachable)
+    assert isinstance(out.error.__cause__, httpx.ConnectError)
+    assert_names_request(out.error, "GET", f"{base_url}/bots?limit=100&skip=0")
+    assert "3 attempts" in str(out.error) and "--base-url" in str(out.error)
+    assert (out.stats.requests, out.stats.transport_errors, out.stats.retries) == (3, 3, 2)
+
+
+def test_read_timeout_is_retried_for_get(scripted: Callable[..., Scripted]) -> None:
+    server = scripted(Reply(body={}, delay=1.0))
+    out = call(make_settings(server.base_url, attempts=2, timeout=0.2), lambda c: c.bot(1))
+    assert isinstance(out.error, Unreachable)
+    assert isinstance(out.error.__cause__, httpx.ReadTimeout)
+    assert "[service].timeout" in str(out.error)
+    assert len(server.seen) == 2
+
+
+# --- POST is not resent blindly -----------------------------------------------------------------
+def test_post_is_not_resent_on_a_server_error(scripted: Callable[..., Scripted]) -> None:
+    server = scripted(Reply(status=503, body={"error": "oops"}), Reply(status=201, body={}))
+    settings = make_settings(server.base_url, attempts=5, bot_key=BOT_KEY)
+    out = call(settings, lambda c: c.post_stat(1, {"users": 1, "guilds": 1}))
+    assert isinstance(out.error, ServerError)
+    assert "not resent" in str(out.error) and "bots stat" in str(out.error)
+    assert server.count("POST") == 1
+
+
+def test_post_is_not_resent_on_a_read_timeout(scripted: Callable[..., Scripted]) -> None:
+    server = scripted(Reply(status=201, body={}, delay=1.0))
+    settings = make_settings(server.base_url, attempts=5, timeout=0.2, bot_key=BOT_KEY)
+    out = call(settings, lambda c: c.post_stat(1, {"users": 1, "guilds": 1}))
+    assert isinstance(out.error, Unreachable) and "not resent" in str(out.error)
+    assert server.count("POST") == 1
+
+
+def test_post_is_retried_after_429(scripted: Callable[..., Scripted]) -> None:
+    server = scripted(Reply(status=429, headers={"Retry-After": "0"}),
+                      Reply(status=201, body={"id": "s1", "users": 1}))
+    settings = make_settings(server.base_url, bot_key=BOT_KEY)
+    out = call(settings, lambda c: c.post_stat(1, {"users": 1, "guilds": 1}))
+    assert out.value == {"id": "s1", "users": 1}
+    assert server.count("POST") == 2
+
+
+def test_post_is_retried_when_it_never_connected() -> None:
+    base_url = f"http://127.0.0.1:{free_port()}"
+    settings = make_settings(base_url, attempts=3, bot_key=BOT_KEY)
+    out = call(settings, lambda c: c.post_stat(1, {"users": 1, "guilds": 1}))
+    assert isinstance(out.error, Unreachable)
+    assert out.stats.requests == 3
+    assert BOT_KEY not in str(out.error)
+
+
+# --- request budget ---------------------------------------------------------------------------
+def test_request_budget_limits_the_rate_across_tasks(scripted: Callable[..., Scripted]) -> None:
+    server = scripted(Reply(body={}))
+    settings = make_settings(server.base_url, request_budget=5.0)
+
+    async def ten(c: Client) -> list[Any]:
+        return await asyncio.gather(*(c.bot(i) for i in range(10)))
+
+    out = call(settings, ten)
+    assert out.error is None and len(server.seen) == 10
+    assert out.elapsed >= 1.6
+    assert out.stats.throttled_seconds > 0
+
+
+def test_request_budget_applies_to_retries(scripted: Callable[..., Scripted]) -> None:
+    server = scripted(Reply(status=500), Reply(status=500), Reply(status=500), Reply(body={}))
+    settings = make_settings(server.base_url, attempts=4, request_budget=5.0)
+    out = call(settings, lambda c: c.bot(1))
+    assert out.value == {} and out.elapsed >= 0.55  # 4 attempts, one per 0.2 s
+
+
+# --- pure helpers -------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("header", "seconds"),
+    [
+        ("2", 2.0), (" 120 ", 120.0), ("0", 0.0), ("1.5", 1.5), ("-3", 0.0),
+        ("Wed, 21 Oct 2015 07:28:30 GMT", 30.0), ("Wed, 21 Oct 2015 07:27:00 GMT", 0.0),
+        ("soon", None), ("", None), (None, None),
+    ],
+)
+def test_parse_retry_after(header: str | None, seconds: float | None) -> None:
+    now = datetime(2015, 10, 21, 7, 28, 0, tzinfo=UTC)
+    assert parse_retry_after(header, now=now) == seconds
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://h/bots?limit=1&skip=0", "http://h/bots?limit=1&skip=0"),
+        ("http://h/x?token=abc&api_key=k&q=1", "http://h/x?token=***&api_key=***&q=1"),
+        ("http://user:pw@h:8/x", "http://***@h:8/x"),
+    ],
+)
+def test_redact_url(url: str, shown: str) -> None:
+    assert redact_url(url) == shown
