@@ -18,6 +18,7 @@ import click
 from . import __version__
 from .config import Settings, load_settings
 from .errors import BotstatsError
+from .logs import setup_logging
 
 T = TypeVar("T")
 
@@ -412,6 +413,61 @@ def post_stat(ctx: Ctx, bot_id: str, users: int, guilds: int, shards: int | None
 
 # --- harvest / status -----------------------------------------------------------------------
 # SECTION:harvest
+@cli.command("harvest")
+@common_options
+@click.option("--full", is_flag=True, help="Re-read every bot's whole /stats list (default: only "
+              "bots whose newest record is not archived yet).")
+@click.option("--progress/--no-progress", default=True, show_default=True,
+              help="Show progress (a bar on a terminal, log lines otherwise).")
+@click.option("--json", "as_json", is_flag=True, help="Print the run report as JSON instead of a table.")
+@pass_ctx
+@handle_errors
+def harvest_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str | None,
+                full: bool, progress: bool, as_json: bool) -> None:
+    """Archive every bot and its statistics records into DuckDB.
+
+    Incremental by default: a bot whose newest record is already archived costs one request.
+    Exit codes: 0 complete, 3 partial (some bots failed; the next run retries them),
+    1 failed, 4 interrupted, 75 another job holds the archive, 2 usage or config error.
+    """
+    from .console import harvest_progress, harvest_summary, stderr_console
+    from .harvest import harvest
+    from .lock import run_lock
+
+    settings = settings_from(ctx, config_file, base_url, db)
+    setup_logging(settings)
+    with run_lock(settings, "harvest"), harvest_progress(progress) as on_progress:
+        report = harvest(settings, full=full, on_progress=on_progress)
+    if as_json:
+        print_json(report.as_dict())
+    else:
+        stderr_console().print(harvest_summary(report))
+    sys.exit(report.exit_code)
+
+
+@cli.command("status")
+@common_options
+@click.option("--runs", default=10, show_default=True, type=click.IntRange(1, 1000),
+              help="How many recent runs to show.")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@pass_ctx
+@handle_errors
+def status_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str | None,
+               runs: int, as_json: bool) -> None:
+    """Show recent harvest runs and the archive's size (reads the published archive)."""
+    from .console import print_table
+    from .status import archive_status
+
+    settings = settings_from(ctx, config_file, base_url, db)
+    info = archive_status(settings, runs=runs)
+    if as_json:
+        print_json(info)
+        return
+    click.echo(f"archive {info['path']}  ({info['size_mb']:.1f} MB, published {info['published_at']})")
+    print_table([tuple(r.values()) for r in info["runs"]], list(info["runs"][0]) if info["runs"] else
+                ["run_id"], title="recent runs")
+    print_table(list(info["tables"].items()), ["table", "rows"], title="tables")
+
 
 # --- trends / sql ---------------------------------------------------------------------------
 # SECTION:trends

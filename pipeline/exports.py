@@ -1,0 +1,348 @@
+"""Parquet exports: month partitions written atomically, a manifest, and nothing rewritten twice.
+
+Layout under the export directory::
+
+    <export dir>/manifest.json
+    <export dir>/<dataset>/month=YYYY-MM/part-0.parquet   one file per month of the time column
+    <export dir>/<dataset>/empty.parquet                  only while the dataset has no rows
+
+The zero-row ``empty.parquet`` exists because DuckDB refuses a view over a glob that matches no
+file; it carries the schema, so ``trend_anomalies`` works (and is empty) on a quiet archive.
+
+One export run is an :class:`ExportBatch`: every changed partition is first written beside its
+target under a hidden ``.part-0.parquet.<run>.tmp`` name (readers glob ``*.parquet``, so they
+never see it) and fsynced. Only when every dataset is staged are the files renamed over their
+targets, stale partitions removed and the manifest replaced, last. An error (or a kill) while
+staging leaves the previous export exactly as it was; leftover temp files are swept by the next
+run. A partition whose bytes hash the same as the manifest says is not touched at all, so a rerun
+without new data rewrites nothing and new data rewrites only the months it lands in.
+
+This module knows nothing of trends: it is handed finished frames.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from .errors import ExportError
+
+MANIFEST = "manifest.json"
+MANIFEST_FORMAT = 1
+PART_FILE = "part-0.parquet"
+EMPTY_FILE = "empty.parquet"
+EMPTY_KEY = "empty"
+_TMP_SUFFIX = ".tmp"
+
+
+@dataclass(frozen=True)
+class DatasetExport:
+    """What one run did to one dataset."""
+
+    name: str
+    rows: int
+    partitions: int
+    written: tuple[str, ...]  # partition keys rewritten this run (month=YYYY-MM or "empty")
+    unchanged: tuple[str, ...]
+    removed: tuple[str, ...]
+    date_min: str | None
+    date_max: str | None
+
+
+@dataclass
+class _Pending:
+    tmp: Path
+    target: Path
+
+
+@dataclass
+class ExportBatch:
+    """Stage datasets, then commit them all at once (see the module docstring)."""
+
+    export_dir: Path
+    run_id: str
+    written_at: datetime
+    compression: str = "zstd"
+    _previous: dict[str, Any] = field(default_factory=dict)
+    _datasets: dict[str, Any] = field(default_factory=dict)
+    _pending: list[_Pending] = field(default_factory=list)
+    _stale: list[Path] = field(default_factory=list)
+
+    def stage(self, name: str, frame: pl.DataFrame, *, time_column: str) -> DatasetExport:
+        """Write the changed month partitions of ``frame`` aside; nothing is visible until commit.
+
+        ``frame`` must already be in its final row order: the content hash is of the bytes.
+        """
+        if name in self._datasets:
+            raise ExportError(f"dataset {name!r} was staged twice in run {self.run_id}.")
+        previous = self._previous.get("datasets", {}).get(name, {})
+        old_parts = {p["partition"]: p for p in previous.get("partitions", [])}
+        parts: list[dict[str, Any]] = []
+        written: list[str] = []
+        unchanged: list[str] = []
+        for key, part in _partitions(frame, time_column):
+            relpath = _relpath(name, key)
+            target = self.export_dir / relpath
+            data = _parquet_bytes(part, self.compression, where=f"{name}/{key}")
+            digest = hashlib.sha256(data).hexdigest()
+            old = old_parts.get(key)
+            same = (
+                old is not None
+                and old.get("sha256") == digest
+                and target.is_file()
+                and target.stat().st_size == len(data)
+            )
+            if same:
+                parts.append(old)
+                unchanged.append(key)
+                continue
+            self._write_aside(target, data)
+            lo, hi = _date_range(part, time_column)
+            parts.append({
+                "partition": key, "path": relpath.as_posix(), "rows": part.height,
+                "date_min": lo, "date_max": hi, "sha256": digest, "bytes": len(data),
+                "run_id": self.run_id, "written_at": self.written_at.isoformat(),
+            })
+            written.append(key)
+        keep = {self.export_dir / p["path"] for p in parts}
+        removed = self._find_stale(name, keep)
+        lo, hi = _date_range(frame, time_column)
+        changed = bool(written or removed) or not previous
+        self._datasets[name] = {
+            "dataset": name,
+            "run_id": self.run_id if changed else previous.get("run_id", self.run_id),
+            "written_at": self.written_at.isoformat() if changed else previous.get("written_at"),
+            "rows": frame.height,
+            "time_column": time_column,
+            "partitioned_by": "month",
+            "date_min": lo,
+            "date_max": hi,
+            "columns": {c: str(t) for c, t in frame.schema.items()},
+            "partitions": parts,
+        }
+        return DatasetExport(
+            name=name, rows=frame.height, partitions=len(parts), written=tuple(written),
+            unchanged=tuple(unchanged), removed=tuple(removed), date_min=lo, date_max=hi,
+        )
+
+    def _write_aside(self, target: Path, data: bytes) -> None:
+        tmp = target.with_name(f".{target.name}.{self.run_id}{_TMP_SUFFIX}")
+        self._pending.append(_Pending(tmp, target))
+        try:
+            tmp.parent.mkdir(parents=True, exist_ok=True)
+            with tmp.open("wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            raise ExportError(
+                f"cannot write {tmp}: {exc.strerror or exc}. Check free space and permissions "
+                f"of the export directory ([exports].dir or --out)."
+            ) from exc
+
+    def _find_stale(self, name: str, keep: set[Path]) -> list[str]:
+        """Parquet files of this dataset the new export no longer has (a month that vanished)."""
+        root = self.export_dir / name
+        removed = []
+        for path in sorted(root.glob("**/*.parquet")) if root.is_dir() else []:
+            if path not in keep:
+                self._stale.append(path)
+                removed.append(path.parent.name if path.name == PART_FILE else EMPTY_KEY)
+        return removed
+
+    def commit(self) -> None:
+        """Rename every staged file into place, drop stale partitions, then the manifest."""
+        try:
+            for p in self._pending:
+                os.replace(p.tmp, p.target)
+            dirs = {p.parent for p in self._pending} | {self.export_dir}
+            for path in self._stale:
+                path.unlink(missing_ok=True)
+                if path.name == PART_FILE and not any(path.parent.iterdir()):
+                    path.parent.rmdir()
+            for d in dirs:
+                _fsync_dir(d)
+            manifest = self._manifest()
+            if manifest != self._previous:
+                _write_json_atomic(self.export_dir / MANIFEST, manifest)
+        except OSError as exc:
+            raise ExportError(
+                f"cannot publish the export in {self.export_dir}: {exc}. Every file already in "
+                f"place is whole; run `botstats trends` again to finish."
+            ) from exc
+        self._pending.clear()
+
+    def abort(self) -> None:
+        """Remove what was staged; the previous export stays as it was."""
+        for p in self._pending:
+            p.tmp.unlink(missing_ok=True)
+        self._pending.clear()
+
+    def _manifest(self) -> dict[str, Any]:
+        datasets = dict(sorted(self._datasets.items()))
+        old = self._previous
+        if self._pending or self._stale or datasets != old.get("datasets"):
+            run_id, written_at = self.run_id, self.written_at.isoformat()
+        else:
+            run_id, written_at = old.get("run_id", self.run_id), old.get("written_at")
+        return {"format": MANIFEST_FORMAT, "run_id": run_id, "written_at": written_at,
+                "datasets": datasets}
+
+
+@contextmanager
+def export_batch(
+    export_dir: Path, *, run_id: str, written_at: datetime, compression: str = "zstd"
+) -> Iterator[ExportBatch]:
+    """An :class:`ExportBatch` committed when the block ends, aborted if it raises."""
+    try:
+        export_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ExportError(
+            f"cannot create the export directory {export_dir}: {exc.strerror or exc}. "
+            f"Point [exports].dir (or --out) at a writable place."
+        ) from exc
+    _sweep_temp_files(export_dir)
+    batch = ExportBatch(export_dir, run_id, written_at, compression, read_manifest(export_dir))
+    try:
+        yield batch
+        batch.commit()
+    except BaseException:
+        batch.abort()
+        raise
+
+
+def read_manifest(export_dir: Path) -> dict[str, Any]:
+    """The manifest as written by the last export, or ``{}`` when there is none yet."""
+    path = export_dir / MANIFEST
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise ExportError(
+            f"cannot read the export manifest {path}: {exc}. Delete it and run `botstats trends` "
+            f"to rewrite every dataset."
+        ) from exc
+
+
+def dataset_files(export_dir: Path, name: str) -> list[Path]:
+    """The parquet files of one exported dataset, from the manifest."""
+    entry = read_manifest(export_dir).get("datasets", {}).get(name)
+    if entry is None:
+        raise ExportError(
+            f"there is no export of {name!r} in {export_dir} yet. Run `botstats trends` first "
+            f"(or point [exports].dir / --out at the directory it wrote)."
+        )
+    return [export_dir / p["path"] for p in entry["partitions"]]
+
+
+def write_frame(frame: pl.DataFrame, path: Path, fmt: str) -> None:
+    """Write a query result as csv, json or parquet, atomically (aside, then rename)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}{_TMP_SUFFIX}")
+    try:
+        if fmt == "csv":
+            frame.write_csv(tmp)
+        elif fmt == "json":
+            frame.write_json(tmp)
+        elif fmt == "parquet":
+            frame.write_parquet(tmp, compression="zstd")
+        else:
+            raise ExportError(f"unknown output format {fmt!r}; use csv, json or parquet.")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise ExportError(f"cannot write {path}: {exc.strerror or exc}.") from exc
+    except pl.exceptions.PolarsError as exc:
+        raise ExportError(f"cannot write the result as {fmt} to {path}: {exc}") from exc
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _partitions(frame: pl.DataFrame, time_column: str) -> Iterator[tuple[str, pl.DataFrame]]:
+    """(key, rows) per calendar month of ``time_column``, in month order; a zero-row frame
+    gives the one ``empty`` partition that keeps the schema readable."""
+    if frame.height == 0:
+        yield EMPTY_KEY, frame
+        return
+    month = pl.col(time_column).dt.strftime("%Y-%m")
+    keyed = frame.with_columns(_month=month)
+    for (value,), part in keyed.partition_by("_month", as_dict=True, maintain_order=True).items():
+        yield f"month={value}", part.drop("_month")
+
+
+def _relpath(name: str, key: str) -> Path:
+    return Path(name) / (EMPTY_FILE if key == EMPTY_KEY else f"{key}/{PART_FILE}")
+
+
+def _parquet_bytes(frame: pl.DataFrame, compression: str, *, where: str) -> bytes:
+    buf = io.BytesIO()
+    try:
+        frame.write_parquet(buf, compression=compression)  # type: ignore[arg-type]
+    except pl.exceptions.PolarsError as exc:
+        raise ExportError(f"cannot encode {where} as parquet: {exc}") from exc
+    return buf.getvalue()
+
+
+def _date_range(frame: pl.DataFrame, column: str) -> tuple[str | None, str | None]:
+    if frame.height == 0:
+        return None, None
+    lo, hi = frame.select(pl.col(column).min(), pl.col(column).max()).row(0)
+    return (lo.isoformat() if lo else None, hi.isoformat() if hi else None)
+
+
+def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}{_TMP_SUFFIX}")
+    try:
+        with tmp.open("w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2, ensure_ascii=False)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _fsync_dir(path: Path) -> None:
+    """Make a rename durable: fsync the directory that holds it (a no-op where unsupported)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _sweep_temp_files(export_dir: Path) -> None:
+    """Temp files a killed run left behind (they never matched a reader's *.parquet glob)."""
+    for tmp in export_dir.glob(f"**/.*{_TMP_SUFFIX}"):
+        tmp.unlink(missing_ok=True)
+    for d in sorted(export_dir.glob("*/month=*"), reverse=True):
+        if d.is_dir() and not any(d.iterdir()):
+            shutil.rmtree(d, ignore_errors=True)
+
+
+__all__ = [
+    "DatasetExport",
+    "ExportBatch",
+    "MANIFEST",
+    "dataset_files",
+    "export_batch",
+    "read_manifest",
+    "write_frame",
+]

@@ -1,0 +1,129 @@
+"""Configuration: defaults < config.toml < BOTSTATS_* environment < flags; bad input refused
+before any I/O with the file, the key, what was expected and a did-you-mean."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pipeline.cli import cli
+from pipeline.config import Secret, Settings, as_dict, load_settings
+from pipeline.errors import ConfigError
+
+BAD = Path(__file__).parent / "bad_configs"
+REPO = Path(__file__).resolve().parents[1]
+
+
+def expected_words(path: Path) -> list[str]:
+    first = path.read_text().splitlines()[0]
+    assert first.startswith("# expect:"), f"{path.name} must start with '# expect: words | words'"
+    return [w.strip() for w in first.removeprefix("# expect:").split("|")]
+
+
+@pytest.mark.parametrize("path", sorted(BAD.glob("*.toml")), ids=lambda p: p.stem)
+def test_bad_config_file_is_refused_with_a_clear_message(path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(path, env={})
+    message = str(info.value)
+    assert str(path) in message, "every config error names the file"
+    for words in expected_words(path):
+        assert words in message
+    assert "utok_do_not_echo_me" not in message
+
+
+def test_the_shipped_config_toml_is_exactly_the_defaults() -> None:
+    shipped = load_settings(REPO / "config.toml", env={})
+    defaults = Settings()
+    for section in as_dict(defaults):
+        if section in ("source", "secrets"):
+            continue
+        assert getattr(shipped, section) == getattr(defaults, section), section
+
+
+def test_every_setting_is_documented_in_config_toml() -> None:
+    text = (REPO / "config.toml").read_text()
+    for section, values in as_dict(Settings()).items():
+        if section in ("source", "secrets"):
+            continue
+        assert f"[{section}]" in text
+        for key in values:
+            assert f"\n{key} = " in text, f"[{section}].{key} missing from config.toml"
+
+
+def test_precedence_defaults_file_environment_flags(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[service]\npage_size = 50\nconcurrency = 4\ntimeout = 3\n[store]\ndb = "file.duckdb"\n')
+    env = {"BOTSTATS_SERVICE_CONCURRENCY": "8", "BOTSTATS_DB": "env.duckdb"}
+    s = load_settings(cfg, env=env, overrides={"store.db": "flag.duckdb"})
+    assert s.service.page_size == 50  # file over default
+    assert s.service.timeout == 3.0  # an integer where a number is expected is fine
+    assert s.service.concurrency == 8  # environment over file
+    assert s.store.db == "flag.duckdb"  # flag over environment
+    assert s.service.max_connections == Settings().service.max_connections  # default kept
+    assert s.source == str(cfg)
+
+
+def test_config_file_comes_from_botstats_config_env(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[service]\npage_size = 7\n")
+    assert load_settings(env={"BOTSTATS_CONFIG": str(cfg)}).service.page_size == 7
+
+
+def test_a_named_config_file_must_exist(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_settings(tmp_path / "missing.toml", env={})
+
+
+@pytest.mark.parametrize(
+    ("env", "words"),
+    [
+        ({"BOTSTATS_SERVICE_PAGE_SIZE": "many"}, ["BOTSTATS_SERVICE_PAGE_SIZE", "expected an integer"]),
+        ({"BOTSTATS_BASE_URLL": "http://x:1"}, ["unknown variable BOTSTATS_BASE_URLL", "BOTSTATS_BASE_URL"]),
+        ({"BOTSTATS_BASE_URL": "ftp://x"}, ["base_url", "http(s) URL"]),
+        ({"BOTSTATS_LOG_LEVEL": "loud"}, ["[log].level", "one of debug"]),
+    ],
+)
+def test_bad_environment_is_refused(env: dict[str, str], words: list[str]) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(REPO / "config.toml", env=env)
+    for w in words:
+        assert w in str(info.value)
+
+
+def test_secrets_come_from_the_environment_and_never_print() -> None:
+    s = load_settings(REPO / "config.toml", env={"BOTSTATS_USER_TOKEN": "utok_secret1",
+                                                 "BOTSTATS_BOT_KEY": "bkey_secret2"})
+    assert s.user_token.get() == "utok_secret1" and s.bot_key.get() == "bkey_secret2"
+    shown = repr(s) + str(as_dict(s))
+    assert "utok_secret1" not in shown and "bkey_secret2" not in shown
+    assert as_dict(s)["secrets"] == {"user_token": "set", "bot_key": "set"}
+    assert repr(Secret("x")) == "Secret('***')"
+
+
+def test_cli_config_error_exits_2_without_traceback(tmp_path: Path) -> None:
+    bad = BAD / "unknown_key.toml"
+    result = CliRunner().invoke(cli, ["--config", str(bad), "config"])
+    assert result.exit_code == 2
+    assert "unknown key 'base_ur'" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_cli_config_prints_effective_settings(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["config", "--config", str(REPO / "config.toml"),
+                                      "--base-url", "http://10.1.2.3:9"],
+                                env={"BOTSTATS_USER_TOKEN": "utok_zzz"})
+    assert result.exit_code == 0, result.output
+    assert '"base_url": "http://10.1.2.3:9"' in result.output
+    assert '"user_token": "set"' in result.output and "utok_zzz" not in result.output
+
+
+def test_bad_config_in_a_real_subprocess_has_no_traceback() -> None:
+    proc = subprocess.run([sys.executable, "-m", "pipeline", "--config",
+                           str(BAD / "bad_url.toml"), "status"], capture_output=True, text=True,
+                          cwd=REPO, timeout=60)
+    assert proc.returncode == 2
+    assert "base_url" in proc.stderr and "Traceback" not in proc.stderr
