@@ -1,15 +1,23 @@
 """The run lock: one writer job (harvest, trends, run) at a time per archive.
 
-An OS file lock (``filelock``) is released by the kernel when its process dies, so a lock left by
-a killed run is never stale: the next run simply takes it. Beside it, a small JSON file names the
-holder (run, PID, host, since) so a run that waits in vain can say who holds the archive.
+An OS file lock (``filelock``, ``flock`` on Linux) is released by the kernel when its process
+dies, so a lock left by a killed run never blocks the next one: it simply takes the lock. Beside
+the lock, a small JSON file names the holder (job, run id, PID, host, since) so that
+
+- a run that waits in vain can say which run holds the archive, and
+- a run that takes the lock can tell a clean hand-over from a *stale* one: the previous holder
+  never wrote ``released_at`` and its PID is gone. That is logged as a take-over (the harvest
+  itself marks the dead run's ``harvest_runs`` row ``interrupted``).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -21,41 +29,150 @@ from filelock import FileLock, Timeout
 from .config import Settings
 from .errors import LockTimeout
 
+log = logging.getLogger("botstats.lock")
+
+# While waiting, wake this often to notice a stop request (SIGTERM to the scheduler).
+_POLL = 0.25
+
 
 def _info_path(lock_path: Path) -> Path:
     return lock_path.with_name(lock_path.name + ".holder.json")
 
 
 def holder(settings: Settings) -> dict[str, Any] | None:
-    """Who last took the lock (it may have finished or died since)."""
+    """Who last took the lock (it may have finished or died since: see ``released_at``)."""
     try:
-        return json.loads(_info_path(settings.lock_path).read_text())
+        data = json.loads(_info_path(settings.lock_path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+    return data if isinstance(data, dict) else None
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this PID exists on this host."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    except OSError:
+        return False
+    return True
+
+
+def describe(info: dict[str, Any] | None) -> str:
+    """'run 2026...-ab12 (run, pid 123 on host, since ...)' for messages."""
+    if not info:
+        return "an unknown holder (no holder file)"
+    run = info.get("run_id") or "?"
+    return (f"run {run} ({info.get('job', '?')}, pid {info.get('pid', '?')} on "
+            f"{info.get('host', '?')}, since {info.get('since', '?')})")
+
+
+class LockHandle:
+    """The held lock; ``note(run_id=...)`` adds to what the holder file says about us."""
+
+    def __init__(self, path: Path, info: dict[str, Any]) -> None:
+        self.path = path
+        self.info = info
+        self.previous: dict[str, Any] | None = None
+        self.took_over = False
+
+    def note(self, **fields: Any) -> None:
+        if all(self.info.get(k) == v for k, v in fields.items()):
+            return
+        self.info.update(fields)
+        _write_info(self.path, self.info)
+
+
+def _write_info(lock_path: Path, info: dict[str, Any]) -> None:
+    target = _info_path(lock_path)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        tmp.write_text(json.dumps(info), encoding="utf-8")
+        os.replace(tmp, target)
+    except OSError as exc:  # the holder file is for messages only: never fail a run over it
+        log.warning("cannot write the lock holder file %s: %s", target, exc)
+
+
+def _is_stale(previous: dict[str, Any] | None) -> bool:
+    if not previous or previous.get("released_at"):
+        return False
+    if previous.get("host") != socket.gethostname():
+        return False  # cannot check a PID on another host; the OS lock was free, so it is gone
+    pid = previous.get("pid")
+    return isinstance(pid, int) and pid != os.getpid() and not pid_alive(pid)
+
+
+def _acquire(lock: FileLock, wait: float, stop: threading.Event | None) -> bool:
+    """Wait up to ``wait`` seconds (a negative wait: forever); False if it ran out or ``stop``."""
+    if stop is None:
+        try:
+            lock.acquire(timeout=wait)
+            return True
+        except Timeout:
+            return False
+    deadline = None if wait < 0 else time.monotonic() + wait
+    while not stop.is_set():
+        slice_ = _POLL if deadline is None else max(0.0, min(_POLL, deadline - time.monotonic()))
+        try:
+            lock.acquire(timeout=slice_)
+            return True
+        except Timeout:
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+    return False
 
 
 @contextmanager
-def run_lock(settings: Settings, job: str, *, timeout: float | None = None) -> Iterator[None]:
-    """Hold the archive's run lock for ``job``; wait up to ``timeout`` (default [run].lock_timeout)."""
+def run_lock(
+    settings: Settings,
+    job: str,
+    *,
+    timeout: float | None = None,
+    run_id: str | None = None,
+    stop: threading.Event | None = None,
+) -> Iterator[LockHandle]:
+    """Hold the archive's run lock for ``job``; wait up to ``timeout`` (default [run].lock_timeout).
+
+    Raises :class:`~pipeline.errors.LockTimeout` (exit 75) naming the holder when the wait runs
+    out, or as soon as ``stop`` is set while waiting.
+    """
     path = settings.lock_path
     path.parent.mkdir(parents=True, exist_ok=True)
     wait = settings.run.lock_timeout if timeout is None else timeout
-    lock = FileLock(str(path), timeout=wait)
-    try:
-        lock.acquire()
-    except Timeout:
-        who = holder(settings) or {}
+    lock = FileLock(str(path))
+    started = time.monotonic()
+    if not _acquire(lock, wait, stop):
+        who = describe(holder(settings))
+        if stop is not None and stop.is_set():
+            raise LockTimeout(f"stopped while waiting for the archive lock {path}, held by {who}.")
         raise LockTimeout(
-            f"another botstats job holds the archive lock {path} "
-            f"({who.get('job', '?')} pid {who.get('pid', '?')} on {who.get('host', '?')} since "
-            f"{who.get('since', '?')}); waited {wait:.0f} s. Let it finish, or raise "
-            f"[run].lock_timeout."
-        ) from None
+            f"another botstats job holds the archive lock {path}: {who}; waited {wait:g} s. "
+            f"Let it finish (see `botstats status`), or raise [run].lock_timeout / --lock-timeout."
+        )
     try:
-        _info_path(path).write_text(json.dumps({
-            "job": job, "pid": os.getpid(), "host": socket.gethostname(),
+        previous = holder(settings)
+        handle = LockHandle(path, {
+            "job": job, "run_id": run_id, "pid": os.getpid(), "host": socket.gethostname(),
             "since": datetime.now(UTC).isoformat(timespec="seconds"),
-        }))
-        yield
+        })
+        handle.previous = previous
+        if _is_stale(previous):
+            handle.took_over = True
+            log.warning("took over the archive lock %s from %s: that process is gone without "
+                        "releasing it (killed?)", path, describe(previous))
+        waited = time.monotonic() - started
+        if waited >= 1:
+            log.info("waited %.1f s for the archive lock %s", waited, path)
+        _write_info(path, handle.info)
+        try:
+            yield handle
+        finally:
+            handle.note(released_at=datetime.now(UTC).isoformat(timespec="seconds"))
     finally:
         lock.release()
+
+
+__all__ = ["LockHandle", "describe", "holder", "pid_alive", "run_lock"]

@@ -127,3 +127,12 @@ def test_bad_config_in_a_real_subprocess_has_no_traceback() -> None:
                           cwd=REPO, timeout=60)
     assert proc.returncode == 2
     assert "base_url" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_every_setting_is_in_the_readme_table() -> None:
+    readme = (REPO / "README.md").read_text()
+    for section, values in as_dict(Settings()).items():
+        if section in ("source", "secrets"):
+            continue
+        for key in values:
+            assert f"`[{section}].{key}`" in readme, f"[{section}].{key} missing from README"

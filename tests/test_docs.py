@@ -1,0 +1,61 @@
+"""Docs are checked: every command has help text and appears in the README; the README opens
+with the two front-door commands and .ci/run calls the README's test command."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+
+from pipeline.cli import cli
+
+REPO = Path(__file__).resolve().parents[1]
+README = (REPO / "README.md").read_text()
+
+
+def all_commands(group: click.Group = cli, prefix: str = "") -> list[tuple[str, click.Command]]:
+    out = []
+    for name, cmd in sorted(group.commands.items()):
+        path = f"{prefix}{name}"
+        out.append((path, cmd))
+        if isinstance(cmd, click.Group):
+            out.extend(all_commands(cmd, path + " "))
+    return out
+
+
+@pytest.mark.parametrize(("path", "cmd"), all_commands(), ids=[p for p, _ in all_commands()])
+def test_every_command_has_help_and_is_in_the_readme(path: str, cmd: click.Command) -> None:
+    assert (cmd.help or "").strip(), f"botstats {path} has no help text"
+    top = path.split()[0]
+    assert f"botstats {top}" in README, f"README does not mention `botstats {top}`"
+    if " " in path:
+        sub = path.split()[-1]
+        assert re.search(rf"botstats {top}\b[^\n]*\b{sub}\b", README), \
+            f"README does not show `botstats {path}`"
+
+
+def test_every_option_has_help_text() -> None:
+    for path, cmd in all_commands():
+        for param in cmd.params:
+            if isinstance(param, click.Option) and not param.hidden:
+                assert param.help, f"botstats {path} {param.opts[0]} has no help text"
+
+
+def test_readme_opens_with_the_two_front_door_commands() -> None:
+    first_block = README.split("```", 2)[1]
+    assert "make demo" in first_block and "make test" in first_block
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    ci = (REPO / ".ci" / "run").read_text()
+    assert "make test" in ci
+
+
+def test_python_dash_m_pipeline_is_the_same_command() -> None:
+    proc = subprocess.run([sys.executable, "-m", "pipeline", "--help"], capture_output=True,
+                          text=True, cwd=REPO, timeout=60)
+    assert proc.returncode == 0 and "harvest" in proc.stdout
