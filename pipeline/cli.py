@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import threading
 from collections.abc import Callable, Coroutine
 from functools import wraps
 from typing import Any, TypeVar
@@ -433,11 +434,14 @@ def harvest_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str
     from .console import harvest_progress, harvest_summary, stderr_console
     from .harvest import harvest
     from .lock import run_lock
+    from .runner import stop_on_signals
 
     settings = settings_from(ctx, config_file, base_url, db)
     setup_logging(settings)
-    with run_lock(settings, "harvest"), harvest_progress(progress) as on_progress:
-        report = harvest(settings, full=full, on_progress=on_progress)
+    # SIGTERM/Ctrl-C: finish the current batch, record the run interrupted, exit 4.
+    with stop_on_signals(threading.Event()) as stop, \
+            run_lock(settings, "harvest", stop=stop), harvest_progress(progress) as on_progress:
+        report = harvest(settings, full=full, on_progress=on_progress, stop=stop)
     if as_json:
         print_json(report.as_dict())
     else:
@@ -471,9 +475,310 @@ def status_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str 
 
 # --- trends / sql ---------------------------------------------------------------------------
 # SECTION:trends
+@cli.command("trends")
+@common_options
+@click.option("--out", "out_dir", type=click.Path(file_okay=False),
+              help="Export directory (overrides [exports].dir).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of a summary.")
+@pass_ctx
+@handle_errors
+def trends_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str | None,
+               out_dir: str | None, as_json: bool) -> None:
+    """Compute the trend datasets, export them as parquet and create the trend_* views.
+
+    Takes the archive's run lock (like `botstats run`), reads the archive, writes only the
+    month partitions whose content changed, and recreates the views in the archive.
+    """
+    from .lock import run_lock
+    from .trends import build_trends
+
+    settings = settings_from(ctx, config_file, base_url, db, **{"exports.dir": out_dir})
+    setup_logging(settings)
+    with run_lock(settings, "trends"):
+        report = build_trends(settings)
+    if as_json:
+        print_json(report.as_dict())
+    else:
+        click.echo(report.summary())
+
+
+def _format_table(frame: Any, more: bool) -> str:
+    """A plain aligned table (NULL for nulls, numbers right-aligned), for `botstats sql`."""
+    rows = [["NULL" if v is None else str(v) for v in row] for row in frame.iter_rows()]
+    numeric = [dtype.is_numeric() for dtype in frame.dtypes]
+    widths = [max([len(c), *(len(r[i]) for r in rows)]) for i, c in enumerate(frame.columns)]
+
+    def line(values: list[str]) -> str:
+        return "  ".join(v.rjust(w) if num else v.ljust(w)
+                         for v, w, num in zip(values, widths, numeric, strict=True)).rstrip()
+
+    out = [line(list(frame.columns)), "  ".join("-" * w for w in widths), *map(line, rows)]
+    n = frame.height
+    out.append(f"({n} row{'' if n == 1 else 's'}{', more not shown' if more else ''})")
+    return "\n".join(out)
+
+
+@cli.command("sql")
+@click.argument("query", required=False)
+@click.option("-f", "--file", "sql_file", type=click.Path(exists=True, dir_okay=False),
+              help="Read the SQL from this file (e.g. sql/queries/bot_history.sql).")
+@click.option("--param", "-p", "params", multiple=True, metavar="NAME=VALUE",
+              help="Set a DuckDB variable the query reads as getvariable('NAME'); repeatable.")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json", "parquet"]),
+              default="table", show_default=True, help="Output format.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False),
+              help="Write the result to this file (required for parquet).")
+@click.option("--max-rows", default=100, show_default=True, type=click.IntRange(1),
+              help="Rows shown in table format (files always get every row).")
+@common_options
+@pass_ctx
+@handle_errors
+def sql_cmd(ctx: Ctx, query: str | None, sql_file: str | None, params: tuple[str, ...], fmt: str,
+            output: str | None, max_rows: int, config_file: str | None, base_url: str | None,
+            db: str | None) -> None:
+    """Run SQL against the published archive (read-only): tables and the trend_* views.
+
+    Give the query as an argument or with -f FILE. Prints a table, or writes csv/json/parquet
+    with --format and --output (csv and json go to stdout without --output). SQL errors exit 2.
+    """
+    from pathlib import Path
+
+    from .exports import to_json, write_frame
+    from .trends import run_query
+
+    if (query is None) == (sql_file is None):
+        raise click.UsageError("give a QUERY or -f FILE (one of them).")
+    if fmt == "parquet" and not output:
+        raise click.UsageError("--format parquet needs --output FILE.")
+    variables = {}
+    for item in params:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{item!r} is not NAME=VALUE.", param_hint="--param")
+        variables[name.strip()] = value
+    text = Path(sql_file).read_text(encoding="utf-8") if sql_file else str(query)
+    settings = settings_from(ctx, config_file, base_url, db)
+    limit = max_rows + 1 if fmt == "table" else None
+    frame = run_query(settings, text, variables, limit=limit)
+    if frame is None:
+        return
+    if fmt == "table":
+        table = _format_table(frame.head(max_rows), more=frame.height > max_rows)
+        if output:
+            Path(output).write_text(table + "\n", encoding="utf-8")
+        else:
+            click.echo(table)
+    elif output:
+        write_frame(frame, Path(output), fmt)
+    elif fmt == "csv":
+        click.echo(frame.write_csv(), nl=False)
+    else:
+        click.echo(to_json(frame))
+
 
 # --- run / schedule / cron / demo -----------------------------------------------------------
 # SECTION:operate
+def _exe() -> str:
+    """How to call botstats again in hints: `botstats` if it is on PATH, else this venv's path."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    script = Path(sys.executable).with_name("botstats")
+    found = shutil.which("botstats")
+    if found and script.exists() and Path(found).resolve() == script.resolve():
+        return "botstats"
+    if script.exists():
+        try:
+            return os.path.relpath(script)
+        except ValueError:
+            return str(script)
+    return "python -m pipeline"
+
+
+def _print_run(report: Any) -> None:
+    from rich.console import Console
+
+    from .console import harvest_summary
+
+    if report.harvest is not None:
+        Console(highlight=False).print(harvest_summary(report.harvest))
+    if report.trends is not None:
+        click.echo(report.trends.summary())
+    elif report.trends_error:
+        click.echo(f"trends: failed: {report.trends_error}")
+    elif report.trends_skipped:
+        click.echo(f"trends: not run ({report.trends_skipped})")
+    if report.took_over:
+        click.echo(f"note: took over the lock of a run that died without releasing it "
+                   f"(pid {report.took_over.get('pid')}, run {report.took_over.get('run_id')})")
+    click.echo(f"run {report.run_id or '-'}: {report.status} (exit {report.exit_code})")
+
+
+@cli.command("run")
+@common_options
+@click.option("--full", is_flag=True, help="Re-read every bot's whole /stats list (see `harvest --full`).")
+@click.option("--lock-timeout", type=click.FloatRange(min=0), metavar="SECONDS",
+              help="Seconds to wait while another job holds the archive lock, then exit 75 "
+                   "(overrides [run].lock_timeout).")
+@click.option("--progress/--no-progress", default=True, show_default=True,
+              help="Show progress (a bar on a terminal, log lines otherwise).")
+@click.option("--json", "as_json", is_flag=True, help="Print the run report as JSON instead of a summary.")
+@pass_ctx
+@handle_errors
+def run_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str | None, full: bool,
+            lock_timeout: float | None, progress: bool, as_json: bool) -> None:
+    """Harvest, then build trends: the one command a crontab calls.
+
+    Takes the archive's run lock first, so two runs (or a run and `botstats schedule`) never
+    overlap. SIGTERM or Ctrl+C finishes the current batch and records the run as interrupted.
+    Exit codes: 0 complete, 3 partial, 1 failed, 4 interrupted, 75 another run holds the lock
+    (the message names it), 2 usage or config error.
+    """
+    import threading
+
+    from .console import harvest_progress
+    from .runner import run, stop_on_signals
+
+    more = {"run.lock_timeout": lock_timeout} if lock_timeout is not None else {}
+    settings = settings_from(ctx, config_file, base_url, db, **more)
+    setup_logging(settings)
+    with stop_on_signals(threading.Event()) as stop, harvest_progress(progress) as on_progress:
+        report = run(settings, full=full, stop=stop, on_progress=on_progress)
+    if as_json:
+        print_json(report.as_dict())
+    else:
+        _print_run(report)
+    sys.exit(report.exit_code)
+
+
+@cli.command("schedule")
+@common_options
+@click.option("--harvest-cron", metavar="EXPR",
+              help="Override [schedule].harvest. A crontab expression; 6 fields = seconds first "
+                   "(e.g. '*/5 * * * * *', for tests); '' disables the job.")
+@click.option("--trends-cron", metavar="EXPR",
+              help="Override [schedule].trends, like --harvest-cron.")
+@click.option("--dry-run", is_flag=True, help="Print each job's next 5 run times and exit.")
+@pass_ctx
+@handle_errors
+def schedule_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str | None,
+                 harvest_cron: str | None, trends_cron: str | None, dry_run: bool) -> None:
+    """Run the harvest and trends jobs on [schedule]'s crontab expressions, in the foreground.
+
+    Standard crontab numbering (0 and 7 = Sunday, 1-5 = Mon-Fri) in [schedule].timezone (UTC
+    by default). One run of each job at a time, missed runs coalesced, every run, skip and miss
+    logged; jobs take the archive lock, so a manual `botstats run` never overlaps them.
+    SIGTERM or Ctrl+C: the running job finishes its current batch (the run is recorded as
+    interrupted), then the scheduler exits 0.
+    """
+    from .schedule import describe_schedule, run_scheduler
+
+    settings = settings_from(ctx, config_file, base_url, db)
+    setup_logging(settings)
+    if dry_run:
+        for name, expr, times in describe_schedule(settings, harvest_cron=harvest_cron,
+                                                   trends_cron=trends_cron):
+            click.echo(f"{name}: {expr}  ({settings.schedule.timezone})")
+            for when in times:
+                click.echo(f"  {when:%a %Y-%m-%d %H:%M:%S %Z}")
+        return
+    sys.exit(run_scheduler(settings, harvest_cron=harvest_cron, trends_cron=trends_cron))
+
+
+@cli.command("cron")
+@common_options
+@pass_ctx
+@handle_errors
+def cron_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str | None) -> None:
+    """Print a crontab line and a systemd service + timer that call `botstats run`.
+
+    They use absolute paths to this installation's botstats and config file, and
+    [schedule].harvest in [schedule].timezone.
+    """
+    from .schedule import cron_text
+
+    settings = settings_from(ctx, config_file, base_url, db)
+    flags: tuple[str, ...] = ()
+    if db or ctx.overrides.get("store.db"):
+        flags += ("--db", str(settings.db_path.absolute()))
+    if base_url or ctx.overrides.get("service.base_url"):
+        flags += ("--base-url", settings.service.base_url)
+    click.echo(cron_text(settings, config_file or ctx.config, flags), nl=False)
+
+
+@cli.command("demo")
+@click.option("--dir", "directory", default="data", show_default=True, type=click.Path(file_okay=False),
+              help="Where the archive (archive.duckdb) and exports (exports/) go.")
+@click.option("--bots", type=click.IntRange(1, 100_000), default=200, show_default=True,
+              help="Bots the embedded service lists.")
+@click.option("--days", type=click.IntRange(1, 3650), default=90, show_default=True,
+              help="Days of history per bot.")
+@click.option("--stats-per-day", type=click.IntRange(1, 1440), default=2, show_default=True,
+              help="Stat records per bot per day (must divide 86400).")
+@click.option("--fresh", is_flag=True, help="Delete a previous demo's archive and exports in --dir first.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False),
+              help="Config file (default: $BOTSTATS_CONFIG, else ./config.toml).")
+@pass_ctx
+@handle_errors
+def demo_cmd(ctx: Ctx, directory: str, bots: int, days: int, stats_per_day: int, fresh: bool,
+             as_json: bool, config_file: str | None) -> None:
+    """Start the embedded service, run harvest + trends against it, show what was written.
+
+    The archive goes to DIR/archive.duckdb (default data/, the default [store].db, so
+    `botstats sql` and the notebook find it without flags).
+    """
+    import threading
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from .console import harvest_progress, print_table
+    from .demo import DEFAULT_DIR, demo
+    from .runner import stop_on_signals
+
+    if 86_400 % stats_per_day:
+        raise click.BadParameter(f"{stats_per_day} does not divide 86400 (try 1, 2, 4, 24).",
+                                 param_hint="'--stats-per-day'")
+    # Logging follows the user's settings (the demo's own overrides are applied inside).
+    setup_logging(settings_from(ctx, config_file, None, None))
+    with stop_on_signals(threading.Event()) as stop, harvest_progress(not as_json) as on_progress:
+        report = demo(directory, bots=bots, days=days, stats_per_day=stats_per_day,
+                      config=config_file or ctx.config, fresh=fresh, stop=stop,
+                      on_progress=on_progress)
+    if as_json:
+        print_json(report.as_dict())
+        sys.exit(report.run.exit_code)
+    out = Console(highlight=False)
+    _print_run(report.run)
+    click.echo()
+    print_table(list(report.tables.items()), ["table", "rows"],
+                title=f"archive: {report.settings.db_path}", console=out)
+    print_table(list(report.datasets.items()), ["dataset", "rows"],
+                title=f"exports: {report.settings.export_dir}", console=out)
+    exe = _exe()
+    db = report.settings.db_path
+    db_flag = "" if Path(directory) == Path(DEFAULT_DIR) else f" --db {db}"
+    query = ("SELECT bot_id, guilds, guilds_change_7d FROM trend_bot_growth WHERE day = "
+             "(SELECT max(day) FROM trend_bot_growth) ORDER BY guilds_change_7d DESC NULLS LAST "
+             "LIMIT 5")
+    click.echo("\n".join([
+        "",
+        f"Done in {report.seconds:.1f} s. Three things to try next:",
+        "",
+        "  1. Query the archive (a published copy: safe to keep open while harvests run):",
+        f"       {exe}{db_flag} sql \"{query}\"",
+        f"       or: duckdb -readonly {db}",
+        "  2. Explore it in the notebook:",
+        "       .venv/bin/pip install -e '.[notebooks]' jupyterlab",
+        "       .venv/bin/jupyter lab notebooks/explore.ipynb",
+        "  3. Keep it up to date:",
+        f"       {exe}{db_flag} schedule --dry-run    # the next runs of [schedule] in config.toml",
+        f"       {exe}{db_flag} schedule              # the scheduler daemon (Ctrl+C stops it)",
+        f"       {exe} cron                  # or a crontab line / systemd timer instead",
+    ]))
+    sys.exit(report.run.exit_code)
 
 
 def main() -> None:

@@ -33,6 +33,7 @@ from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import httpx
+import orjson
 from aiolimiter import AsyncLimiter
 from tenacity import (
     AsyncRetrying,
@@ -314,7 +315,7 @@ class Client:
 
     def _decode(self, call: _Call, response: httpx.Response, attempt: int) -> Any:
         try:
-            data = response.json()
+            data = decode_json(response.content)
         except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
             self.stats.bad_responses += 1
             # A truncated body may be transient; a POST was processed, so never resend it.
@@ -483,6 +484,14 @@ class Client:
 
 
 # --- pure helpers -------------------------------------------------------------------------------
+def decode_json(body: bytes) -> Any:
+    """A response body as JSON: orjson (3x faster, and this is every /stats page), else what
+    ``Response.json()`` reads (NaN, Infinity, lone surrogates, UTF-16/32 bodies), so every body
+    reads as before. orjson reads integers beyond 64 bits as floats (out of any count's range)."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return json.loads(body)
 def _seg(value: str | int) -> str:
     """A path parameter as one URL segment (a '/' in an id must not change the route)."""
     return quote(str(value), safe="@")

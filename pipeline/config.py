@@ -404,13 +404,17 @@ def _validate_schedule(settings: Settings, where: str) -> None:
             f"{where}: [schedule].timezone {settings.schedule.timezone!r} is not a known "
             f"IANA zone; use a name like 'UTC' or 'Europe/Berlin'."
         ) from None
+    from .schedule import parse_crontab  # schedule imports config: import here, not at the top
+
     for key in ("harvest", "trends"):
         expr = getattr(settings.schedule, key)
-        if expr and len(expr.split()) != 5:
+        if expr and len(expr.split()) != 5 and not expr.startswith("@"):
             raise ConfigError(
                 f"{where}: [schedule].{key} must be a 5-field crontab expression like "
                 f"'0 * * * *' (or '' to disable), got {expr!r}."
             )
+        if expr:
+            parse_crontab(expr, where=f"{where}: [schedule].{key}")
 
 
 def load_settings(

@@ -44,6 +44,7 @@ PART_FILE = "part-0.parquet"
 EMPTY_FILE = "empty.parquet"
 EMPTY_KEY = "empty"
 _TMP_SUFFIX = ".tmp"
+ZSTD_LEVEL = 1
 
 
 @dataclass(frozen=True)
@@ -166,7 +167,7 @@ class ExportBatch:
         try:
             for p in self._pending:
                 os.replace(p.tmp, p.target)
-            dirs = {p.parent for p in self._pending} | {self.export_dir}
+            dirs = {p.target.parent for p in self._pending} | {self.export_dir}
             for path in self._stale:
                 path.unlink(missing_ok=True)
                 if path.name == PART_FILE and not any(path.parent.iterdir()):
@@ -254,7 +255,7 @@ def write_frame(frame: pl.DataFrame, path: Path, fmt: str) -> None:
         if fmt == "csv":
             frame.write_csv(tmp)
         elif fmt == "json":
-            frame.write_json(tmp)
+            tmp.write_text(to_json(frame), encoding="utf-8")
         elif fmt == "parquet":
             frame.write_parquet(tmp, compression="zstd")
         else:
@@ -268,16 +269,29 @@ def write_frame(frame: pl.DataFrame, path: Path, fmt: str) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def to_json(frame: pl.DataFrame) -> str:
+    """The rows as a JSON array of objects. DuckDB sums are HUGEINT/DECIMAL, which polars
+    would write as strings; they become numbers here, as a reader of JSON expects."""
+    numbers = [
+        pl.col(name).cast(pl.Int128 if dtype.scale == 0 else pl.Float64)
+        for name, dtype in frame.schema.items() if isinstance(dtype, pl.Decimal)
+    ]
+    return frame.with_columns(numbers).write_json()
+
+
 def _partitions(frame: pl.DataFrame, time_column: str) -> Iterator[tuple[str, pl.DataFrame]]:
     """(key, rows) per calendar month of ``time_column``, in month order; a zero-row frame
-    gives the one ``empty`` partition that keeps the schema readable."""
+    gives the one ``empty`` partition that keeps the schema readable.
+
+    One month is copied out at a time, so staging costs a month of memory, not a dataset.
+    """
     if frame.height == 0:
         yield EMPTY_KEY, frame
         return
-    month = pl.col(time_column).dt.strftime("%Y-%m")
-    keyed = frame.with_columns(_month=month)
-    for (value,), part in keyed.partition_by("_month", as_dict=True, maintain_order=True).items():
-        yield f"month={value}", part.drop("_month")
+    t = frame[time_column]
+    month = t.dt.year().cast(pl.Int32) * 100 + t.dt.month().cast(pl.Int32)
+    for value in month.unique().sort():
+        yield f"month={value // 100:04d}-{value % 100:02d}", frame.filter(month == value)
 
 
 def _relpath(name: str, key: str) -> Path:
@@ -287,7 +301,9 @@ def _relpath(name: str, key: str) -> Path:
 def _parquet_bytes(frame: pl.DataFrame, compression: str, *, where: str) -> bytes:
     buf = io.BytesIO()
     try:
-        frame.write_parquet(buf, compression=compression)  # type: ignore[arg-type]
+        # zstd level 1: a few percent larger than the default level 3, about twice as fast.
+        level = ZSTD_LEVEL if compression == "zstd" else None
+        frame.write_parquet(buf, compression=compression, compression_level=level)  # type: ignore[arg-type]
     except pl.exceptions.PolarsError as exc:
         raise ExportError(f"cannot encode {where} as parquet: {exc}") from exc
     return buf.getvalue()
@@ -296,7 +312,7 @@ def _parquet_bytes(frame: pl.DataFrame, compression: str, *, where: str) -> byte
 def _date_range(frame: pl.DataFrame, column: str) -> tuple[str | None, str | None]:
     if frame.height == 0:
         return None, None
-    lo, hi = frame.select(pl.col(column).min(), pl.col(column).max()).row(0)
+    lo, hi = frame.select(lo=pl.col(column).min(), hi=pl.col(column).max()).row(0)
     return (lo.isoformat() if lo else None, hi.isoformat() if hi else None)
 
 
@@ -344,5 +360,6 @@ __all__ = [
     "dataset_files",
     "export_batch",
     "read_manifest",
+    "to_json",
     "write_frame",
 ]

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from itertools import repeat
 from typing import Any, TypeVar
 
 import duckdb
@@ -44,10 +45,10 @@ from .listing import ListingPager
 from .records import (
     BotRow,
     Invalid,
-    StatRow,
+    StatPage,
     entity_id,
     parse_bot,
-    parse_stat,
+    parse_stats,
     raw_text,
     stat_key,
 )
@@ -139,17 +140,26 @@ def harvest(
 
 # --- the async part ----------------------------------------------------------------------------
 class _Db:
-    """Every DuckDB call on one thread: the connection is used by one thread at a time and the
-    event loop never blocks on a write."""
+    """Every DuckDB write on one thread: the connection is used by one thread at a time and the
+    event loop never blocks on a write. Lookups (:meth:`read`) run on a second thread with their
+    own cursor: behind a batch being written, the lister would wait and the workers run dry."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="botstats-db")
+        self._reader = con.cursor()  # sees committed batches, like the writer between batches
+        self._read_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="botstats-db-read")
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, self.con, *args)
 
+    async def read(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(
+            self._read_pool, fn, self._reader, *args)
+
     def shutdown(self) -> None:
+        self._read_pool.shutdown(wait=True)
+        self._reader.close()
         self._pool.shutdown(wait=True)
 
 
@@ -175,7 +185,7 @@ async def _harvest(
                 for _ in range(settings.service.concurrency)
             ]
             try:
-                await _list(client, settings, report, buffer, db, queue, stop)
+                await _list(client, settings, report, buffer, db, queue, full, stop)
             finally:
                 for _ in workers:
                     await queue.put(None)
@@ -205,6 +215,7 @@ async def _list(
     buffer: _Batch,
     db: _Db,
     queue: asyncio.Queue[tuple[str, str | None] | None],
+    full: bool,
     stop: threading.Event,
 ) -> None:
     pager = ListingPager(page_size=settings.service.page_size)
@@ -246,7 +257,8 @@ async def _list(
             continue
         report.bots_seen += len(fresh)
         buffer.bots.extend(fresh)
-        newest = await db.call(_newest_keys, [r.bot_id for r in fresh])
+        # --full reads every bot's /stats whatever is archived: no need to look.
+        newest = {} if full else await db.read(_newest_keys, [r.bot_id for r in fresh])
         for row in fresh:
             if stop.is_set():
                 return
@@ -314,11 +326,7 @@ async def _harvest_bot(
         buffer.error(endpoint, bot_id, exc)
         return
     report.bots_fetched += 1
-    for record in records:
-        try:
-            buffer.add_stat(bot_id, parse_stat(record, bot_id, fields))
-        except Invalid as exc:
-            buffer.reject(endpoint, bot_id, str(exc), raw_text(record))
+    buffer.add_page(endpoint, bot_id, parse_stats(records, bot_id, fields))
     if buffer.full:
         await buffer.flush()
 
@@ -373,6 +381,17 @@ CUSTOM_SCHEMA = {
 }
 
 
+# The StatPage columns a batch takes as they are (bot_id is added, the same for a whole page).
+STAT_COLUMNS = [c for c in STAT_SCHEMA if c != "bot_id"]
+
+
+def _frame(columns: dict[str, list[Any]], schema: dict[str, Any]) -> pl.DataFrame:
+    """Buffered columns as a frame; ``recorded_at`` is buffered as microseconds since the epoch,
+    which polars reads a hundred times faster than datetime objects."""
+    return pl.DataFrame(columns, schema={**schema, "recorded_at": pl.Int64}).with_columns(
+        pl.col("recorded_at").cast(schema["recorded_at"]))
+
+
 class _Batch:
     """Rows waiting for the next write, kept column-wise (cheap to append, cheap to frame)."""
 
@@ -396,26 +415,22 @@ class _Batch:
     def full(self) -> bool:
         return len(self.stats["stat_id"]) >= self.batch_rows
 
-    def add_stat(self, bot_id: str, row: StatRow) -> None:
+    def add_page(self, endpoint: str, bot_id: str, page: StatPage) -> None:
+        """A validated /stats page: its rows extend the columns (C-speed), its rejects are kept."""
         s = self.stats
-        s["stat_id"].append(row.stat_id)
-        s["bot_id"].append(bot_id)
-        s["recorded_at"].append(row.recorded_at)
-        s["users"].append(row.users)
-        s["guilds"].append(row.guilds)
-        s["shards"].append(row.shards)
-        s["memory_load"].append(row.memory_load)
-        s["cpu_load"].append(row.cpu_load)
-        s["commands_executed"].append(row.commands_executed)
-        s["raw"].append(row.raw)
+        for column in STAT_COLUMNS:
+            s[column].extend(getattr(page, column))
+        s["bot_id"].extend(repeat(bot_id, len(page)))
         c = self.custom
-        for name, text, num in row.custom:
-            c["stat_id"].append(row.stat_id)
-            c["bot_id"].append(bot_id)
-            c["recorded_at"].append(row.recorded_at)
-            c["name"].append(name)
-            c["value_text"].append(text)
-            c["value_num"].append(num)
+        rows = page.custom_row
+        c["stat_id"].extend([page.stat_id[i] for i in rows])
+        c["recorded_at"].extend([page.recorded_at[i] for i in rows])
+        c["bot_id"].extend(repeat(bot_id, len(rows)))
+        c["name"].extend(page.custom_name)
+        c["value_text"].extend(page.custom_text)
+        c["value_num"].extend(page.custom_num)
+        for reason, raw in page.rejects:
+            self.reject(endpoint, bot_id, reason, raw)
 
     def reject(self, endpoint: str, bot_id: str | None, reason: str, raw: str) -> None:
         self.rejects.append({"endpoint": endpoint, "bot_id": bot_id, "reason": reason, "raw": raw})
@@ -428,8 +443,8 @@ class _Batch:
     async def flush(self) -> None:
         async with self._lock:
             frames = _Frames(
-                stats=pl.DataFrame(self.stats, schema=STAT_SCHEMA),
-                custom=pl.DataFrame(self.custom, schema=CUSTOM_SCHEMA),
+                stats=_frame(self.stats, STAT_SCHEMA),
+                custom=_frame(self.custom, CUSTOM_SCHEMA),
                 bots=self.bots, rejects=self.rejects, errors=self.errors,
                 users=self.users, snapshots=self.snapshots,
             )
@@ -516,7 +531,24 @@ def _write_stats(con: duckdb.DuckDBPyConnection, stats: pl.DataFrame, custom: pl
     (added,) = con.execute(
         "INSERT INTO bot_stats BY NAME SELECT * FROM batch_in ON CONFLICT DO NOTHING"
     ).fetchall()[0]
-    # A record the service changed since we archived it is rewritten; an unchanged one never.
+    # Every record new (a first harvest, or --full into a fresh file): nothing to compare, and
+    # their custom fields cannot be archived yet, so the costlier passes are skipped.
+    all_new = added == batch_in.height
+    updated = 0 if all_new else _update_changed(con, batch_in)
+    if custom.height:
+        custom_in = custom.unique(subset=["bot_id", "stat_id", "name"], keep="last").with_columns(  # noqa: F841
+            run_id=pl.lit(run_id))
+        on_conflict = "DO NOTHING" if all_new else (
+            "DO UPDATE SET recorded_at = excluded.recorded_at, value_text = excluded.value_text, "
+            "value_num = excluded.value_num, run_id = excluded.run_id "
+            "WHERE bot_stat_custom.value_text IS DISTINCT FROM excluded.value_text")
+        con.execute(f"INSERT INTO bot_stat_custom BY NAME SELECT * FROM custom_in ON CONFLICT {on_conflict}")
+    return int(added), int(updated)
+
+
+def _update_changed(con: duckdb.DuckDBPyConnection, batch_in: pl.DataFrame) -> int:
+    """Rewrite the records of ``batch_in`` the service changed since we archived them; an
+    unchanged record is never rewritten."""
     (updated,) = con.execute(
         "UPDATE bot_stats AS t SET recorded_at = b.recorded_at, users = b.users, "
         "guilds = b.guilds, shards = b.shards, memory_load = b.memory_load, "
@@ -525,16 +557,7 @@ def _write_stats(con: duckdb.DuckDBPyConnection, stats: pl.DataFrame, custom: pl
         "FROM batch_in AS b WHERE t.bot_id = b.bot_id AND t.stat_id = b.stat_id "
         "AND t.raw::VARCHAR <> b.raw"
     ).fetchall()[0]
-    if custom.height:
-        custom_in = custom.unique(subset=["bot_id", "stat_id", "name"], keep="last").with_columns(  # noqa: F841
-            run_id=pl.lit(run_id))
-        con.execute(
-            "INSERT INTO bot_stat_custom BY NAME SELECT * FROM custom_in ON CONFLICT DO UPDATE SET "
-            "recorded_at = excluded.recorded_at, value_text = excluded.value_text, "
-            "value_num = excluded.value_num, run_id = excluded.run_id "
-            "WHERE bot_stat_custom.value_text IS DISTINCT FROM excluded.value_text"
-        )
-    return int(added), int(updated)
+    return int(updated)
 
 
 def _write_rejects(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]], run_id: str,

@@ -49,6 +49,8 @@ class ListingPager:
     _head_passes: int = 0
     _same_as_first: int = 0
     max_head_passes: int = 3
+    _head_ids: set[str] = field(default_factory=set)  # bots first seen by the head walk
+    _walk_requests: int = 0  # requests made before the head walk began
 
     def next_request(self) -> tuple[int, int] | None:
         """(skip, limit) of the next GET /bots, or None when the listing is complete."""
@@ -60,6 +62,14 @@ class ListingPager:
             raise ListingUnstable(
                 f"GET /bots kept shifting: gave up after {self.requests} requests with "
                 f"{len(self.seen)} bots seen. The bots seen are harvested; run again later."
+            )
+        # Bots arriving at the front faster than the head walk reads them would keep it going
+        # for ever (each page brings new bots, so `wasted` stays low): bound it by the walk.
+        head_bound = (self.max_head_passes + 1) * self._walk_requests + 50
+        if self._state == "head" and self.requests - self._walk_requests > head_bound:
+            raise ListingUnstable(
+                f"GET /bots kept growing at the front: gave up after {self.requests} requests "
+                f"with {len(self.seen)} bots seen. The bots seen are harvested; run again later."
             )
         return self._next_skip, self.page_size
 
@@ -74,6 +84,8 @@ class ListingPager:
             if bot_id not in self.seen:
                 self.seen.add(bot_id)
                 new.append(bot_id)
+        if self._state == "head":
+            self._head_ids.update(new)
         self.wasted += not new
         self._largest_page = max(self._largest_page, len(ids))
         overlap = min(self.overlap, self._largest_page // 2)
@@ -87,7 +99,7 @@ class ListingPager:
             self._next_skip = max(0, skip - max(self._largest_page - overlap, 1))
             self._state = "walk"
         elif self._state == "head":
-            self._on_head(skip, end, bool(new), overlap)
+            self._on_head(skip, ids, end, bool(new), overlap)
         elif new or end > self._pos:
             self._state = "walk"
             self._next_skip = max(end - overlap, 0) if end - overlap > skip else end
@@ -98,11 +110,13 @@ class ListingPager:
         self._pos = max(self._pos, end)
         return new
 
-    def _on_head(self, skip: int, end: int, found: bool, overlap: int) -> None:
-        # Walk the head until a page brings nothing new; if the walk found bots, more may
-        # have arrived at the front meanwhile, so look at the first page once more.
-        if found:
-            self._head_found = True
+    def _on_head(self, skip: int, ids: list[str], end: int, found: bool, overlap: int) -> None:
+        # Walk the head until a page reaches bots the walk had seen (bots arrive at the front,
+        # so everything before them has been read); if the head walk found bots, more may have
+        # arrived at the front meanwhile, so look at the first page once more. A page of bots
+        # found by this head walk only is not the end: the listing shifted under the walk.
+        self._head_found = self._head_found or found
+        if not any(bot_id not in self._head_ids for bot_id in ids):
             self._next_skip = max(end - overlap, skip + 1)
         elif skip == 0 or not self._head_found or self._head_passes >= self.max_head_passes:
             # Bots still arriving at the front after a few passes are the next run's.
@@ -119,6 +133,7 @@ class ListingPager:
             # head to catch bots added at the front while we paged.
             self._state, self._next_skip = "head", 0
             self._head_passes = 1
+            self._walk_requests = self.requests
         else:
             # Empty before the end we knew: the listing shrank under us. Step back.
             self._next_skip = max(0, skip - max(self._largest_page - overlap, 1))

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import duckdb
 import numpy as np
@@ -86,9 +86,9 @@ DATASETS: dict[str, Dataset] = {
 }
 VIEW_PREFIX = "trend_"
 
-# Whole bots per slice read from the archive: about 70 bytes a row, so ~150 MB of raw stats
+# Whole bots per slice read from the archive: about 70 bytes a row, so ~35 MB of raw stats
 # in memory at a time whatever the archive size.
-CHUNK_ROWS = 2_000_000
+CHUNK_ROWS = 500_000
 GROWTH_DAYS = (1, 7, 30)
 RANK_DAYS = (1, 7)
 MOVER_DAYS = (7, 30)
@@ -100,6 +100,11 @@ ANOMALY_METRICS = ("guilds", "users", "commands_executed")
 MAD_Z = 0.6745
 MEAN_AD_Z = 1.253314
 _SCORE_BLOCK = 200_000  # rows of trailing windows held at once (x window x 8 bytes)
+# Engines, chosen by measurement (bench/trends.py): the daily jobs binary-search and gather
+# whole columns, which the in-memory engine does several times faster; the grouping of a raw
+# slice's weeks and the movers' per-day top-k peak lower on the streaming engine.
+STREAMING: Final = "streaming"
+IN_MEMORY: Final = "in-memory"
 
 _STATS_SQL = (
     "SELECT bot_id, recorded_at, users, guilds, shards, cpu_load, memory_load, commands_executed "
@@ -126,8 +131,13 @@ def bot_daily(stats: pl.LazyFrame) -> pl.LazyFrame:
     """
     cmd = pl.col("commands_executed")
     prev = pl.col("_prev")
+    # One integer sort key (bot code, then second) sorts about twice as fast as (string, time);
+    # records of one bot within the same second keep their archive order.
+    bot_code = pl.col("bot_id").cast(pl.Categorical).to_physical().cast(pl.Int64)
+    order = bot_code * (1 << 34) + pl.col("recorded_at").dt.epoch("s")
     return (
-        stats.sort("bot_id", "recorded_at", maintain_order=True)
+        stats.with_columns(_order=order)
+        .sort("_order", maintain_order=True)
         .with_columns(
             day=utc_day("recorded_at"),
             _prev=cmd.forward_fill().shift(1).over("bot_id"),
@@ -159,24 +169,33 @@ def bot_daily(stats: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def days_ago(frame: pl.LazyFrame, columns: list[str], days: int) -> pl.LazyFrame:
-    """Each bot's ``columns`` keyed to the day ``days`` later, as ``<column>_<days>d_ago``.
+def bot_day_key() -> pl.Expr:
+    """An Int64 ordered like (bot_id, day) in a frame sorted by them: bot ordinal << 32 | day.
 
-    Joined back on (bot_id, day), a bot with no record on exactly day-N gets nulls: gaps are
-    not filled from neighbouring days.
+    Day numbers of one bot differ by their distance in days; keys of different bots differ by
+    more than 2**31, so "N days back" is a plain ``key - N`` lookup.
     """
-    return frame.select(
-        "bot_id",
-        pl.col("day").dt.offset_by(f"{days}d"),
-        *[pl.col(c).alias(f"{c}_{days}d_ago") for c in columns],
-    )
+    new_bot = (pl.col("bot_id") != pl.col("bot_id").shift(1)).fill_null(True)
+    day = pl.col("day").cast(pl.Int32).cast(pl.Int64)
+    return new_bot.cum_sum().cast(pl.Int64) * (1 << 32) + day
 
 
-def _with_days_ago(frame: pl.LazyFrame, columns: list[str], days: tuple[int, ...]) -> pl.LazyFrame:
+def with_days_ago(daily: pl.LazyFrame, columns: list[str], days: tuple[int, ...]) -> pl.LazyFrame:
+    """Add ``<column>_<N>d_ago``: the bot's value on exactly day-N, for each N in ``days``.
+
+    ``daily`` has one row per (bot_id, day). A bot with no record on day-N gets null: gaps are
+    not filled from neighbouring days. The result is sorted by (bot_id, day).
+    """
+    keyed = daily.sort("bot_id", "day").with_columns(_key=bot_day_key())
+    key = pl.col("_key")
+    looked_up: list[pl.Expr] = []
     for n in days:
-        frame = frame.join(days_ago(frame.select("bot_id", "day", *columns), columns, n),
-                           on=["bot_id", "day"], how="left")
-    return frame
+        # A binary search on the sorted key instead of a self-join: same answer, no hash table.
+        at = key.search_sorted(key - n).clip(upper_bound=pl.len() - 1)
+        found = key.gather(at) == key - n
+        looked_up += [pl.when(found).then(pl.col(c).gather(at)).alias(f"{c}_{n}d_ago")
+                      for c in columns]
+    return keyed.with_columns(looked_up).drop("_key")
 
 
 def bot_growth(daily: pl.LazyFrame) -> pl.LazyFrame:
@@ -189,7 +208,7 @@ def bot_growth(daily: pl.LazyFrame) -> pl.LazyFrame:
     per day, null unless both values exist and the old one is above 0.
     """
     base = daily.select("bot_id", "day", "guilds", "users")
-    joined = _with_days_ago(base, list(SIZE_METRICS), GROWTH_DAYS).sort("bot_id", "day")
+    joined = with_days_ago(base, list(SIZE_METRICS), GROWTH_DAYS)
     columns: list[pl.Expr] = []
     for m in SIZE_METRICS:
         value = pl.col(m)
@@ -224,7 +243,7 @@ def bot_ranks(daily: pl.LazyFrame) -> pl.LazyFrame:
         for m in SIZE_METRICS
     )
     rank_cols = [f"{m}_rank" for m in SIZE_METRICS]
-    joined = _with_days_ago(ranked, rank_cols, RANK_DAYS)
+    joined = with_days_ago(ranked, rank_cols, RANK_DAYS)
     changes = [
         (pl.col(f"{m}_rank_{n}d_ago") - pl.col(f"{m}_rank")).alias(f"{m}_rank_change_{n}d")
         for m in SIZE_METRICS
@@ -241,42 +260,59 @@ def movers(growth: pl.LazyFrame, *, min_guilds: int, top: int) -> pl.LazyFrame:
     bot going from 1 to 3 guilds does not top the percent list. Gainers grew (change > 0),
     losers shrank (change < 0); ties go to the smaller bot_id.
     """
-    candidates = []
+    groups = ["day", "window_days", "metric", "measure", "direction"]
+    tops = []
     for n in MOVER_DAYS:
         start_guilds = pl.col("guilds") - pl.col(f"guilds_change_{n}d")
+        in_window = growth.filter(pl.col(f"guilds_change_{n}d").is_not_null()
+                                  & (start_guilds >= min_guilds))
         for m in SIZE_METRICS:
-            change = pl.col(f"{m}_change_{n}d")
-            candidates.append(
-                growth.filter(change.is_not_null() & (start_guilds >= min_guilds)).select(
-                    "day",
-                    pl.lit(n, pl.Int64).alias("window_days"),
-                    pl.lit(m).alias("metric"),
-                    "bot_id",
-                    (pl.col(m) - change).alias("start_value"),
-                    pl.col(m).alias("end_value"),
-                    change.alias("change"),
-                    pl.col(f"{m}_pct_{n}d").alias("pct_change"),
-                )
-            )
-    long = pl.concat(candidates)
-    keys = ["day", "window_days", "metric"]
-    lists = []
-    for measure, column in (("abs", "change"), ("pct", "pct_change")):
-        for direction, sign in (("gainer", 1), ("loser", -1)):
-            score = pl.col(column) * sign
-            lists.append(
-                long.filter(score > 0)
-                .with_columns(_score=score)
-                .group_by(keys)
-                .agg(pl.all().top_k_by(["_score", "bot_id"], k=top, reverse=[False, True]))
-                .explode(pl.all().exclude(keys))
-                .with_columns(measure=pl.lit(measure), direction=pl.lit(direction))
-            )
-    groups = [*keys, "measure", "direction"]
+            for measure, value in (("abs", pl.col(f"{m}_change_{n}d").cast(pl.Float64)),
+                                   ("pct", pl.col(f"{m}_pct_{n}d"))):
+                for direction, sign in (("gainer", 1.0), ("loser", -1.0)):
+                    # A partial top-k per day on two narrow columns, instead of sorting every
+                    # bot every day; bot_id breaks ties so exactly `top` survive.
+                    tops.append(
+                        in_window.select("day", "bot_id", _score=value * sign)
+                        .filter(pl.col("_score") > 0)
+                        .group_by("day")
+                        .agg(pl.col("bot_id", "_score").top_k_by(["_score", "bot_id"], k=top,
+                                                                 reverse=[False, True]))
+                        .explode("bot_id", "_score")
+                        .with_columns(window_days=pl.lit(n, pl.Int64), metric=pl.lit(m),
+                                      measure=pl.lit(measure), direction=pl.lit(direction))
+                    )
+
+    def pick(template: str) -> pl.Expr:
+        """The column ``template`` names for each row's window and metric."""
+        expr = pl.lit(None)
+        for n in MOVER_DAYS:
+            for m in SIZE_METRICS:
+                expr = pl.when((pl.col("window_days") == n) & (pl.col("metric") == m)).then(
+                    pl.col(template.format(n=n, m=m))).otherwise(expr)
+        return expr
+
+    change = pick("{m}_change_{n}d")
+    end_value = pick("{m}")
+    candidates = pl.concat(tops).join(growth, on=["bot_id", "day"], how="left").select(
+        *groups, "bot_id",
+        (end_value - change).alias("start_value"), end_value.alias("end_value"),
+        change.alias("change"), pick("{m}_pct_{n}d").alias("pct_change"),
+    )
+    return rank_movers(candidates, top=top)
+
+
+def rank_movers(candidates: pl.LazyFrame, *, top: int) -> pl.LazyFrame:
+    """Rank mover rows within each list and keep the ``top``: the last step of :func:`movers`,
+    and how the movers of several slices of bots merge (the top of a union of tops)."""
+    groups = ["day", "window_days", "metric", "measure", "direction"]
+    value = pl.when(pl.col("measure") == "abs").then(pl.col("change").cast(pl.Float64))
+    sign = pl.when(pl.col("direction") == "gainer").then(1.0).otherwise(-1.0)
     return (
-        pl.concat(lists)
+        candidates.with_columns(_score=value.otherwise(pl.col("pct_change")) * sign)
         .sort([*groups, "_score", "bot_id"], descending=[False] * len(groups) + [True, False])
         .with_columns(rank=pl.int_range(1, pl.len() + 1, dtype=pl.Int64).over(groups))
+        .filter(pl.col("rank") <= top)
         .select(*groups, "rank", "bot_id", "start_value", "end_value", "change", "pct_change")
     )
 
@@ -292,32 +328,22 @@ def anomalies(
     days before (the day itself excluded); with fewer than ``min_days`` of them there is no
     score. ``score`` is the robust z (see ``MAD_Z``); rows with ``|score| > threshold`` are kept.
     """
-    prev = days_ago(daily.select("bot_id", "day", "guilds", "users", "records"),
-                    ["guilds", "users", "records"], 1)
+    sized = ["guilds", "users"]
     had_yesterday = pl.col("records_1d_ago").is_not_null()
-    deltas = daily.join(prev, on=["bot_id", "day"], how="left").select(
-        "bot_id",
-        "day",
-        (pl.col("guilds") - pl.col("guilds_1d_ago")).cast(pl.Float64).alias("guilds"),
-        (pl.col("users") - pl.col("users_1d_ago")).cast(pl.Float64).alias("users"),
-        pl.when(had_yesterday).then(pl.col("commands_executed")).cast(pl.Float64)
-        .alias("commands_executed"),
-    )
-    # A dense calendar per bot (nulls on days without a record) turns "the N days before" into
-    # "the N rows before", which numpy can slide over without grouping.
-    calendar = (
-        deltas.group_by("bot_id")
-        .agg(first=pl.col("day").min(), last=pl.col("day").max())
-        .select("bot_id", day=pl.date_ranges("first", "last"))
-        .explode("day")
-    )
-    dense = (
-        calendar.join(deltas, on=["bot_id", "day"], how="left")
-        .sort("bot_id", "day")
-        .with_columns(_pos=(pl.col("day") - pl.col("day").min().over("bot_id")).dt.total_days())
+    deltas = (
+        with_days_ago(daily.select("bot_id", "day", *sized, "commands_executed", "records"),
+                      [*sized, "records"], (1,))
+        .select(
+            "bot_id",
+            "day",
+            *[(pl.col(m) - pl.col(f"{m}_1d_ago")).cast(pl.Float64).alias(m) for m in sized],
+            pl.when(had_yesterday).then(pl.col("commands_executed")).cast(pl.Float64)
+            .alias("commands_executed"),
+            _key=bot_day_key(),
+        )
     )
     flag = partial(_flag_anomalies, window=window, threshold=threshold, min_days=min_days)
-    return dense.map_batches(flag, schema=_ANOMALY_SCHEMA)
+    return deltas.map_batches(flag, schema=_ANOMALY_SCHEMA)
 
 
 _ANOMALY_SCHEMA = pl.Schema({
@@ -327,58 +353,66 @@ _ANOMALY_SCHEMA = pl.Schema({
 })
 
 
-def _flag_anomalies(dense: pl.DataFrame, *, window: int, threshold: float,
+def _flag_anomalies(deltas: pl.DataFrame, *, window: int, threshold: float,
                     min_days: int) -> pl.DataFrame:
-    position = dense["_pos"].to_numpy()
+    day = deltas["_key"].to_numpy()
     found = []
     for metric in ANOMALY_METRICS:
-        values = dense[metric].to_numpy(allow_copy=True).astype(np.float64)
-        median, mad, count, score = trailing_robust_z(values, position, window=window,
-                                                      min_days=min_days)
-        keep = np.abs(np.nan_to_num(score, nan=0.0)) > threshold
+        values = deltas[metric].to_numpy().astype(np.float64)
+        hits = robust_outliers(values, day, window=window, min_days=min_days, threshold=threshold)
+        rows = pl.Series(hits.pop("row"))
         found.append(pl.DataFrame({
-            "bot_id": dense["bot_id"].filter(keep), "day": dense["day"].filter(keep),
-            "metric": [metric] * int(keep.sum()), "value": values[keep],
-            "baseline_median": median[keep], "baseline_mad": mad[keep],
-            "baseline_days": count[keep], "score": score[keep],
+            "bot_id": deltas["bot_id"].gather(rows), "day": deltas["day"].gather(rows),
+            "metric": [metric] * len(rows), "value": values[rows.to_numpy()],
+            "baseline_median": hits["median"], "baseline_mad": hits["mad"],
+            "baseline_days": hits["count"], "score": hits["score"],
         }, schema=_ANOMALY_SCHEMA))
     return pl.concat(found)
 
 
-def trailing_robust_z(
-    values: np.ndarray, position: np.ndarray, *, window: int, min_days: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """For each row i: median, MAD and count of the non-NaN values among the ``window`` rows
-    before it (never before the start of its series: ``position[i]`` rows are available), and
-    the robust z of ``values[i]`` against them (NaN with fewer than ``min_days`` values)."""
+def robust_outliers(
+    values: np.ndarray, day: np.ndarray, *, window: int, min_days: int, threshold: float
+) -> dict[str, np.ndarray]:
+    """Rows whose value is more than ``threshold`` robust z away from its trailing baseline.
+
+    The baseline of row i is the non-NaN values of the rows whose day is in
+    ``[day[i] - window, day[i] - 1]``; with fewer than ``min_days`` of them there is no score.
+    ``day`` is sorted, one row per day within a series, and different series lie more than
+    ``window`` apart (``bot_day_key`` does that). So the baseline is always the last few of
+    the ``window`` rows before i: a fixed sliding window with a prefix blanked out.
+
+    Returns ``row`` (indices), ``median``, ``mad``, ``count`` and ``score`` of the hits.
+    """
     n = len(values)
-    median = np.full(n, np.nan)
-    mad = np.full(n, np.nan)
-    count = np.zeros(n, dtype=np.int64)
-    score = np.full(n, np.nan)
-    if n == 0:
-        return median, mad, count, score
+    hits: dict[str, list[np.ndarray]] = {k: [] for k in ("row", "median", "mad", "count", "score")}
     padded = np.concatenate([np.full(window, np.nan), values])
-    lag = window - np.arange(window)  # column j of a window holds the value `lag[j]` rows back
+    # How many of the rows before i are within the window (days only decrease going back).
+    within = np.arange(n) - np.searchsorted(day, day - window, side="left")
+    columns = np.arange(window)  # column j of a window row is the value window - j rows back
     for a in range(0, n, _SCORE_BLOCK):
         b = min(a + _SCORE_BLOCK, n)
-        win = sliding_window_view(padded[a : b + window - 1], window).copy()
-        win[lag[None, :] > position[a:b, None]] = np.nan  # rows of the previous series
+        win = sliding_window_view(padded[a : b + window - 1], window)
+        win = np.where(columns[None, :] < (window - within[a:b])[:, None], np.nan, win)
         k = np.count_nonzero(~np.isnan(win), axis=1)
         med = _median_of_sorted(np.sort(win, axis=1), k)
         dev = np.abs(win - med[:, None])
-        mad_ = _median_of_sorted(np.sort(dev, axis=1), k)
+        mad = _median_of_sorted(np.sort(dev, axis=1), k)
         with np.errstate(invalid="ignore", divide="ignore"):
             mean_ad = np.nansum(dev, axis=1) / k
             diff = values[a:b] - med
-            z = np.where(
-                mad_ > 0, MAD_Z * diff / mad_,
+            score = np.where(
+                mad > 0, MAD_Z * diff / mad,
                 np.where(mean_ad > 0, diff / (MEAN_AD_Z * mean_ad),
                          np.where(diff == 0, 0.0, np.sign(diff) * np.inf)),
             )
-        z[(k < max(min_days, 1)) | np.isnan(values[a:b])] = np.nan
-        median[a:b], mad[a:b], count[a:b], score[a:b] = med, mad_, k, z
-    return median, mad, count, score
+            keep = (k >= max(min_days, 1)) & (np.abs(score) > threshold)  # NaN compares False
+        rows = np.flatnonzero(keep)
+        for name, column in (("row", rows + a), ("median", med[rows]), ("mad", mad[rows]),
+                             ("count", k[rows]), ("score", score[rows])):
+            hits[name].append(column)
+    empty = {"row": np.int64, "count": np.int64}
+    return {name: np.concatenate(parts) if parts else np.empty(0, empty.get(name, np.float64))
+            for name, parts in hits.items()}
 
 
 def _median_of_sorted(rows: np.ndarray, count: np.ndarray) -> np.ndarray:
@@ -540,33 +574,39 @@ def read_slice(con: duckdb.DuckDBPyConnection, sql: str, lo: str | None, hi: str
 
 def compute(con: duckdb.DuckDBPyConnection, t: TrendSettings,
             max_rows: int = CHUNK_ROWS) -> Iterator[tuple[str, pl.DataFrame]]:
-    """Every dataset, one at a time (so each can be written and freed before the next)."""
-    daily_parts, health_parts, anomaly_parts, custom_parts = [], [], [], []
+    """Every dataset, one at a time (so each can be written and freed before the next).
+
+    Per-bot jobs run slice by slice; movers keep each slice's top and rank their union. Only
+    bot_ranks and directory_daily look across all bots at once, on the daily rows.
+    """
+    parts: dict[str, list[pl.DataFrame]] = {name: [] for name in DATASETS}
     for lo, hi in bot_slices(con, max_rows):
         stats = read_slice(con, _STATS_SQL, lo, hi).lazy()
-        daily = bot_daily(stats).collect()
-        daily_parts.append(daily)
-        health_parts.append(
-            resource_health(stats, daily.lazy(), threshold=t.health_threshold).collect()
-        )
+        daily = bot_daily(stats).collect(engine=IN_MEMORY)
+        health = resource_health(stats, daily.lazy(), threshold=t.health_threshold)
+        parts["resource_health"].append(health.collect(engine=STREAMING))
         del stats
-        anomaly_parts.append(anomalies(daily.lazy(), window=t.anomaly_window,
-                                       threshold=t.anomaly_threshold,
-                                       min_days=t.anomaly_min_days).collect())
-        custom_parts.append(custom_daily(read_slice(con, _CUSTOM_SQL, lo, hi).lazy()).collect())
-    daily_all = pl.concat(daily_parts)
-    del daily_parts
+        growth = bot_growth(daily.lazy()).collect(engine=IN_MEMORY)
+        top = movers(growth.lazy(), min_guilds=t.movers_min_guilds, top=t.movers_top)
+        parts["movers"].append(top.collect(engine=STREAMING))
+        found = anomalies(daily.lazy(), window=t.anomaly_window, threshold=t.anomaly_threshold,
+                          min_days=t.anomaly_min_days)
+        parts["anomalies"].append(found.collect(engine=IN_MEMORY))
+        custom = custom_daily(read_slice(con, _CUSTOM_SQL, lo, hi).lazy())
+        parts["custom_daily"].append(custom.collect(engine=STREAMING))
+        parts["bot_daily"].append(daily)
+        parts["bot_growth"].append(growth)
+        del daily, growth
+    daily_all = pl.concat(parts.pop("bot_daily")).sort("bot_id", "day")
     yield "bot_daily", daily_all
-    growth = bot_growth(daily_all.lazy()).collect()
-    yield "movers", movers(growth.lazy(), min_guilds=t.movers_min_guilds, top=t.movers_top).collect()
-    yield "bot_growth", growth
-    del growth
-    yield "bot_ranks", bot_ranks(daily_all.lazy()).collect()
+    yield "bot_growth", pl.concat(parts.pop("bot_growth"))
+    merged = rank_movers(pl.concat(parts.pop("movers")).lazy(), top=t.movers_top)
+    yield "movers", merged.collect(engine=IN_MEMORY)
+    yield "bot_ranks", bot_ranks(daily_all.lazy()).collect(engine=IN_MEMORY)
     bots = read_slice(con, _BOTS_SQL, None, None).lazy()
-    yield "directory_daily", directory_daily(daily_all.lazy(), bots).collect()
-    yield "resource_health", pl.concat(health_parts)
-    yield "anomalies", pl.concat(anomaly_parts)
-    yield "custom_daily", pl.concat(custom_parts)
+    yield "directory_daily", directory_daily(daily_all.lazy(), bots).collect(engine=IN_MEMORY)
+    for name in ("resource_health", "anomalies", "custom_daily"):
+        yield name, pl.concat(parts.pop(name))
 
 
 # --- the run ----------------------------------------------------------------------------------
@@ -638,13 +678,28 @@ def build_trends(settings: Settings, *, run_id: str | None = None) -> TrendsRepo
                                   compression=settings.exports.compression) as batch:
             for name, frame in _computed(con, settings.trends):
                 spec = DATASETS[name]
-                results.append(batch.stage(name, frame.sort(spec.order), time_column=spec.time_column))
+                frame = in_order(frame, spec.order)
+                results.append(batch.stage(name, frame, time_column=spec.time_column))
                 del frame
         views = create_views(con, export_dir)
     order = list(DATASETS)
     results.sort(key=lambda d: order.index(d.name))
     return TrendsReport(run_id, export_dir, settings.db_path, tuple(results), tuple(views),
                         time.monotonic() - started)
+
+
+def in_order(frame: pl.DataFrame, columns: tuple[str, ...]) -> pl.DataFrame:
+    """``frame`` sorted by ``columns``; a linear check first, since most jobs already are."""
+    ahead = pl.lit(False)  # some earlier column already increased
+    tied = pl.lit(True)  # every column so far equals the previous row's
+    for c in columns:
+        col, prev = pl.col(c), pl.col(c).shift(1)
+        ahead = ahead | (tied & (col > prev))
+        tied = tied & (col == prev)
+    ok = (ahead | tied).fill_null(True).all()  # the first row has no previous one
+    nulls = pl.any_horizontal(pl.col(columns).null_count() > 0)
+    sorted_, has_nulls = frame.select(ok, nulls).row(0)
+    return frame if sorted_ and not has_nulls else frame.sort(columns, maintain_order=True)
 
 
 def _computed(con: duckdb.DuckDBPyConnection, t: TrendSettings) -> Iterator[tuple[str, pl.DataFrame]]:
@@ -658,7 +713,9 @@ def _computed(con: duckdb.DuckDBPyConnection, t: TrendSettings) -> Iterator[tupl
         except duckdb.Error as exc:
             raise StoreError(f"cannot read the archive for trends: {exc}") from exc
         except pl.exceptions.PolarsError as exc:
-            raise ExportError(f"a trend job failed: {exc}") from exc
+            # polars appends the whole query plan; the first line is the message.
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ExportError(f"a trend job failed: {first}") from exc
         yield item
 
 
@@ -722,6 +779,10 @@ def run_query(settings: Settings, query: str, params: Mapping[str, str] | None =
             if limit is not None:
                 rel = rel.limit(limit)
             result = pl.from_arrow(rel.to_arrow_table())
+        except duckdb.CatalogException as exc:
+            hint = (" The trend_* views exist once `botstats trends` has run."
+                    if "trend_" in query else "")
+            raise QueryError(f"the query failed: {exc}{hint}") from exc
         except duckdb.Error as exc:
             raise QueryError(f"the query failed: {exc}") from exc
     assert isinstance(result, pl.DataFrame)
@@ -738,14 +799,17 @@ __all__ = [
     "bot_growth",
     "bot_ranks",
     "build_trends",
+    "in_order",
     "compute",
     "create_views",
     "custom_daily",
     "directory_daily",
     "load_dataset",
     "movers",
+    "rank_movers",
     "resource_health",
     "run_query",
     "scan_dataset",
-    "trailing_robust_z",
+    "robust_outliers",
+    "with_days_ago",
 ]

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+import json
+from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pipeline.service import Faults, RunningService, ServiceConfig, serve_in_thread
+from pipeline.config import Settings, load_settings
+from pipeline.service import Directory, Faults, RunningService, ServiceConfig, serve_in_thread
 
 # --- the embedded bot-listing service ----------------------------------------------------
 _FAULT_FIELDS = {f.name for f in dataclasses.fields(Faults)}
@@ -53,3 +57,218 @@ def service(service_factory: Callable[..., RunningService]) -> RunningService:
 
 
 # --- other fixtures below ----------------------------------------------------------------
+
+
+# --- harvest: settings for a service, and both sides of "the archive equals the service" -----
+# The harvest test files import the helpers below (`from conftest import ...`); the fixtures
+# are named by the state they leave.
+def harvest_settings_for(svc: RunningService, db: Path, overrides: dict[str, Any] | None = None,
+                         config: Path | None = None) -> Settings:
+    """Settings that harvest ``svc`` into ``db`` with fast retries; ``overrides`` use
+    "section.key" names (and "user_token"/"bot_key"). ``config`` is an empty file, so the
+    repository's own config.toml never leaks into a test."""
+    if config is None:
+        config = db.with_name("empty-config.toml")
+        config.touch()
+    return load_settings(config, env={}, overrides={
+        "service.base_url": svc.base_url,
+        "store.db": str(db),
+        "retry.backoff_base": 0.01,
+        "retry.backoff_max": 0.05,
+        **(overrides or {}),
+    })
+
+
+@pytest.fixture
+def harvest_settings(tmp_path: Path) -> Callable[..., Settings]:
+    """``harvest_settings(svc, {"section.key": value})``: settings archiving ``svc`` into
+    ``tmp_path / "archive.duckdb"``."""
+
+    def make(svc: RunningService, overrides: dict[str, Any] | None = None) -> Settings:
+        return harvest_settings_for(svc, tmp_path / "archive.duckdb", overrides)
+
+    return make
+
+
+def query(settings: Settings, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    """Rows of ``sql`` on the published archive (read-only, as an analyst opens it)."""
+    from pipeline import store
+
+    with store.reader(settings) as con:
+        return con.execute(sql, list(params)).fetchall()
+
+
+def _utc(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp).astimezone(UTC)
+
+
+def _num(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def service_stat_rows(directory: Directory, bot_ids: Iterable[str] | None = None, *,
+                      include_removed: bool = False) -> list[tuple[Any, ...]]:
+    """The service's valid records as archive rows (bot_id, stat_id, recorded_at, users, guilds,
+    shards, memory_load, cpu_load, commands_executed), sorted; every listed bot by default."""
+    rows = []
+    for bot_id in directory.bot_ids() if bot_ids is None else bot_ids:
+        for r in directory.valid_stats(bot_id, include_removed=include_removed):
+            rows.append((bot_id, r["id"], _utc(r["timestamp"]), r["users"], r["guilds"],
+                         r["shards"], _num(r["memory_load"]), _num(r["cpu_load"]),
+                         r["commands_executed"]))
+    return sorted(rows)
+
+
+def archived_stat_rows(settings: Settings) -> list[tuple[Any, ...]]:
+    """Every row of bot_stats in the shape of :func:`service_stat_rows`, sorted (duplicates kept)."""
+    return sorted(query(settings, "SELECT bot_id, stat_id, recorded_at, users, guilds, shards, "
+                                  "memory_load, cpu_load, commands_executed FROM bot_stats"))
+
+
+def _custom_text(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _custom_num(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
+def service_custom_rows(directory: Directory, bot_ids: Iterable[str] | None = None, *,
+                        include_removed: bool = False) -> list[tuple[Any, ...]]:
+    """Custom fields of the service's valid records as (bot_id, stat_id, recorded_at, name,
+    value_text, value_num), sorted."""
+    rows = []
+    for bot_id in directory.bot_ids() if bot_ids is None else bot_ids:
+        for r in directory.valid_stats(bot_id, include_removed=include_removed):
+            for item in r.get("custom") or []:
+                rows.append((bot_id, r["id"], _utc(r["timestamp"]), item["name"],
+                             _custom_text(item.get("value")), _custom_num(item.get("value"))))
+    return sorted(rows)
+
+
+def archived_custom_rows(settings: Settings) -> list[tuple[Any, ...]]:
+    return sorted(query(settings, "SELECT bot_id, stat_id, recorded_at, name, value_text, "
+                                  "value_num FROM bot_stat_custom"))
+
+
+def stat_keys(rows: Iterable[tuple[Any, ...]]) -> set[tuple[str, str]]:
+    """(bot_id, stat_id) of stat rows."""
+    return {(row[0], row[1]) for row in rows}
+
+
+def assert_archive_has_no_duplicates(settings: Settings) -> None:
+    for table, key in (("bot_stats", "bot_id, stat_id"),
+                       ("bot_stat_custom", "bot_id, stat_id, name"), ("bots", "bot_id")):
+        dupes = query(settings, f"SELECT {key}, count(*) FROM {table} GROUP BY ALL "
+                                f"HAVING count(*) > 1 LIMIT 3")
+        assert dupes == [], f"{table} holds duplicates: {dupes}"
+
+
+# --- trends: a small hand-made archive whose datasets are worked out by hand in test_trends.py ---
+# Days D1..D10 are 2025-01-25 (a Saturday) .. 2025-02-03. alpha: steady growth, a guild spike on
+# D8, a counter reset on D4, two records on D3 (the second at 23:30 UTC, given as +01:00). beta:
+# shrinking, no record on D4-D5. gamma: tiny (below the movers minimum). delta: only D3 and D10.
+def _alpha() -> list[tuple[Any, ...]]:
+    guilds = {1: 100, 2: 110, 4: 130, 5: 140, 6: 151, 7: 160, 8: 260, 9: 270, 10: 280}
+    cpu = {1: 10, 2: 20, 4: 40, 5: 50, 6: 60, 7: 70, 8: 95, 9: 20, 10: 30}
+    cmds = {1: 1000, 2: 1050, 4: 30, 5: 80, 6: 135, 7: 180, 8: 230, 9: 290, 10: 340}
+    rows = [("alpha", f"2025-{_d(d)} 12:00:00+00", g * 10, g, 1, 85.0 if d == 8 else 50.0,
+             float(cpu[d]), cmds[d]) for d, g in guilds.items()]
+    rows += [("alpha", "2025-01-27 10:00:00+00", 1180, 118, 2, 50.0, 30.0, 1110),
+             ("alpha", "2025-01-28 00:30:00+01", 1220, 122, None, 50.0, 90.0, 1150)]
+    return rows
+
+
+def _d(day: int) -> str:
+    """D1..D10 as MM-DD."""
+    return f"01-{24 + day}" if day <= 7 else f"02-{day - 7:02d}"
+
+
+TREND_STATS: list[tuple[Any, ...]] = [  # bot, recorded_at, users, guilds, shards, mem, cpu, cmds
+    *_alpha(),
+    *[("beta", f"2025-{_d(d)} 08:00:00+00", u, g, None, None, None, None) for d, g, u in (
+        (1, 50, 3000), (2, 48, 2900), (3, 46, 2800), (6, 40, 2500), (7, 39, 2400),
+        (8, 38, 2300), (9, 37, 2200), (10, 35, 2100))],
+    *[("gamma", f"2025-{_d(d)} 12:00:00+00", g * 5, g, None, None, None, None)
+      for d, g in zip(range(1, 11), (2, 2, 3, 3, 4, 4, 5, 5, 6, 6), strict=True)],
+    ("delta", "2025-01-27 12:00:00+00", 5000, 2000, None, None, None, None),
+    ("delta", "2025-02-03 12:00:00+00", 5000, 2200, None, None, None, None),
+]
+TREND_CUSTOM: list[tuple[Any, ...]] = [  # bot, recorded_at, name, value_text, value_num
+    ("alpha", "2025-01-25 12:00:00+00", "latency", "100", 100.0),
+    ("alpha", "2025-01-25 12:00:00+00", "version", "1.0", None),
+    ("alpha", "2025-01-26 12:00:00+00", "latency", "120", 120.0),
+    ("alpha", "2025-01-26 12:00:00+00", "version", "1.0", None),
+    ("alpha", "2025-01-27 10:00:00+00", "latency", "80", 80.0),
+    ("alpha", "2025-01-27 10:00:00+00", "version", "1.1", None),
+    ("alpha", "2025-01-27 23:30:00+00", "latency", "90", 90.0),
+    ("alpha", "2025-01-27 23:30:00+00", "version", "1.2", None),
+    ("alpha", "2025-01-28 12:00:00+00", "latency", "110", 110.0),
+    ("alpha", "2025-01-28 12:00:00+00", "version", "1.2", None),
+    ("alpha", "2025-01-28 12:00:00+00", "premium", "true", 1.0),
+    ("alpha", "2025-01-28 12:00:00+00", "note", None, None),
+]
+TREND_BOTS: list[tuple[Any, ...]] = [  # bot, first_seen_at, removed_at
+    ("alpha", "2025-01-25 06:00:00+00", None),
+    ("beta", "2025-01-25 06:00:00+00", None),
+    ("gamma", "2025-01-25 06:00:00+00", None),
+    ("delta", "2025-01-27 06:00:00+00", None),
+    ("epsilon", "2025-01-27 07:00:00+00", "2025-01-30 09:00:00+00"),
+]
+TREND_OVERRIDES: dict[str, Any] = {
+    "trends.movers_min_guilds": 10, "trends.movers_top": 2, "trends.anomaly_window": 7,
+    "trends.anomaly_min_days": 3, "trends.anomaly_threshold": 3.5, "trends.health_threshold": 80.0,
+}
+
+
+def trend_settings_for(root: Path, overrides: dict[str, Any] | None = None) -> Settings:
+    """Settings with the archive and exports under ``root`` and the fixture's thresholds."""
+    config = root / "empty-config.toml"
+    config.touch()
+    return load_settings(config, env={}, overrides={
+        "store.db": str(root / "archive.duckdb"), "exports.dir": str(root / "exports"),
+        **TREND_OVERRIDES, **(overrides or {}),
+    })
+
+
+def write_trend_archive(settings: Settings, stats: Iterable[tuple[Any, ...]] = (),
+                        custom: Iterable[tuple[Any, ...]] = (),
+                        bots: Iterable[tuple[Any, ...]] = ()) -> None:
+    """Insert hand-made rows (shapes as TREND_STATS, TREND_CUSTOM, TREND_BOTS) and publish."""
+    from pipeline import store
+
+    with store.writer(settings) as con:
+        n = con.execute("SELECT count(*) FROM bot_stats").fetchall()[0][0]
+        for i, (bot, at, users, guilds, shards, mem, cpu, cmds) in enumerate(stats, start=n):
+            con.execute(
+                "INSERT INTO bot_stats VALUES (?, ?, ?::TIMESTAMPTZ, ?, ?, ?, ?, ?, ?, '{}', "
+                "'test', now())", [f"s{i}", bot, at, users, guilds, shards, mem, cpu, cmds])
+        for bot, at, name, text, num in custom:
+            con.execute(
+                "INSERT INTO bot_stat_custom SELECT stat_id, bot_id, recorded_at, ?, ?, ?, 'test' "
+                "FROM bot_stats WHERE bot_id = ? AND recorded_at = ?::TIMESTAMPTZ",
+                [name, text, num, bot, at])
+        for bot, seen, removed in bots:
+            con.execute("INSERT INTO bots VALUES (?, ?, '{}', ?::TIMESTAMPTZ, ?::TIMESTAMPTZ, "
+                        "?::TIMESTAMPTZ, 'test')", [bot, bot, seen, seen, removed])
+
+
+@pytest.fixture
+def trend_archive(tmp_path: Path) -> Settings:
+    """Settings whose archive holds the TREND_* rows (nothing exported yet)."""
+    settings = trend_settings_for(tmp_path)
+    write_trend_archive(settings, TREND_STATS, TREND_CUSTOM, TREND_BOTS)
+    return settings
+
+
+@pytest.fixture
+def trends_built(trend_archive: Settings) -> Settings:
+    """The fixture archive after one `build_trends`: exports, manifest and views in place."""
+    from pipeline.trends import build_trends
+
+    build_trends(trend_archive)
+    return trend_archive

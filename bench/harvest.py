@@ -1,0 +1,412 @@
+"""Harvest benchmark: botstats against a bare httpx loop (the ceiling) and dlt's rest_api source.
+
+One run starts the embedded service in its own process (so it has its own core), then measures,
+each case in its own subprocess (wall time and that process's peak RSS, from ``os.wait4``):
+
+The service is read once unmeasured first (it caches what it generates), then:
+
+  (a) bare     a bare asyncio + httpx loop: GET /bots?limit&skip until an empty page, then every
+               bot's /stats with [service].concurrency requests in flight, bodies discarded
+               (decoded with orjson only to count the records): the ceiling;
+  (b) full     ``botstats harvest --full`` into a fresh DuckDB file;
+  (c) again    ``botstats harvest`` once more with nothing new: one /stat per bot, no /stats;
+  (d) dlt      dlt's rest_api source (offset paginator on /bots, a parallelized dependent
+               resource for /bots/{id}/stats) into DuckDB, in a temp pipelines dir.
+
+Stat rows of (b) and (d) are counted in the DuckDB files they wrote. Nothing is asserted: the
+figures and the ratios against the targets are printed (and written with --json).
+
+    python bench/harvest.py                      # 2,000 bots x 90 days
+    python bench/harvest.py --bots 50 --days 5 --skip-dlt --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+REPO = Path(__file__).resolve().parent.parent
+SERVICE_END = "2026-11-01T00:00:00Z"  # a fixed clock: every run serves the same data
+SERVICE_PAGE_CAP = 100
+TARGETS = {"full_vs_bare": 0.8, "full_vs_dlt": 5.0}
+
+
+@dataclass
+class Case:
+    key: str
+    title: str
+    seconds: float = 0.0
+    rows: int = 0
+    requests: int = 0
+    peak_rss_mb: float = 0.0
+    listing_pages: int = 0
+    status: str = ""
+    note: str = ""
+
+    @property
+    def rows_per_s(self) -> float:
+        return self.rows / self.seconds if self.seconds else 0.0
+
+
+# --- running a case in its own process ------------------------------------------------------------
+def run_measured(cmd: list[str], *, cwd: Path, env: dict[str, str] | None = None,
+                 log: Path) -> tuple[float, float, int]:
+    """Run ``cmd``; return (wall seconds, peak RSS in MB of that process, exit code).
+
+    ``os.wait4`` gives the rusage of that one child (RUSAGE_CHILDREN would mix all of them).
+    """
+    with log.open("wb") as out:
+        started = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return seconds, usage.ru_maxrss / 1024, proc.returncode  # ru_maxrss is in KiB on Linux
+
+
+def child_cmd(case: str, *args: str) -> list[str]:
+    return [sys.executable, str(Path(__file__).resolve()), "--child", case, *args]
+
+
+# --- (a) the bare loop, run inside the child process -----------------------------------------------
+async def bare_loop(base_url: str, concurrency: int, page_size: int) -> dict[str, int]:
+    import orjson
+
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=30) as client:
+        ids: list[str] = []
+        skip = requests = 0
+        while True:
+            response = await client.get("/bots", params={"limit": page_size, "skip": skip})
+            requests += 1
+            page = orjson.loads(response.content)
+            if not page:
+                break
+            ids.extend(bot["id"] for bot in page)
+            skip += len(page)
+        pages = requests
+        queue = iter(ids)
+        rows = 0
+
+        async def worker() -> None:
+            nonlocal rows, requests
+            for bot_id in queue:  # one shared iterator: each bot is taken once
+                response = await client.get(f"/bots/{bot_id}/stats")
+                response.raise_for_status()
+                requests += 1
+                rows += len(orjson.loads(response.content))
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return {"rows": rows, "requests": requests, "listing_pages": pages, "bots": len(ids)}
+
+
+# --- (d) dlt, run inside the child process ---------------------------------------------------------
+def dlt_harvest(base_url: str, db: Path, pipelines_dir: Path, page_size: int) -> dict[str, int]:
+    import dlt
+    import requests.adapters
+    from dlt.sources.rest_api import rest_api_source
+
+    # Instrumentation only (not what a dlt user writes): count the HTTP requests dlt sends.
+    sent = {"n": 0}
+    original_send = requests.adapters.HTTPAdapter.send
+
+    def counting_send(self: Any, *args: Any, **kwargs: Any) -> Any:
+        sent["n"] += 1
+        return original_send(self, *args, **kwargs)
+
+    requests.adapters.HTTPAdapter.send = counting_send  # type: ignore[method-assign]
+
+    source = rest_api_source({
+        "client": {"base_url": base_url},
+        "resource_defaults": {"write_disposition": "replace"},
+        "resources": [
+            {
+                "name": "bots",
+                "endpoint": {
+                    "path": "bots",
+                    "data_selector": "$",
+                    "paginator": {
+                        "type": "offset", "limit": page_size, "offset_param": "skip",
+                        "limit_param": "limit", "total_path": None, "stop_after_empty_page": True,
+                    },
+                },
+            },
+            {
+                "name": "bot_stats",
+                "endpoint": {
+                    "path": "bots/{bot_id}/stats",
+                    "data_selector": "$",
+                    "paginator": "single_page",
+                    "params": {"bot_id": {"type": "resolve", "resource": "bots", "field": "id"}},
+                },
+                "parallelized": True,
+            },
+        ],
+    })
+    pipeline = dlt.pipeline(
+        pipeline_name="botstats_bench", pipelines_dir=str(pipelines_dir),
+        destination=dlt.destinations.duckdb(str(db)), dataset_name="directory",
+    )
+    # Parquet: dlt's default for DuckDB (insert_values) took 4x longer and ~11 GB here.
+    pipeline.run(source, loader_file_format="parquet")
+    import duckdb
+
+    with duckdb.connect(str(db), read_only=True) as con:
+        (rows,) = con.execute("SELECT count(*) FROM directory.bot_stats").fetchone()
+    return {"rows": int(rows), "requests": sent["n"]}
+
+
+def run_child(args: argparse.Namespace) -> None:
+    """The body of one measured subprocess; its figures go to --result as JSON."""
+    if args.child == "bare":
+        result = asyncio.run(bare_loop(args.base_url, args.concurrency, args.page_size))
+    elif args.child == "dlt":
+        result = dlt_harvest(args.base_url, Path(args.db), Path(args.pipelines_dir), args.page_size)
+    else:
+        raise SystemExit(f"unknown child case {args.child!r}")
+    Path(args.result).write_text(json.dumps(result))
+
+
+# --- the service --------------------------------------------------------------------------------
+class Service:
+    """The embedded service in its own process, on a free port."""
+
+    def __init__(self, bots: int, days: int, workdir: Path) -> None:
+        self.log = workdir / "service.log"
+        cmd = [sys.executable, "-m", "pipeline", "serve", "--port", "0", "--bots", str(bots),
+               "--history-days", str(days), "--stats-per-day", "1", "--end", SERVICE_END,
+               "--max-page-size", str(SERVICE_PAGE_CAP)]
+        self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE,
+                                     stderr=self.log.open("wb"), text=True)
+        assert self.proc.stdout is not None
+        first = self.proc.stdout.readline()  # "botstats service listening on http://..."
+        match = re.search(r"(http://\S+)", first)
+        if not match:
+            self.close()
+            raise SystemExit(f"the service did not start: {first!r}; see {self.log}")
+        self.base_url = match.group(1)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{self.base_url}/_admin/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                self.close()
+                raise SystemExit(f"the service at {self.base_url} never became healthy")
+            time.sleep(0.05)
+
+    def health(self) -> dict[str, Any]:
+        return httpx.get(f"{self.base_url}/_admin/health", timeout=10).json()
+
+    def listing_requests(self) -> int:
+        return int(self.health()["listing_requests"])
+
+    def close(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+# --- the cases ------------------------------------------------------------------------------------
+def case_bare(svc: Service, work: Path, concurrency: int, page_size: int) -> Case:
+    case = Case("a", "bare httpx loop (ceiling)")
+    result_file = work / "bare.json"
+    cmd = child_cmd("bare", "--base-url", svc.base_url, "--concurrency", str(concurrency),
+                    "--page-size", str(page_size), "--result", str(result_file))
+    case.seconds, case.peak_rss_mb, code = run_measured(cmd, cwd=REPO, log=work / "bare.log")
+    if code == 0:
+        result = json.loads(result_file.read_text())
+        case.rows, case.requests = result["rows"], result["requests"]
+        case.listing_pages = result["listing_pages"]
+    case.status = "ok" if code == 0 else f"exit {code}"
+    return case
+
+
+def case_botstats(svc: Service, work: Path, db: Path, full: bool) -> Case:
+    case = Case("b", "botstats harvest --full") if full else Case("c", "botstats harvest (again)")
+    cmd = [sys.executable, "-m", "pipeline", "harvest", "--base-url", svc.base_url, "--db", str(db),
+           "--no-progress", "--json", *(["--full"] if full else [])]
+    pages_before = svc.listing_requests()
+    case.seconds, case.peak_rss_mb, code = run_measured(
+        cmd, cwd=REPO, log=work / f"harvest-{case.key}.log")
+    case.listing_pages = svc.listing_requests() - pages_before
+    import duckdb
+
+    with duckdb.connect(str(db), read_only=True) as con:
+        status, requests, added = con.execute(
+            "SELECT status, requests, stats_added FROM harvest_runs "
+            "ORDER BY started_at DESC LIMIT 1").fetchone()
+        (total,) = con.execute("SELECT count(*) FROM bot_stats").fetchone()
+    # (b) is measured by what the archive holds; (c) by what it added (nothing new: 0).
+    case.rows = int(total) if full else int(added)
+    case.requests = int(requests)
+    case.status = status if code in (0, 3) else f"{status}, exit {code}"
+    return case
+
+
+def case_dlt(svc: Service, work: Path, page_size: int, concurrency: int) -> Case:
+    case = Case("d", "dlt rest_api -> duckdb")
+    result_file = work / "dlt.json"
+    dlt_home = work / "dlt"
+    dlt_home.mkdir()
+    env = {
+        **os.environ,
+        "RUNTIME__DLTHUB_TELEMETRY": "false",
+        "DLT_DATA_DIR": str(dlt_home / "data"),
+        "DLT_PROJECT_DIR": str(dlt_home),
+        # Parallelized transformers run in the extract thread pool: give it the same
+        # concurrency as the others.
+        "EXTRACT__WORKERS": str(concurrency),
+        "EXTRACT__MAX_PARALLEL_ITEMS": str(concurrency * 2),
+    }
+    cmd = child_cmd("dlt", "--base-url", svc.base_url, "--db", str(dlt_home / "dlt.duckdb"),
+                    "--pipelines-dir", str(dlt_home / "pipelines"), "--page-size", str(page_size),
+                    "--result", str(result_file))
+    pages_before = svc.listing_requests()
+    # cwd in the temp dir: dlt looks for .dlt/ there and writes nothing into the repo.
+    case.seconds, case.peak_rss_mb, code = run_measured(cmd, cwd=dlt_home, env=env,
+                                                        log=work / "dlt.log")
+    case.listing_pages = svc.listing_requests() - pages_before
+    if code == 0:
+        result = json.loads(result_file.read_text())
+        case.rows, case.requests = result["rows"], result["requests"]
+    case.status = "ok" if code == 0 else f"exit {code} (see {work / 'dlt.log'})"
+    return case
+
+
+# --- report ------------------------------------------------------------------------------------------
+def ratios(cases: dict[str, Case], bots: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    a, b, c, d = (cases.get(k) for k in "abcd")
+    if a and b and a.rows_per_s:
+        out["full_vs_bare"] = b.rows_per_s / a.rows_per_s
+    if b and d and d.rows_per_s:
+        out["full_vs_dlt"] = b.rows_per_s / d.rows_per_s
+    if c:
+        out["again_requests"] = c.requests
+        out["again_budget"] = bots + c.listing_pages
+    return out
+
+
+def render(cases: dict[str, Case], r: dict[str, Any], bots: int, days: int,
+           concurrency: int) -> str:
+    head = f"{'case':<30} {'seconds':>8} {'stat rows':>10} {'rows/s':>9} {'requests':>9} " \
+           f"{'peak RSS MB':>11}  status"
+    lines = [f"botstats harvest bench: {bots} bots x {days} days, concurrency {concurrency}, "
+             f"{os.cpu_count()} CPUs, Python {platform.python_version()}", "", head,
+             "-" * len(head)]
+    for case in cases.values():
+        lines.append(f"({case.key}) {case.title:<26} {case.seconds:>8.2f} {case.rows:>10,} "
+                     f"{case.rows_per_s:>9,.0f} {case.requests:>9,} {case.peak_rss_mb:>11.0f}  "
+                     f"{case.status}")
+    lines.append("")
+
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "MISSED"
+
+    if "full_vs_bare" in r:
+        v = r["full_vs_bare"]
+        lines.append(f"(b)/(a) throughput  {v:5.2f}x   target >= {TARGETS['full_vs_bare']}x   "
+                     f"{verdict(v >= TARGETS['full_vs_bare'])}")
+    if "full_vs_dlt" in r:
+        v = r["full_vs_dlt"]
+        lines.append(f"(b)/(d) throughput  {v:5.2f}x   target >= {TARGETS['full_vs_dlt']}x   "
+                     f"{verdict(v >= TARGETS['full_vs_dlt'])}")
+    if "again_requests" in r:
+        n, budget = r["again_requests"], r["again_budget"]
+        lines.append(f"(c) requests        {n:,} for {bots:,} bots + {budget - bots} listing "
+                     f"pages = {budget:,}   target <= {budget:,}   {verdict(n <= budget)}")
+    a, b = cases.get("a"), cases.get("b")
+    if a and b and a.rows != b.rows:
+        lines.append(f"warning: (a) read {a.rows:,} records but (b) archived {b.rows:,}")
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="bench/harvest.py",
+        description="Measure botstats harvest against a bare httpx loop (the ceiling) and dlt's "
+                    "rest_api source, on the embedded service over loopback. Reports seconds, "
+                    "stat rows, rows/s, requests and peak RSS per case, and the ratios against "
+                    "the targets. Asserts nothing.")
+    p.add_argument("--bots", type=int, default=2000, help="bots in the directory (default 2000)")
+    p.add_argument("--days", type=int, default=90,
+                   help="days of history, one stat per day (default 90)")
+    p.add_argument("--skip-dlt", action="store_true", help="leave out case (d), dlt")
+    p.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
+    p.add_argument("--keep", action="store_true", help="keep the temp dir (databases, logs)")
+    # The measured subprocesses re-enter this script with these.
+    for name in ("--child", "--base-url", "--db", "--pipelines-dir", "--result"):
+        p.add_argument(name, help=argparse.SUPPRESS)
+    p.add_argument("--concurrency", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--page-size", type=int, help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.child:
+        run_child(args)
+        return
+    sys.path.insert(0, str(REPO))
+    from pipeline.config import load_settings
+
+    # The same settings `botstats harvest` runs with here (config.toml, BOTSTATS_*).
+    service_settings = load_settings().service
+    concurrency = service_settings.concurrency
+    page_size = min(service_settings.page_size, SERVICE_PAGE_CAP)
+    work = Path(tempfile.mkdtemp(prefix="botstats-bench-"))
+    cases: dict[str, Case] = {}
+    svc = Service(args.bots, args.days, work)
+    try:
+        print(f"service {svc.base_url}: {args.bots} bots x {args.days} days; work dir {work}",
+              file=sys.stderr)
+        steps = [("a", lambda: case_bare(svc, work, concurrency, page_size)),
+                 ("b", lambda: case_botstats(svc, work, work / "archive.duckdb", full=True)),
+                 ("c", lambda: case_botstats(svc, work, work / "archive.duckdb", full=False))]
+        if not args.skip_dlt:
+            steps.append(("d", lambda: case_dlt(svc, work, page_size, concurrency)))
+        # Unmeasured: the service builds and caches bot profiles on first use.
+        print("warming the service up ...", file=sys.stderr)
+        case_bare(svc, work, concurrency, page_size)
+        for key, step in steps:
+            print(f"running ({key}) ...", file=sys.stderr)
+            cases[key] = step()
+    finally:
+        svc.close()
+    r = ratios(cases, args.bots)
+    print(render(cases, r, args.bots, args.days, concurrency))
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            "command": " ".join([Path(sys.argv[0]).as_posix(), *(argv or sys.argv[1:])]),
+            "bots": args.bots, "days": args.days, "concurrency": concurrency,
+            "cpus": os.cpu_count(), "python": platform.python_version(),
+            "cases": {k: {**asdict(c), "rows_per_s": c.rows_per_s} for k, c in cases.items()},
+            "ratios": r, "targets": TARGETS,
+        }, indent=2) + "\n")
+    if not args.keep:
+        import shutil
+
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

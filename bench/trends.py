@@ -1,0 +1,239 @@
+"""Trends benchmark: `build_trends` (every dataset, exported) against plain DuckDB SQL.
+
+One run generates an archive of ``--rows`` stat rows with DuckDB's ``range()`` (10,000 bots,
+four records a day, counters that reset), then measures, each case in its own subprocess (wall
+time and that process's peak RSS, from ``os.wait4``):
+
+  (a) trends   ``pipeline.trends.build_trends``: the eight datasets, exported as zstd parquet
+               month partitions with the manifest, the views created, the archive published;
+  (b) sql      the same ``bot_daily`` + ``bot_growth`` as plain DuckDB SQL (a ``lag()`` window
+               for the counter deltas, self-joins for exact day-N lookups), written as zstd
+               parquet partitioned by month with ``COPY ... PARTITION_BY``.
+
+Then it checks that both wrote the same ``bot_daily`` and ``bot_growth`` (row counts and column
+sums) and prints the figures and the ratios against the targets (no slower than SQL, peak
+memory under 2 GiB). Nothing is asserted.
+
+    python bench/trends.py                 # 10M rows; the archive is deleted afterwards
+    python bench/trends.py --rows 1000000 --keep --json bench/results/trends.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+BOTS = 10_000
+PER_DAY = 4
+TARGETS = {"time_vs_sql": 1.0, "peak_rss_mb": 2048.0}
+
+# The archive: bot b's record r is at 2025-01-01 + r * 6 h (+ b % 360 minutes), so four a day;
+# sizes grow with r at a per-bot pace, loads are pseudo-random, the command counter resets
+# every 200 records.
+GENERATE_SQL = """
+INSERT INTO bot_stats
+SELECT 'b' || b || 'r' || r, 'bot' || lpad(b::VARCHAR, 5, '0'),
+       TIMESTAMPTZ '2025-01-01 00:00:00+00' + to_minutes(r * (1440 // {per_day}) + b % 360),
+       1000 + b * 10 + r * (b % 7), 100 + b + r * (b % 5) // 3, 1 + r // 100,
+       (hash(b, r, 1) % 1000) / 10.0, (hash(b, r, 2) % 1000) / 10.0,
+       (r % 200) * 37 + b % 11, '{{}}', 'bench', TIMESTAMPTZ '2025-01-01 00:00:00+00'
+FROM range({bots}) AS t1(b), range({per_bot}) AS t2(r)
+"""
+
+# (b): bot_daily and bot_growth as an analyst would write them in SQL.
+SQL_DAILY = """
+CREATE TEMP TABLE bot_daily AS
+WITH r AS (
+    SELECT bot_id, recorded_at, CAST(recorded_at AS DATE) AS day, users, guilds, shards,
+           cpu_load, memory_load, commands_executed AS c,
+           lag(commands_executed IGNORE NULLS) OVER (PARTITION BY bot_id ORDER BY recorded_at)
+               AS prev
+    FROM bot_stats
+)
+SELECT bot_id, day,
+       arg_max(users, recorded_at) FILTER (WHERE users IS NOT NULL) AS users,
+       arg_max(guilds, recorded_at) FILTER (WHERE guilds IS NOT NULL) AS guilds,
+       arg_max(shards, recorded_at) FILTER (WHERE shards IS NOT NULL) AS shards,
+       avg(cpu_load) AS cpu_load_mean, quantile_cont(cpu_load, 0.95) AS cpu_load_p95,
+       avg(memory_load) AS memory_load_mean, quantile_cont(memory_load, 0.95) AS memory_load_p95,
+       sum(CASE WHEN prev IS NULL THEN NULL WHEN c >= prev THEN c - prev ELSE c END)
+           AS commands_executed,
+       count(*) FILTER (WHERE c < prev) AS commands_resets,
+       count(*) AS records
+FROM r GROUP BY bot_id, day
+"""
+SQL_GROWTH = """
+CREATE TEMP TABLE bot_growth AS
+SELECT d.bot_id, d.day, d.guilds, d.users,
+       {changes},
+       avg(d.guilds) OVER w7 AS guilds_mean_7d,
+       CASE WHEN g30.guilds > 0 AND d.guilds >= 0
+            THEN (pow(d.guilds / g30.guilds, 1 / 30) - 1) * 100 END AS guilds_cdgr_30d,
+       avg(d.users) OVER w7 AS users_mean_7d,
+       CASE WHEN g30.users > 0 AND d.users >= 0
+            THEN (pow(d.users / g30.users, 1 / 30) - 1) * 100 END AS users_cdgr_30d
+FROM bot_daily AS d
+LEFT JOIN bot_daily AS g1 ON g1.bot_id = d.bot_id AND g1.day = d.day - 1
+LEFT JOIN bot_daily AS g7 ON g7.bot_id = d.bot_id AND g7.day = d.day - 7
+LEFT JOIN bot_daily AS g30 ON g30.bot_id = d.bot_id AND g30.day = d.day - 30
+WINDOW w7 AS (PARTITION BY d.bot_id ORDER BY d.day
+              RANGE BETWEEN INTERVAL 6 DAYS PRECEDING AND CURRENT ROW)
+"""
+SQL_CHANGES = ",\n       ".join(
+    f"d.{m} - g{n}.{m} AS {m}_change_{n}d, "
+    f"CASE WHEN g{n}.{m} <> 0 THEN (d.{m} - g{n}.{m}) * 100 / g{n}.{m} END AS {m}_pct_{n}d"
+    for m in ("guilds", "users") for n in (1, 7, 30)
+)
+SQL_COPY = ("COPY (SELECT *, strftime(day, '%Y-%m') AS month FROM {table}) TO '{out}' "
+            "(FORMAT parquet, COMPRESSION zstd, PARTITION_BY (month), OVERWRITE_OR_IGNORE)")
+# What "the same datasets" is checked on: row counts and sums over the computed columns.
+CHECK_SQL = """
+SELECT count(*), sum(users), sum(guilds), round(sum(cpu_load_p95), 3),
+       round(sum(memory_load_mean), 3), sum(commands_executed), sum(commands_resets), sum(records)
+FROM read_parquet('{dir}/bot_daily/**/*.parquet')
+UNION ALL
+SELECT count(*), sum(guilds_change_7d), sum(users_change_30d), round(sum(guilds_pct_7d), 3),
+       round(sum(guilds_mean_7d), 3), round(sum(users_cdgr_30d), 6), count(guilds_change_1d),
+       count(users_pct_30d)
+FROM read_parquet('{dir}/bot_growth/**/*.parquet')
+"""
+
+
+def settings_for(work: Path, exports: str) -> Any:
+    from pipeline.config import load_settings
+
+    config = work / "empty-config.toml"
+    config.touch()
+    return load_settings(config, env={}, overrides={
+        "store.db": str(work / "archive.duckdb"), "exports.dir": str(work / exports)})
+
+
+def generate(work: Path, rows: int) -> tuple[int, float]:
+    """The archive (reused when a --keep run left one of the same size)."""
+    import duckdb
+
+    from pipeline import store
+
+    settings = settings_for(work, "exports")
+    if settings.db_path.exists():
+        with duckdb.connect(str(settings.db_path), read_only=True) as con:
+            if con.execute("SELECT count(*) FROM bot_stats").fetchall()[0][0] == rows:
+                return rows, 0.0
+        shutil.rmtree(work)
+        work.mkdir(parents=True)
+        settings = settings_for(work, "exports")
+    started = time.perf_counter()
+    with store.writer(settings) as con:
+        con.execute(GENERATE_SQL.format(bots=BOTS, per_bot=rows // BOTS, per_day=PER_DAY))
+        count = con.execute("SELECT count(*) FROM bot_stats").fetchall()[0][0]
+    return count, time.perf_counter() - started
+
+
+def child_trends(work: Path) -> dict[str, Any]:
+    from pipeline.trends import build_trends
+
+    report = build_trends(settings_for(work, "exports_trends"))
+    return {"datasets": {d.name: d.rows for d in report.datasets},
+            "partitions": sum(d.partitions for d in report.datasets)}
+
+
+def child_sql(work: Path) -> dict[str, Any]:
+    import duckdb
+
+    out = work / "exports_sql"
+    out.mkdir(parents=True, exist_ok=True)
+    with duckdb.connect(str(work / "archive.duckdb"), read_only=True) as con:
+        con.execute("SET TimeZone = 'UTC'")
+        con.execute(SQL_DAILY)
+        con.execute(SQL_GROWTH.format(changes=SQL_CHANGES))
+        rows = {}
+        for table in ("bot_daily", "bot_growth"):
+            con.execute(SQL_COPY.format(table=table, out=out / table))
+            rows[table] = con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]
+    return {"datasets": rows}
+
+
+def measure(case: str, work: Path) -> dict[str, Any]:
+    """Run one case in a fresh interpreter; wall time and its own peak RSS."""
+    result = work / f"{case}.json"
+    started = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, __file__, "--child", case, "--dir", str(work)],
+                            cwd=REPO)
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - started
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"bench case {case} failed (exit {os.waitstatus_to_exitcode(status)})")
+    return {"case": case, "seconds": round(seconds, 2), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+            **json.loads(result.read_text())}
+
+
+def same_results(work: Path) -> bool:
+    import duckdb
+
+    with duckdb.connect() as con:
+        ours = con.execute(CHECK_SQL.format(dir=work / "exports_trends")).fetchall()
+        theirs = con.execute(CHECK_SQL.format(dir=work / "exports_sql")).fetchall()
+    if ours != theirs:
+        print(f"  results differ:\n    trends {ours}\n    sql    {theirs}")
+    return ours == theirs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=10_000_000, help="stat rows to generate")
+    parser.add_argument("--dir", type=Path, default=REPO / "bench" / "results" / "trends",
+                        help="work directory (archive and exports)")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the archive and exports (a later run of the same size reuses it)")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--child", choices=["trends", "sql"], help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    work: Path = args.dir.resolve()
+    if args.child:
+        sys.path.insert(0, str(REPO))
+        run = child_trends if args.child == "trends" else child_sql
+        (work / f"{args.child}.json").write_text(json.dumps(run(work)))
+        return
+
+    sys.path.insert(0, str(REPO))
+    work.mkdir(parents=True, exist_ok=True)
+    for stale in ("exports_trends", "exports_sql"):
+        shutil.rmtree(work / stale, ignore_errors=True)
+    print(f"archive: {args.rows:,} stat rows, {BOTS:,} bots, {PER_DAY} a day -> {work}")
+    count, took = generate(work, args.rows)
+    print(f"  {'reused' if not took else f'generated in {took:.1f} s'}: {count:,} rows, "
+          f"{(work / 'archive.duckdb').stat().st_size / 2**20:,.0f} MiB")
+    cases = [measure("trends", work), measure("sql", work)]
+    trends, sql = cases
+    agree = same_results(work)
+    ratios = {"time_vs_sql": round(trends["seconds"] / sql["seconds"], 2),
+              "rss_vs_sql": round(trends["peak_rss_mb"] / sql["peak_rss_mb"], 2)}
+    print(f"\n{'case':<8} {'seconds':>8} {'peak RSS MiB':>13}  what")
+    print(f"{'trends':<8} {trends['seconds']:>8.2f} {trends['peak_rss_mb']:>13.0f}  8 datasets, "
+          f"{trends['partitions']} partitions, views, publish")
+    print(f"{'sql':<8} {sql['seconds']:>8.2f} {sql['peak_rss_mb']:>13.0f}  bot_daily + bot_growth")
+    print(f"\ntrends/sql: time {ratios['time_vs_sql']} (target <= {TARGETS['time_vs_sql']}), "
+          f"memory {ratios['rss_vs_sql']}; trends peak {trends['peak_rss_mb']:.0f} MiB "
+          f"(target < {TARGETS['peak_rss_mb']:.0f}); same bot_daily/bot_growth: {agree}")
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({
+            "rows": count, "bots": BOTS, "cases": cases, "ratios": ratios, "targets": TARGETS,
+            "same_results": agree, "cpus": os.cpu_count(),
+        }, indent=2))
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""Helpers for notebooks and other ad-hoc readers: find the archive, query it read-only.
+
+A notebook's kernel runs in the notebook's folder (``notebooks/``), so a relative path such as
+the default ``[store].db = "data/archive.duckdb"`` would point inside ``notebooks/``.
+:func:`notebook_settings` reads the settings the usual way (``$BOTSTATS_CONFIG``, else the
+project's ``config.toml``, then ``BOTSTATS_*`` variables such as ``BOTSTATS_DB`` and
+``BOTSTATS_EXPORT_DIR``) and resolves relative paths against the project root, where
+``botstats`` itself would be run.
+
+:func:`query` opens the published archive read-only for one query and closes it before
+returning, so a notebook never holds the file between cells and never gets in a harvest's way.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+
+import polars as pl
+
+from .config import DEFAULT_CONFIG_FILE, Settings, load_settings
+from .trends import run_query
+
+# A folder holding one of these is the project root (the first found walking up).
+ROOT_MARKERS = (DEFAULT_CONFIG_FILE, "pyproject.toml")
+
+
+def project_root(start: str | os.PathLike[str] | None = None) -> Path:
+    """The nearest folder at or above ``start`` (default: the working directory) that holds
+    ``config.toml`` or ``pyproject.toml``; ``start`` itself when there is none."""
+    here = Path(start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if any((folder / marker).is_file() for marker in ROOT_MARKERS):
+            return folder
+    return here
+
+
+def notebook_settings(
+    start: str | os.PathLike[str] | None = None, *, env: Mapping[str, str] | None = None
+) -> Settings:
+    """Settings for a notebook: ``$BOTSTATS_CONFIG`` if set, else ``<root>/config.toml`` if it
+    exists, else the defaults; then ``BOTSTATS_*`` variables. Relative ``[store].db`` and
+    ``[exports].dir`` (from any of these) are taken from the project root."""
+    env = os.environ if env is None else env
+    root = project_root(start)
+    config: Path | None = None
+    if env.get("BOTSTATS_CONFIG"):
+        config = Path(env["BOTSTATS_CONFIG"])
+        config = config if config.is_absolute() else root / config
+    elif (root / DEFAULT_CONFIG_FILE).is_file():
+        config = root / DEFAULT_CONFIG_FILE
+    settings = load_settings(config, env={k: v for k, v in env.items() if k != "BOTSTATS_CONFIG"})
+    db = _under(root, settings.store.db)
+    export_dir = _under(root, settings.exports.dir)
+    lock_file = _under(root, settings.run.lock_file) if settings.run.lock_file else ""
+    return replace(
+        settings,
+        store=replace(settings.store, db=db),
+        exports=replace(settings.exports, dir=export_dir),
+        run=replace(settings.run, lock_file=lock_file),
+    )
+
+
+def _under(root: Path, path: str) -> str:
+    p = Path(path).expanduser()
+    return str(p if p.is_absolute() else root / p)
+
+
+def query(
+    settings: Settings, sql: str, params: Mapping[str, object] | None = None
+) -> pl.DataFrame:
+    """Run one SELECT against the published archive (tables and ``trend_*`` views) and return
+    the result; the archive is opened read-only and closed before this returns.
+
+    ``params`` become DuckDB variables, read in the query as ``getvariable('name')``; values
+    are passed as text, so cast them in SQL when a number is meant. A statement that returns
+    no rows returns an empty frame.
+    """
+    text_params = {k: str(v) for k, v in (params or {}).items()}
+    result = run_query(settings, sql, text_params or None)
+    return pl.DataFrame() if result is None else result
+
+
+__all__ = ["ROOT_MARKERS", "notebook_settings", "project_root", "query"]

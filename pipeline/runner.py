@@ -1,0 +1,183 @@
+"""`botstats run`, the one job a crontab or the scheduler calls: take the archive's run lock,
+harvest, then build trends.
+
+Trends run after a ``complete`` or ``partial`` harvest (a partial archive is still worth
+summarising), never after a ``failed`` or ``interrupted`` one. The run's status, and so its exit
+code, is the harvest's, except that a trends failure after a good harvest makes it ``failed``:
+
+    0 complete   3 partial   1 failed   4 interrupted   75 another run holds the lock
+
+The scheduler's jobs (:func:`harvest_job`, :func:`trends_job`) are the same steps on their own,
+each under the same lock. A ``stop`` event (set by SIGTERM/SIGINT) makes a running harvest finish
+its current batch and record the run ``interrupted``; set while waiting for the lock, the job gives
+up waiting.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .config import Settings
+from .errors import BotstatsError, LockTimeout
+from .harvest import EXIT_CODES, HarvestReport, ProgressFn, harvest
+from .lock import LockHandle, run_lock
+
+if TYPE_CHECKING:
+    from .trends import TrendsReport
+
+log = logging.getLogger("botstats.run")
+
+RUN_EXIT_CODES = {**EXIT_CODES, "locked": LockTimeout.exit_code}
+
+
+@dataclass
+class RunReport:
+    """What `botstats run` did: the harvest, the trends (or why not), and the outcome."""
+
+    status: str  # complete | partial | failed | interrupted
+    harvest: HarvestReport | None = None
+    trends: TrendsReport | None = None
+    trends_skipped: str = ""  # why trends did not run
+    trends_error: str = ""
+    lock_wait: float = 0.0
+    took_over: dict[str, Any] | None = None  # the dead holder whose lock this run took over
+    message: str = ""
+
+    @property
+    def exit_code(self) -> int:
+        return RUN_EXIT_CODES.get(self.status, 1)
+
+    @property
+    def run_id(self) -> str | None:
+        return self.harvest.run_id if self.harvest else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "exit_code": self.exit_code,
+            "run_id": self.run_id,
+            "message": self.message,
+            "lock_wait_seconds": round(self.lock_wait, 3),
+            "took_over": self.took_over,
+            "harvest": self.harvest.as_dict() if self.harvest else None,
+            "trends": self.trends.as_dict() if self.trends else None,
+            "trends_skipped": self.trends_skipped or None,
+            "trends_error": self.trends_error or None,
+        }
+
+
+def _noting(lock: LockHandle, on_progress: ProgressFn | None) -> ProgressFn:
+    """A progress callback that also writes the harvest's run id into the lock holder file."""
+
+    def progress(report: HarvestReport) -> None:
+        lock.note(run_id=report.run_id)
+        if on_progress is not None:
+            on_progress(report)
+
+    return progress
+
+
+def run(
+    settings: Settings,
+    *,
+    full: bool = False,
+    lock_timeout: float | None = None,
+    stop: threading.Event | None = None,
+    on_progress: ProgressFn | None = None,
+) -> RunReport:
+    """Lock, harvest, then trends. Raises LockTimeout (exit 75) when another run holds the lock."""
+    stop = stop or threading.Event()
+    started = time.monotonic()
+    try:
+        with run_lock(settings, "run", timeout=lock_timeout, stop=stop) as lock:
+            report = RunReport("running", lock_wait=time.monotonic() - started,
+                               took_over=lock.previous if lock.took_over else None)
+            _harvest_then_trends(settings, report, lock, full, stop, on_progress)
+    except LockTimeout:
+        if not stop.is_set():
+            raise
+        report = RunReport("interrupted", message="stopped while waiting for the archive lock")
+    log.info("run %s %s (exit %d)", report.run_id, report.status, report.exit_code,
+             extra={"run": {k: v for k, v in report.as_dict().items() if k not in ("harvest", "trends")}})
+    return report
+
+
+def _harvest_then_trends(settings: Settings, report: RunReport, lock: LockHandle, full: bool,
+                         stop: threading.Event, on_progress: ProgressFn | None) -> None:
+    report.harvest = harvest(settings, full=full, on_progress=_noting(lock, on_progress), stop=stop)
+    lock.note(run_id=report.harvest.run_id)
+    report.status, report.message = report.harvest.status, report.harvest.message
+    if report.harvest.status not in ("complete", "partial"):
+        report.trends_skipped = f"the harvest ended {report.harvest.status}"
+        return
+    if stop.is_set():
+        report.trends_skipped = "stopped on request"
+        return
+    try:
+        report.trends = _build_trends(settings, report.harvest.run_id)
+    except BotstatsError as exc:
+        report.trends_error = str(exc)
+        report.status = "failed"
+        report.message = f"the harvest ended {report.harvest.status}, then trends failed: {exc}"
+        log.error("trends after harvest %s failed: %s", report.harvest.run_id, exc)
+
+
+def _build_trends(settings: Settings, run_id: str | None) -> TrendsReport:
+    from .trends import build_trends
+
+    trends = build_trends(settings, run_id=run_id)
+    log.info("trends %s: %d datasets, %d partitions written, %d unchanged, %.1f s", trends.run_id,
+             len(trends.datasets), trends.written, trends.unchanged, trends.seconds)
+    return trends
+
+
+# --- the scheduler's jobs -----------------------------------------------------------------------
+def harvest_job(settings: Settings, stop: threading.Event) -> str:
+    """One scheduled harvest under the run lock; returns a one-line result for the log."""
+    with run_lock(settings, "harvest", stop=stop) as lock:
+        report = harvest(settings, stop=stop, on_progress=_noting(lock, None))
+        lock.note(run_id=report.run_id)
+    return (f"harvest {report.run_id} {report.status} (exit {report.exit_code}): "
+            f"{report.bots_seen} bots, {report.stats_added} new records, {report.errors} errors, "
+            f"{report.seconds:.1f} s")
+
+
+def trends_job(settings: Settings, stop: threading.Event) -> str:
+    """One scheduled trends build under the run lock."""
+    with run_lock(settings, "trends", stop=stop):
+        trends = _build_trends(settings, None)
+    return (f"trends {trends.run_id}: {len(trends.datasets)} datasets, "
+            f"{trends.written} partitions written, {trends.unchanged} unchanged")
+
+
+# --- signals for `botstats run` -----------------------------------------------------------------
+@contextmanager
+def stop_on_signals(stop: threading.Event) -> Iterator[threading.Event]:
+    """While inside, SIGTERM/SIGINT set ``stop`` (finish the batch, exit 4); a second one aborts."""
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+
+    def handler(signum: int, _frame: Any) -> None:
+        log.warning("%s received: finishing the current batch, then stopping (send it again to "
+                    "abort at once)", signal.Signals(signum).name)
+        stop.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield stop
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+__all__ = ["RUN_EXIT_CODES", "RunReport", "harvest_job", "run", "stop_on_signals", "trends_job"]

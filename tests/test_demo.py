@@ -1,0 +1,65 @@
+"""`botstats demo`, the README's main command: serve, run, show what was written, and what next."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+pytestmark = pytest.mark.slow
+
+TABLES = ("bots", "bot_stats", "bot_stat_custom", "harvest_runs", "users", "rejects")
+DATASETS = ("bot_daily", "bot_growth", "bot_ranks", "movers", "anomalies", "resource_health",
+            "custom_daily", "directory_daily")
+
+
+def _demo(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BOTSTATS_")}
+    return subprocess.run([sys.executable, "-m", "pipeline", "demo", *args], cwd=cwd,
+                          env={**env, "BOTSTATS_CONFIG": ""}, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_demo_writes_the_archive_and_exports_and_says_what_next(tmp_path: Path) -> None:
+    started = time.monotonic()
+    proc = _demo(tmp_path)  # the defaults, as `make demo` runs it
+    seconds = time.monotonic() - started
+    assert proc.returncode == 0, proc.stderr
+    assert seconds < 90  # about 5 s on a 2-core machine; generous for a loaded CI box
+    out = proc.stdout
+    assert ": complete (exit 0)" in out
+    for name in (*TABLES, *DATASETS):
+        assert f" {name} " in out, f"{name} missing from the summary"
+    assert "Three things to try next" in out
+    assert " sql \"SELECT " in out and "notebooks/explore.ipynb" in out
+    assert " schedule" in out and " cron" in out
+    db = tmp_path / "data" / "archive.duckdb"
+    with duckdb.connect(str(db), read_only=True) as con:
+        bots = con.execute("SELECT count(*) FROM bots").fetchall()[0][0]
+        stats = con.execute("SELECT count(*) FROM bot_stats").fetchall()[0][0]
+        views = {r[0] for r in con.execute(
+            "SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+        growth = con.execute("SELECT count(*) FROM trend_bot_growth").fetchall()[0][0]
+    assert bots == 200 and stats > 200 * 60
+    assert {f"trend_{d}" for d in DATASETS} <= views and growth > 0
+    assert (tmp_path / "data" / "exports" / "manifest.json").exists()
+
+
+def test_demo_again_is_incremental_and_json_reports_it(tmp_path: Path) -> None:
+    args = ("--dir", "out", "--bots", "30", "--days", "5")
+    assert _demo(tmp_path, *args).returncode == 0
+    proc = _demo(tmp_path, *args, "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["status"] == "complete" and report["tables"]["harvest_runs"] == 2
+    assert report["run"]["harvest"]["stats_added"] == 0
+    assert set(report["datasets"]) == set(DATASETS)
+    assert report["archive"] == str(Path("out") / "archive.duckdb")
+    proc = _demo(tmp_path, *args, "--fresh", "--json")
+    assert json.loads(proc.stdout)["tables"]["harvest_runs"] == 1

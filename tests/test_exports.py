@@ -1,0 +1,208 @@
+"""Parquet exports: layout, manifest, readers agree, atomic and incremental writes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+from conftest import trend_settings_for, write_trend_archive
+
+from pipeline import exports, store
+from pipeline.config import Settings
+from pipeline.errors import ExportError
+from pipeline.trends import DATASETS, build_trends, load_dataset
+
+
+def files_state(root: Path) -> dict[str, tuple[int, int, bytes]]:
+    """Every file under root: (inode, mtime_ns, bytes); a rename or rewrite changes it."""
+    return {str(p.relative_to(root)): (p.stat().st_ino, p.stat().st_mtime_ns, p.read_bytes())
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def manifest(settings: Settings) -> dict[str, Any]:
+    return json.loads((settings.export_dir / "manifest.json").read_text())
+
+
+def test_layout_is_month_partitions_of_zstd_parquet(trends_built: Settings) -> None:
+    root = trends_built.export_dir
+    assert sorted(p.relative_to(root).as_posix() for p in root.glob("bot_daily/**/*.parquet")) == [
+        "bot_daily/month=2025-01/part-0.parquet", "bot_daily/month=2025-02/part-0.parquet"]
+    # resource_health is partitioned by the month of its week (the Monday).
+    assert sorted(p.parent.name for p in root.glob("resource_health/*/*.parquet")) == [
+        "month=2025-01", "month=2025-02"]
+    meta = pq.ParquetFile(root / "bot_daily/month=2025-01/part-0.parquet").metadata
+    assert {meta.row_group(0).column(i).compression for i in range(meta.num_columns)} == {"ZSTD"}
+    assert not list(root.rglob("*.tmp"))
+
+
+def test_manifest_describes_every_partition(trends_built: Settings) -> None:
+    data = manifest(trends_built)
+    assert data["format"] == 1 and set(data["datasets"]) == set(DATASETS)
+    daily = data["datasets"]["bot_daily"]
+    assert (daily["dataset"], daily["rows"], daily["date_min"], daily["date_max"]) == (
+        "bot_daily", 30, "2025-01-25", "2025-02-03")
+    assert daily["run_id"] == data["run_id"] and daily["written_at"] == data["written_at"]
+    assert [(p["partition"], p["rows"], p["date_min"], p["date_max"])
+            for p in daily["partitions"]] == [
+        ("month=2025-01", 20, "2025-01-25", "2025-01-31"),  # 7 + 5 + 7 + 1
+        ("month=2025-02", 10, "2025-02-01", "2025-02-03")]  # 3 + 3 + 3 + 1
+    for entry in data["datasets"].values():
+        assert entry["rows"] == sum(p["rows"] for p in entry["partitions"])
+        for part in entry["partitions"]:
+            body = (trends_built.export_dir / part["path"]).read_bytes()
+            assert hashlib.sha256(body).hexdigest() == part["sha256"]
+            assert len(body) == part["bytes"]
+
+
+@pytest.mark.parametrize("name", list(DATASETS))
+def test_polars_and_duckdb_read_the_same_rows(trends_built: Settings, name: str) -> None:
+    pattern = f"{trends_built.export_dir}/{name}/**/*.parquet"
+    order = list(DATASETS[name].order)
+    by_polars = pl.scan_parquet(pattern, hive_partitioning=False).collect().sort(order)
+    with duckdb.connect() as con:
+        con.execute("SET TimeZone='UTC'")
+        by_duckdb = pl.from_arrow(con.sql(
+            f"SELECT * FROM read_parquet('{pattern}', hive_partitioning = false)").to_arrow_table())
+    assert isinstance(by_duckdb, pl.DataFrame)
+    assert by_polars.height > 0
+    assert by_duckdb.sort(order).equals(by_polars)
+    assert load_dataset(trends_built, name).sort(order).equals(by_polars)
+
+
+def test_rerun_without_new_data_rewrites_nothing(trends_built: Settings) -> None:
+    before = files_state(trends_built.export_dir)
+    report = build_trends(trends_built)
+    assert files_state(trends_built.export_dir) == before
+    assert report.written == 0 and report.unchanged == len(
+        [k for k in before if k.endswith(".parquet")])
+
+
+def test_new_data_rewrites_only_the_months_it_lands_in(trends_built: Settings) -> None:
+    before = files_state(trends_built.export_dir)
+    old_run = manifest(trends_built)["run_id"]
+    write_trend_archive(trends_built, [
+        ("alpha", "2025-02-04 12:00:00+00", 2900, 290, 1, 50.0, 40.0, 390)])
+    report = build_trends(trends_built)
+    after = files_state(trends_built.export_dir)
+    changed = {k for k in after if before.get(k) != after[k]}
+    assert changed == {
+        "manifest.json",
+        "bot_daily/month=2025-02/part-0.parquet",
+        "bot_growth/month=2025-02/part-0.parquet",
+        "bot_ranks/month=2025-02/part-0.parquet",
+        "movers/month=2025-02/part-0.parquet",
+        "resource_health/month=2025-02/part-0.parquet",
+        "directory_daily/month=2025-02/part-0.parquet",
+    }
+    assert {d.name: d.written for d in report.datasets if d.written} == {
+        name: ("month=2025-02",) for name in (
+            "bot_daily", "bot_growth", "bot_ranks", "movers", "resource_health", "directory_daily")}
+    data = manifest(trends_built)
+    assert data["run_id"] == report.run_id != old_run
+    # Datasets the new record did not change keep the run that last wrote them.
+    assert data["datasets"]["custom_daily"]["run_id"] == old_run
+    jan = data["datasets"]["bot_daily"]["partitions"][0]
+    assert (jan["partition"], jan["run_id"]) == ("month=2025-01", old_run)
+    assert data["datasets"]["bot_daily"]["date_max"] == "2025-02-04"
+
+
+def test_a_crash_while_exporting_leaves_the_previous_export(
+    trends_built: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = files_state(trends_built.export_dir)
+    # New data in both months, so this run would rewrite partitions of several datasets...
+    write_trend_archive(trends_built, [
+        ("alpha", "2025-01-31 18:00:00+00", 1650, 165, 1, 50.0, 99.0, 200),
+        ("alpha", "2025-02-04 12:00:00+00", 2900, 290, 1, 50.0, 40.0, 390)])
+    # ...but the disk fills up while the fourth partition is being written (its fsync fails).
+    real_fsync = os.fsync
+    calls: list[int] = []
+
+    def flaky_fsync(fd: int) -> None:
+        calls.append(fd)
+        if len(calls) == 4:
+            raise OSError(28, "No space left on device")
+        real_fsync(fd)
+
+    monkeypatch.setattr(exports.os, "fsync", flaky_fsync)
+    with pytest.raises(ExportError, match="No space left on device"):
+        build_trends(trends_built)
+    assert len(calls) > 4  # it got past three partitions (and published the archive after)
+    # Every file, manifest included, is byte for byte (and inode for inode) what it was, and
+    # no temp file is left behind.
+    assert files_state(trends_built.export_dir) == before
+
+    monkeypatch.setattr(exports.os, "fsync", real_fsync)
+    report = build_trends(trends_built)
+    assert report.written > 0
+    assert load_dataset(trends_built, "bot_daily")["day"].max().isoformat() == "2025-02-04"
+
+
+def test_temp_files_of_a_killed_run_are_invisible_and_swept(trends_built: Settings) -> None:
+    leftover = trends_built.export_dir / "bot_daily/month=2025-01/.part-0.parquet.dead-run.tmp"
+    leftover.write_bytes(b"PAR1 half a file")
+    orphan_dir = trends_built.export_dir / "bot_daily/month=2031-01"
+    orphan_dir.mkdir()
+    (orphan_dir / ".part-0.parquet.dead-run.tmp").write_bytes(b"PAR1")
+    with store.reader(trends_built) as con:
+        assert con.execute("SELECT count(*) FROM trend_bot_daily").fetchall() == [(30,)]
+    build_trends(trends_built)
+    assert not leftover.exists() and not orphan_dir.exists()
+
+
+def test_an_empty_dataset_keeps_a_schema_file_until_rows_come(tmp_path: Path) -> None:
+    settings = trend_settings_for(tmp_path, {"trends.anomaly_threshold": 1000.0})
+    from conftest import TREND_BOTS, TREND_CUSTOM, TREND_STATS
+
+    write_trend_archive(settings, TREND_STATS, TREND_CUSTOM, TREND_BOTS)
+    report = build_trends(settings)
+    empty = settings.export_dir / "anomalies" / "empty.parquet"
+    assert {d.name: d.written for d in report.datasets}["anomalies"] == ("empty",)
+    assert [p.name for p in (settings.export_dir / "anomalies").rglob("*.parquet")] == [empty.name]
+    with store.reader(settings) as con:
+        assert con.execute("SELECT count(*) FROM trend_anomalies").fetchall() == [(0,)]
+        assert "score" in [r[0] for r in con.execute("DESCRIBE trend_anomalies").fetchall()]
+
+    report = build_trends(trend_settings_for(tmp_path))  # threshold 3.5: two anomalies
+    done = {d.name: d for d in report.datasets}["anomalies"]
+    assert (done.written, done.removed, done.rows) == (("month=2025-02",), ("empty",), 2)
+    assert not empty.exists()
+    with store.reader(settings) as con:
+        assert con.execute("SELECT count(*) FROM trend_anomalies").fetchall() == [(2,)]
+
+
+def test_a_month_without_data_any_more_is_removed(trends_built: Settings) -> None:
+    with store.writer(trends_built) as con:
+        con.execute("DELETE FROM bot_stat_custom")
+        con.execute("DELETE FROM bot_stats WHERE recorded_at >= '2025-02-01'")
+    report = build_trends(trends_built)
+    assert {d.name: d.removed for d in report.datasets}["bot_daily"] == ("month=2025-02",)
+    assert not (trends_built.export_dir / "bot_daily/month=2025-02").exists()
+    assert [p["partition"] for p in manifest(trends_built)["datasets"]["bot_daily"]["partitions"]
+            ] == ["month=2025-01"]
+    # custom_daily lost all its rows: back to the schema file.
+    assert [p["partition"] for p in manifest(trends_built)["datasets"]["custom_daily"]["partitions"]
+            ] == ["empty"]
+
+
+def test_an_unreadable_manifest_says_how_to_recover(trends_built: Settings) -> None:
+    (trends_built.export_dir / "manifest.json").write_text("{not json")
+    with pytest.raises(ExportError, match="Delete it and run `botstats trends`"):
+        build_trends(trends_built)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "parquet"])
+def test_write_frame_formats_round_trip(tmp_path: Path, fmt: str) -> None:
+    frame = pl.DataFrame({"bot_id": ["a", "b"], "n": [1, None]})
+    path = tmp_path / f"out.{fmt}"
+    exports.write_frame(frame, path, fmt)
+    back = {"csv": pl.read_csv, "json": pl.read_json, "parquet": pl.read_parquet}[fmt](path)
+    assert back.equals(frame)
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]

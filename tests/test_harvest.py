@@ -1,0 +1,248 @@
+"""The harvester against a healthy embedded service: after a run the archive equals the
+service's data exactly, re-runs are incremental and idempotent, users are snapshotted per run,
+and bots that leave keep their history.
+
+Real server on loopback, real DuckDB files; the service's `Directory` is the ground truth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from conftest import (
+    archived_custom_rows,
+    archived_stat_rows,
+    assert_archive_has_no_duplicates,
+    harvest_settings_for,
+    query,
+    service_custom_rows,
+    service_stat_rows,
+    stat_keys,
+)
+
+from pipeline.client import Client
+from pipeline.config import Secret, Settings
+from pipeline.harvest import HarvestReport, harvest
+from pipeline.service import RunningService
+
+BOTS = 30
+FIXED_END = datetime(2024, 6, 1, tzinfo=UTC)  # two services with this config hold the same data
+
+
+@dataclass
+class Harvested:
+    """A service, the settings that archive it, and the report of the first run."""
+
+    svc: RunningService
+    settings: Settings
+    first: HarvestReport
+
+    def listing_requests(self) -> int:
+        return int(self.svc.directory.summary()["listing_requests"])
+
+    def run(self, **kw: Any) -> tuple[HarvestReport, int]:
+        """Harvest again; return the report and how many GET /bots the service answered."""
+        before = self.listing_requests()
+        report = harvest(self.settings, **kw)
+        return report, self.listing_requests() - before
+
+
+def stored_versions(settings: Settings) -> dict[tuple[str, str], tuple[Any, ...]]:
+    """What a rewrite would change: run_id, archived_at and raw of every stat row."""
+    rows = query(settings, "SELECT bot_id, stat_id, run_id, archived_at, raw::VARCHAR FROM bot_stats")
+    return {(b, s): rest for b, s, *rest in rows}
+
+
+@pytest.fixture
+def harvested(service: RunningService, harvest_settings: Any) -> Harvested:
+    """The healthy 30-bot service, harvested once."""
+    settings = harvest_settings(service)
+    return Harvested(service, settings, harvest(settings))
+
+
+# --- one run --------------------------------------------------------------------------------
+def test_a_harvest_archives_every_valid_record_of_every_bot(harvested: Harvested) -> None:
+    rows = archived_stat_rows(harvested.settings)
+    assert rows == service_stat_rows(harvested.svc.directory)
+    assert_archive_has_no_duplicates(harvested.settings)
+    report = harvested.first
+    assert (report.status, report.bots_seen, report.bots_new, report.stats_added) == (
+        "complete", BOTS, BOTS, len(rows))
+    assert (report.rejects, report.errors, report.stats_updated) == (0, 0, 0)
+    assert query(harvested.settings, "SELECT count(*) FROM rejects") == [(0,)]
+
+
+def test_every_bot_is_archived_with_its_name_and_raw_record(harvested: Harvested) -> None:
+    rows = query(harvested.settings, "SELECT bot_id, name, raw::VARCHAR, removed_at, "
+                                     "first_seen_at IS NOT NULL, last_seen_at IS NOT NULL FROM bots")
+    archived = {bot_id: (name, json.loads(raw), removed, first, last)
+                for bot_id, name, raw, removed, first, last in rows}
+    expected = {bot["id"]: (bot["name"], bot, None, True, True)
+                for bot in harvested.svc.directory.listing()}
+    assert archived == expected
+    assert len(rows) == BOTS
+
+
+def test_custom_fields_land_in_bot_stat_custom_with_text_and_number(harvested: Harvested) -> None:
+    rows = archived_custom_rows(harvested.settings)
+    assert rows == service_custom_rows(harvested.svc.directory)
+    # The service sends text, numbers and booleans: each kind is there, kept as it should be.
+    assert any(text is not None and num is None for *_, text, num in rows)  # e.g. region
+    assert any(num is not None and text != "true" for *_, text, num in rows)  # e.g. latency_ms
+    assert {(text, num) for *_, name, text, num in rows if name == "voice_enabled"} <= {
+        ("true", 1.0), ("false", 0.0)}
+
+
+def test_every_row_carries_the_run_that_archived_it(harvested: Harvested) -> None:
+    run_id = harvested.first.run_id
+    for table in ("bot_stats", "bot_stat_custom", "bots"):
+        assert query(harvested.settings, f"SELECT DISTINCT run_id FROM {table}") == [(run_id,)]
+
+
+def test_the_run_is_recorded_with_its_counters(harvested: Harvested) -> None:
+    report = harvested.first
+    [row] = query(harvested.settings,
+                  "SELECT run_id, status, mode, bots_seen, bots_new, stats_added, stats_updated, "
+                  "requests, rejects, errors, started_at IS NOT NULL, finished_at >= started_at "
+                  "FROM harvest_runs")
+    (stats,) = query(harvested.settings, "SELECT count(*) FROM bot_stats")[0]
+    assert row == (report.run_id, "complete", "incremental", BOTS, BOTS, stats, 0,
+                   report.requests, 0, 0, True, True)
+
+
+# --- re-runs ------------------------------------------------------------------------------
+def test_a_second_run_adds_nothing_rewrites_nothing_and_asks_one_stat_per_bot(
+        harvested: Harvested) -> None:
+    before = stored_versions(harvested.settings)
+    report, pages = harvested.run()
+    assert stored_versions(harvested.settings) == before  # same run_id, archived_at, raw
+    assert (report.status, report.stats_added, report.stats_updated) == ("complete", 0, 0)
+    assert (report.bots_up_to_date, report.bots_fetched, report.bots_new) == (BOTS, 0, 0)
+    # One GET /bots/:id/stat per bot, plus the listing pages: no /stats at all.
+    assert report.requests == BOTS + pages
+    assert report.retries == 0
+
+
+def test_full_rereads_everything_and_still_duplicates_nothing(harvested: Harvested) -> None:
+    before = stored_versions(harvested.settings)
+    report, pages = harvested.run(full=True)
+    assert (report.status, report.mode, report.bots_fetched) == ("complete", "full", BOTS)
+    assert (report.stats_added, report.stats_updated) == (0, 0)
+    assert report.requests == BOTS + pages  # one /stats per bot, no /stat check
+    assert stored_versions(harvested.settings) == before
+    assert archived_stat_rows(harvested.settings) == service_stat_rows(harvested.svc.directory)
+    assert_archive_has_no_duplicates(harvested.settings)
+
+
+def test_new_stats_between_runs_are_added_exactly(harvested: Harvested) -> None:
+    old = stat_keys(archived_stat_rows(harvested.settings))
+    harvested.svc.directory.advance(2)
+    report, _ = harvested.run()
+    rows = archived_stat_rows(harvested.settings)
+    assert rows == service_stat_rows(harvested.svc.directory)
+    new = stat_keys(rows) - old
+    assert len(new) == 2 * BOTS == report.stats_added
+    assert report.stats_updated == 0
+    by_run = dict(query(harvested.settings, "SELECT run_id, count(*) FROM bot_stats GROUP BY 1"))
+    assert by_run == {harvested.first.run_id: len(old), report.run_id: len(new)}
+    assert archived_custom_rows(harvested.settings) == service_custom_rows(harvested.svc.directory)
+
+
+def test_a_posted_stat_is_archived_by_the_next_run(harvested: Harvested) -> None:
+    directory = harvested.svc.directory
+    bot_id = directory.bot_ids()[3]
+    payload = {"users": 1234, "guilds": 56, "shards": 2, "cpu_load": 40,
+               "custom": [{"name": "region", "value": "eu-north"}, {"name": "queue", "value": 7}]}
+
+    async def post() -> dict[str, Any]:
+        async with Client(replace(harvested.settings, bot_key=Secret(directory.bot_key(bot_id)))) as c:
+            return await c.post_stat(bot_id, payload)
+
+    posted = asyncio.run(post())
+    report, _ = harvested.run()
+    assert report.stats_added == 1
+    rows = archived_stat_rows(harvested.settings)
+    assert rows == service_stat_rows(directory)
+    assert (bot_id, posted["id"], datetime.fromisoformat(posted["timestamp"]), 1234, 56, 2, None,
+            40.0, None) in rows
+    assert query(harvested.settings, "SELECT run_id FROM bot_stats WHERE stat_id = ?",
+                 posted["id"]) == [(report.run_id,)]
+    assert query(harvested.settings, "SELECT name, value_text, value_num FROM bot_stat_custom "
+                                     "WHERE stat_id = ? ORDER BY name", posted["id"]) == [
+        ("queue", "7", 7.0), ("region", "eu-north", None)]
+
+
+# --- users ------------------------------------------------------------------------------------
+def test_a_user_token_snapshots_the_user_and_their_bots_servers_webhooks_each_run(
+        service: RunningService, harvest_settings: Any) -> None:
+    directory = service.directory
+    user_id, token = next(iter(directory.user_tokens().items()))
+    settings = harvest_settings(service, {"user_token": token})
+    runs = [harvest(settings).run_id, harvest(settings).run_id]
+
+    index = directory.user_index(user_id)
+    expected = {
+        "user_bots": {b["id"] for b in directory.user_bots(index)},
+        "user_servers": {s["id"] for s in directory.user_servers(index)},
+        "user_webhooks": {w["id"] for w in directory.user_webhooks(index)},
+    }
+    assert all(expected.values())  # the user has some of each, so the test can fail
+    users = query(settings, "SELECT run_id, user_id, is_me, raw::VARCHAR FROM users ORDER BY run_id")
+    assert [(r, u, me, json.loads(raw)) for r, u, me, raw in users] == [
+        (run_id, user_id, True, directory.user(user_id)) for run_id in sorted(runs)]
+    for table, ids in expected.items():
+        key = {"user_bots": "bot_id", "user_servers": "server_id", "user_webhooks": "webhook_id"}
+        rows = query(settings, f"SELECT run_id, user_id, {key[table]} FROM {table}")
+        assert sorted(rows) == sorted((run_id, user_id, i) for run_id in runs for i in ids), table
+
+
+def test_without_a_user_token_no_user_is_snapshotted(harvested: Harvested) -> None:
+    for table in ("users", "user_bots", "user_servers", "user_webhooks"):
+        assert query(harvested.settings, f"SELECT count(*) FROM {table}") == [(0,)]
+
+
+# --- bots that come and go ----------------------------------------------------------------------
+def test_a_bot_that_disappears_is_marked_removed_and_keeps_its_stats(harvested: Harvested) -> None:
+    directory = harvested.svc.directory
+    added, removed = directory.churn()
+    directory.advance(1)  # the newcomer's first record
+    report, _ = harvested.run()
+    assert (report.status, report.bots_removed, report.bots_new) == ("complete", 1, 1)
+    marked = query(harvested.settings, "SELECT bot_id FROM bots WHERE removed_at IS NOT NULL")
+    assert marked == [(removed,)]
+    [(removed_at, started)] = query(
+        harvested.settings, "SELECT b.removed_at, r.started_at FROM bots b, harvest_runs r "
+                            "WHERE b.bot_id = ? AND r.run_id = ?", removed, report.run_id)
+    assert removed_at == started
+    # Its history stays; the newcomer's is archived; the rest is unchanged.
+    expected = service_stat_rows(directory) + service_stat_rows(directory, [removed],
+                                                                include_removed=True)
+    assert archived_stat_rows(harvested.settings) == sorted(expected)
+    assert any(row[0] == removed for row in expected) and any(row[0] == added for row in expected)
+
+
+def test_a_bot_that_reappears_is_no_longer_marked_removed(service_factory: Any,
+                                                          tmp_path: Any) -> None:
+    # Two services with one config hold the same bots and stats; churning one removes a bot
+    # that the other still lists, which is how a bot comes back.
+    churned = service_factory(bots=20, history_days=5, stats_per_day=2, end=FIXED_END)
+    pristine = service_factory(bots=20, history_days=5, stats_per_day=2, end=FIXED_END)
+    db = tmp_path / "archive.duckdb"
+    harvest(harvest_settings_for(churned, db))
+    added, removed = churned.directory.churn()
+    harvest(harvest_settings_for(churned, db))
+    settings = harvest_settings_for(pristine, db)
+    assert query(settings, "SELECT bot_id FROM bots WHERE removed_at IS NOT NULL") == [(removed,)]
+
+    report = harvest(settings)
+    assert report.status == "complete"
+    assert query(settings, "SELECT bot_id FROM bots WHERE removed_at IS NOT NULL") == [(added,)]
+    expected = service_stat_rows(pristine.directory) + service_stat_rows(
+        churned.directory, [added])
+    assert archived_stat_rows(settings) == sorted(expected)
+    assert_archive_has_no_duplicates(settings)

@@ -1,0 +1,151 @@
+"""Exactly once across crashes: `botstats harvest` killed with SIGKILL at any moment leaves an
+archive that opens and holds whole batches only, and the next run completes the work.
+
+The harvest runs in a subprocess (`python -m pipeline harvest`) against a slowed-down service
+hosted by the test. The archive's primary file is locked while the harvest runs, so progress is
+watched on the service side: the test counts the /stats answers it has served and kills the
+harvester after a chosen number of them, in the middle of fetching and of writing batches.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import (
+    archived_custom_rows,
+    archived_stat_rows,
+    assert_archive_has_no_duplicates,
+    harvest_settings_for,
+    query,
+    service_custom_rows,
+    service_stat_rows,
+)
+
+from pipeline.harvest import harvest
+from pipeline.service import RunningService
+
+pytestmark = pytest.mark.slow
+
+BOTS = 60
+# Small batches commit often, so a kill lands between commits as well as inside one.
+HARVEST_ENV = {"BOTSTATS_SERVICE_CONCURRENCY": "2", "BOTSTATS_SERVICE_PAGE_SIZE": "10",
+               "BOTSTATS_STORE_BATCH_ROWS": "40"}
+
+
+def count_stats_served(svc: RunningService) -> Callable[[], int]:
+    """Count the /stats (and /stat) answers the service builds; returns the counter's reader."""
+    directory = svc.directory
+    served = directory.served_stats
+    count = [0]
+
+    def counting(index: int) -> list[dict[str, Any]]:
+        count[0] += 1
+        return served(index)
+
+    directory.served_stats = counting  # type: ignore[method-assign]
+    return lambda: count[0]
+
+
+@pytest.fixture
+def slow_service(service_factory: Callable[..., RunningService]) -> RunningService:
+    """60 bots, 10 days x 2 stats/day, every answer 20 ms late."""
+    return service_factory(bots=BOTS, history_days=10, stats_per_day=2, latency_ms=20)
+
+
+def start_harvest(svc: RunningService, db: Path) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BOTSTATS_")}
+    with (db.parent / "harvest.log").open("ab") as log:  # a file: a full pipe would stall it
+        return subprocess.Popen(
+            [sys.executable, "-m", "pipeline", "harvest", "--base-url", svc.base_url, "--db",
+             str(db), "--no-progress"],
+            cwd=db.parent, env={**env, **HARVEST_ENV}, stdout=log, stderr=log)
+
+
+def kill_after(proc: subprocess.Popen[bytes], svc: RunningService, served: Callable[[], int],
+               stats_answers: int) -> None:
+    """SIGKILL the harvester once the service has answered ``stats_answers`` /stats requests
+    (0: once it has answered the first GET /bots, so the run has begun)."""
+    deadline = time.monotonic() + 60
+    while served() < stats_answers or svc.directory.summary()["listing_requests"] < 1:
+        if proc.poll() is not None:
+            pytest.fail("the harvest ended before the kill point (exit "
+                        f"{proc.returncode}); see harvest.log in the test's tmp_path")
+        assert time.monotonic() < deadline, "the harvest made no progress"
+        time.sleep(0.002)
+    assert proc.poll() is None, "the harvest finished before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+
+
+def assert_exactly_once_after_crashes(svc: RunningService, db: Path, killed: list[str],
+                                      finisher: str) -> None:
+    settings = harvest_settings_for(svc, db)
+    runs = dict(query(settings, "SELECT run_id, status FROM harvest_runs"))
+    assert runs == {**{run_id: "interrupted" for run_id in killed}, finisher: "complete"}
+    assert archived_stat_rows(settings) == service_stat_rows(svc.directory)
+    assert archived_custom_rows(settings) == service_custom_rows(svc.directory)
+    assert_archive_has_no_duplicates(settings)
+    for table in ("bot_stats", "bot_stat_custom", "bots"):
+        run_ids = {r for (r,) in query(settings, f"SELECT DISTINCT run_id FROM {table}")}
+        assert run_ids <= {*killed, finisher}, table
+    # Counters are committed with the batches they count: a killed run's count is exact.
+    counted = dict(query(settings, "SELECT run_id, stats_added FROM harvest_runs"))
+    kept = dict(query(settings, "SELECT run_id, count(*) FROM bot_stats GROUP BY 1"))
+    assert {r: counted[r] for r in kept} == kept
+    assert sum(counted.values()) == len(archived_stat_rows(settings))
+
+
+def killed_run_ids(db: Path, before: set[str]) -> set[str]:
+    """Run ids of harvest_runs rows written since ``before`` (read once the writer is gone)."""
+    from pipeline import store
+
+    con = store.connect(db.with_name(db.name + ".primary"), read_only=True)
+    try:
+        return {r for (r,) in con.execute("SELECT run_id FROM harvest_runs").fetchall()} - before
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("stats_answers", [0, 3, 20, 45],
+                         ids=["after the first page", "first batches", "mid-run", "near the end"])
+def test_a_run_killed_at_any_point_is_completed_by_the_next_without_duplicates(
+        slow_service: RunningService, tmp_path: Path, stats_answers: int) -> None:
+    db = tmp_path / "archive.duckdb"
+    served = count_stats_served(slow_service)
+    proc = start_harvest(slow_service, db)
+    kill_after(proc, slow_service, served, stats_answers)
+    killed = killed_run_ids(db, set())
+    assert len(killed) == 1  # the killed run had recorded itself as running
+
+    report = harvest(harvest_settings_for(slow_service, db))
+    assert report.status == "complete"
+    assert_exactly_once_after_crashes(slow_service, db, sorted(killed), report.run_id)
+    if stats_answers >= 20:
+        # The killed run's whole batches were kept, and the next run did not fetch them again.
+        assert report.bots_up_to_date > 0
+        assert report.stats_added < len(service_stat_rows(slow_service.directory))
+
+
+def test_runs_killed_one_after_another_leave_nothing_for_the_last_to_duplicate(
+        slow_service: RunningService, tmp_path: Path) -> None:
+    db = tmp_path / "archive.duckdb"
+    served = count_stats_served(slow_service)
+    killed: set[str] = set()
+    for answers in (8, 25, 35):  # each run starts over, skipping the bots already archived
+        proc = start_harvest(slow_service, db)
+        kill_after(proc, slow_service, served, served() + answers)
+        killed |= killed_run_ids(db, killed)
+    assert len(killed) == 3
+
+    report = harvest(harvest_settings_for(slow_service, db))
+    assert report.status == "complete"
+    assert_exactly_once_after_crashes(slow_service, db, sorted(killed), report.run_id)

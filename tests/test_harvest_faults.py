@@ -1,0 +1,289 @@
+"""The harvester against a misbehaving service, one test per misbehaviour of the embedded
+service: in each, the archive ends up equal to the service's valid data (nothing missing,
+nothing duplicated), and what cannot be archived is kept in `rejects` or reported clearly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from random import Random
+from typing import Any
+
+import pytest
+from conftest import (
+    archived_custom_rows,
+    archived_stat_rows,
+    assert_archive_has_no_duplicates,
+    query,
+    service_custom_rows,
+    service_stat_rows,
+)
+
+from pipeline.config import Settings
+from pipeline.harvest import EXIT_CODES, harvest
+from pipeline.service import Directory
+
+SMALL = {"bots": 30, "history_days": 5, "stats_per_day": 2}
+
+
+def assert_archive_equals_service(settings: Settings, directory: Directory) -> None:
+    assert archived_stat_rows(settings) == service_stat_rows(directory)
+    assert archived_custom_rows(settings) == service_custom_rows(directory)
+    assert_archive_has_no_duplicates(settings)
+    assert {b for (b,) in query(settings, "SELECT bot_id FROM bots")} == set(directory.bot_ids())
+
+
+def canonical(record: Any) -> str:
+    return json.dumps(record, sort_keys=True)
+
+
+# --- transient trouble: retried until it passes ----------------------------------------------
+def test_rate_limiting_is_waited_out(service_factory: Any, harvest_settings: Any) -> None:
+    svc = service_factory(bots=20, history_days=5, stats_per_day=2, rate_limit=15)
+    settings = harvest_settings(svc, {"retry.attempts": 20})
+    report = harvest(settings)
+    assert svc.app.state.faults.rejected > 0  # 429s with Retry-After were sent...
+    assert report.retries >= svc.app.state.faults.rejected  # ...and each one was retried
+    assert (report.status, report.errors) == ("complete", 0)
+    assert_archive_equals_service(settings, svc.directory)
+
+
+def injected_error_bodies(seed: int, error_rate: float, count: int) -> Counter[str]:
+    """The body styles of the first ``count`` 5xx the service injected: its fault RNG is seeded,
+    so replaying its draws (no latency, no rate limit) tells which bodies went out."""
+    rng = Random(f"{seed}:faults")
+    styles: Counter[str] = Counter()
+    while sum(styles.values()) < count:
+        if rng.random() < error_rate:
+            status = rng.choice([500, 502, 503])
+            styles[rng.choice(["json", "html", "empty"])] += 1
+            if status == 503:
+                rng.random()  # whether it carries a Retry-After
+    return styles
+
+
+def test_server_errors_and_non_json_error_bodies_are_retried(service_factory: Any,
+                                                             harvest_settings: Any) -> None:
+    svc = service_factory(bots=40, history_days=5, stats_per_day=2, error_rate=0.2)
+    settings = harvest_settings(svc, {"retry.attempts": 10})
+    report = harvest(settings)
+    assert (report.status, report.errors, report.rejects) == ("complete", 0, 0)
+    assert_archive_equals_service(settings, svc.directory)
+    again = harvest(settings)  # incremental, through the same errors
+    assert (again.status, again.stats_added, again.stats_updated) == ("complete", 0, 0)
+    assert_archive_equals_service(settings, svc.directory)
+
+    injected = svc.app.state.faults.injected
+    assert report.retries + again.retries >= injected
+    bodies = injected_error_bodies(svc.config.seed, 0.2, injected)
+    assert bodies["html"] and bodies["empty"], bodies  # not only JSON error bodies went out
+
+
+def test_bots_that_still_fail_after_retries_make_the_run_partial_and_the_next_run_retries_them(
+        service_factory: Any, harvest_settings: Any) -> None:
+    # Seed 4: the first GET /bots gets through (a run that cannot list at all fails instead).
+    svc = service_factory(bots=40, history_days=5, stats_per_day=2, error_rate=0.3, seed=4)
+    impatient = harvest_settings(svc, {"retry.attempts": 1})
+    report = harvest(impatient)
+    assert report.status == "partial" and report.exit_code == EXIT_CODES["partial"] == 3
+    assert report.errors > 0
+    failed = query(impatient, "SELECT bot_id, endpoint, error, run_id FROM harvest_errors")
+    assert len(failed) == report.errors
+    assert all(run_id == report.run_id and "answered 5" in error for *_, error, run_id in failed)
+    # What was archived is exact; a bot that failed has nothing half-written.
+    rows = archived_stat_rows(impatient)
+    archived = sorted({r[0] for r in rows})
+    assert rows == service_stat_rows(svc.directory, archived)
+    assert not {b for b, *_ in failed} & set(archived)
+
+    patient = harvest_settings(svc, {"retry.attempts": 10})
+    again = harvest(patient)
+    assert (again.status, again.errors) == ("complete", 0)
+    assert_archive_equals_service(patient, svc.directory)
+
+
+def test_a_slow_service_is_harvested_completely(service_factory: Any,
+                                                harvest_settings: Any) -> None:
+    svc = service_factory(**SMALL, latency_ms=40, latency_jitter_ms=20)
+    settings = harvest_settings(svc)
+    report = harvest(settings)
+    assert (report.status, report.errors) == ("complete", 0)
+    assert_archive_equals_service(settings, svc.directory)
+
+
+# --- a listing that does not hold still or pages oddly --------------------------------------------
+@pytest.mark.parametrize("churn_every", [2, 3])
+def test_a_listing_that_changes_while_paging_loses_no_bot(service_factory: Any,
+                                                          harvest_settings: Any,
+                                                          churn_every: int) -> None:
+    # Every N-th GET /bots, one bot is added at the front and one removed anywhere.
+    svc = service_factory(bots=40, history_days=5, stats_per_day=2, churn_every=churn_every,
+                          max_page_size=10)
+    settings = harvest_settings(svc, {"service.page_size": 10})
+    report = harvest(settings)
+    directory = svc.directory
+    assert directory.added_ids(), "the listing did not change: the test proves nothing"
+    assert (report.status, report.errors) == ("complete", 0)
+
+    archived_bots = {b for (b,) in query(settings, "SELECT bot_id FROM bots")}
+    listed_now = set(directory.bot_ids())
+    # A bot added after the pager's final look at the head is the next run's; no other.
+    assert listed_now - archived_bots <= {directory.added_ids()[-1]}
+    assert archived_bots <= listed_now | directory.removed_ids()
+    assert report.bots_seen == len(archived_bots)
+
+    rows = archived_stat_rows(settings)
+    assert_archive_has_no_duplicates(settings)
+    still_listed = service_stat_rows(directory, sorted(archived_bots & listed_now))
+    assert [r for r in rows if r[0] in listed_now] == still_listed
+    # A bot removed mid-run was archived whole before it left, or not at all (its /stats 404s).
+    for bot_id in archived_bots - listed_now:
+        mine = [r for r in rows if r[0] == bot_id]
+        assert mine in ([], service_stat_rows(directory, [bot_id], include_removed=True))
+
+
+def test_a_page_size_capped_below_the_one_asked_loses_no_bot(service_factory: Any,
+                                                             harvest_settings: Any) -> None:
+    svc = service_factory(bots=60, history_days=5, stats_per_day=2, max_page_size=7)
+    settings = harvest_settings(svc, {"service.page_size": 50})
+    listing_before = svc.directory.summary()["listing_requests"]
+    report = harvest(settings)
+    assert (report.status, report.bots_seen) == ("complete", 60)
+    assert_archive_equals_service(settings, svc.directory)
+    pages = svc.directory.summary()["listing_requests"] - listing_before
+    assert pages < 60 // (7 - 3) + 10  # overlapping short pages, not one request per bot
+
+
+# --- bad data: kept in rejects, the run goes on -------------------------------------------------
+def expected_reason(record: dict[str, Any]) -> str:
+    """What the reason of a malformed record from the embedded service must say."""
+    if "id" not in record:
+        return "missing id field 'id'"
+    if "timestamp" not in record:
+        return "missing timestamp field 'timestamp'"
+    if record["users"] < 0:
+        return "users must not be negative"
+    if record["guilds"] == "lots":
+        return "guilds must be a number"
+    if record["cpu_load"] == 150:
+        return "cpu_load must be a percentage from 0 to 100"
+    if record["memory_load"] == -5:
+        return "memory_load must be a percentage from 0 to 100"
+    return "not an ISO 8601 time"
+
+
+def test_every_malformed_record_is_kept_in_rejects_and_the_run_completes(
+        service_factory: Any, harvest_settings: Any) -> None:
+    svc = service_factory(bots=40, history_days=5, stats_per_day=4, malformed_rate=0.05)
+    settings = harvest_settings(svc)
+    directory = svc.directory
+    malformed = {bot_id: directory.malformed_stats(bot_id) for bot_id in directory.bot_ids()}
+    total = sum(map(len, malformed.values()))
+    assert total > 20  # every kind of malformation shows up at this size
+
+    report = harvest(settings)
+    assert (report.status, report.errors, report.rejects) == ("complete", 0, total)
+    assert_archive_equals_service(settings, directory)
+    rejects = query(settings, "SELECT bot_id, endpoint, reason, raw, run_id FROM rejects")
+    assert Counter((b, canonical(json.loads(raw))) for b, _, _, raw, _ in rejects) == Counter(
+        (b, canonical(r)) for b, records in malformed.items() for r in records)
+    for bot_id, endpoint, reason, raw, run_id in rejects:
+        assert endpoint == f"GET /bots/{bot_id}/stats"
+        assert expected_reason(json.loads(raw)) in reason
+        assert run_id == report.run_id
+
+    # The next run meets the same bad records: nothing new kept, nothing duplicated.
+    again = harvest(settings)
+    assert (again.status, again.stats_added, again.stats_updated) == ("complete", 0, 0)
+    assert query(settings, "SELECT count(*) FROM rejects") == [(total,)]
+    assert_archive_equals_service(settings, directory)
+
+
+def test_a_stats_page_that_is_not_json_is_rejected_with_its_body(service_factory: Any,
+                                                                 harvest_settings: Any) -> None:
+    svc = service_factory(**SMALL, bad_json_rate=0.2)
+    settings = harvest_settings(svc)
+    directory = svc.directory
+    bad = directory.bad_json_bots() & set(directory.bot_ids())
+    assert bad, "no bot has a broken /stats: the test proves nothing"
+
+    report = harvest(settings)
+    assert report.status == "complete"
+    rejects = query(settings, "SELECT bot_id, endpoint, reason, raw FROM rejects ORDER BY bot_id")
+    bodies = {b: json.dumps(directory.stats(b), separators=(",", ":")) for b in bad}
+    assert [(b, e) for b, e, _, _ in rejects] == [(b, f"GET /bots/{b}/stats") for b in sorted(bad)]
+    for bot_id, _, reason, raw in rejects:
+        assert "not a JSON list of records" in reason
+        assert raw == bodies[bot_id][: len(bodies[bot_id]) // 2]  # the cut body as received
+    # Every other bot is archived exactly; the broken ones have nothing half-read.
+    good = sorted(set(directory.bot_ids()) - bad)
+    assert archived_stat_rows(settings) == service_stat_rows(directory, good)
+    assert_archive_has_no_duplicates(settings)
+
+
+def test_new_stats_arriving_between_runs_of_a_faulty_service_are_added_exactly(
+        service_factory: Any, harvest_settings: Any) -> None:
+    svc = service_factory(bots=30, history_days=5, stats_per_day=2, error_rate=0.1,
+                          malformed_rate=0.05, max_page_size=7, latency_ms=5)
+    settings = harvest_settings(svc, {"retry.attempts": 10})
+    first = harvest(settings)
+    svc.directory.advance(3)
+    second = harvest(settings)
+    assert (first.status, second.status) == ("complete", "complete")
+    assert second.stats_added == len(archived_stat_rows(settings)) - first.stats_added > 0
+    assert second.stats_updated == 0
+    assert_archive_equals_service(settings, svc.directory)
+    malformed = sum(len(svc.directory.malformed_stats(b)) for b in svc.directory.bot_ids())
+    assert query(settings, "SELECT count(*) FROM rejects") == [(malformed,)]
+
+
+# --- a service that cannot be harvested: a clear error, nothing lost ---------------------------------
+def test_a_service_that_ignores_skip_fails_the_run_with_a_clear_error(
+        service_factory: Any, harvest_settings: Any) -> None:
+    svc = service_factory(**SMALL, ignore_skip=True, max_page_size=10)
+    settings = harvest_settings(svc, {"service.page_size": 10})
+    report = harvest(settings)
+    assert report.status == "failed"
+    assert "ignores `skip`" in report.message
+    assert svc.directory.summary()["listing_requests"] < 20  # stopped, not looping
+    assert query(settings, "SELECT status, message FROM harvest_runs") == [
+        ("failed", report.message)]
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BOTSTATS_")}
+    return subprocess.run([sys.executable, "-m", "pipeline", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_the_harvest_command_exits_non_zero_when_skip_is_ignored(service_factory: Any,
+                                                                 tmp_path: Path) -> None:
+    svc = service_factory(**SMALL, ignore_skip=True, max_page_size=10)
+    result = run_cli("harvest", "--base-url", svc.base_url, "--db", str(tmp_path / "a.duckdb"),
+                     "--no-progress", cwd=tmp_path)
+    assert result.returncode == EXIT_CODES["failed"], result.stderr
+    assert "ignores `skip`" in result.stdout + result.stderr
+
+
+def test_a_service_that_is_down_fails_the_run_and_loses_nothing(service_factory: Any,
+                                                                harvest_settings: Any) -> None:
+    svc = service_factory(**SMALL)
+    settings = harvest_settings(svc)
+    assert harvest(settings).status == "complete"
+    before = archived_stat_rows(settings)
+    svc.close()  # connection refused from now on
+
+    report = harvest(settings)
+    assert report.status == "failed"
+    assert "could not connect" in report.message and svc.base_url in report.message
+    assert report.exit_code != 0
+    assert archived_stat_rows(settings) == before == service_stat_rows(svc.directory)
+    runs = query(settings, "SELECT status FROM harvest_runs ORDER BY started_at")
+    assert runs == [("complete",), ("failed",)]
+    # Nothing is marked removed because of a listing that could not be read.
+    assert query(settings, "SELECT count(*) FROM bots WHERE removed_at IS NOT NULL") == [(0,)]

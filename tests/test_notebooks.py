@@ -1,0 +1,194 @@
+"""Notebooks: committed without outputs, and executed by a real Jupyter kernel on a freshly
+harvested archive, where they must run clean, draw their charts, show what the archive holds and
+never keep the archive open between cells."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import nbformat
+import pytest
+from conftest import start_service
+from jupyter_client.kernelspec import KernelSpecManager
+from nbclient import NotebookClient
+
+from pipeline import explore
+from pipeline.config import Settings, load_settings
+from pipeline.harvest import harvest
+from pipeline.trends import TrendsReport, build_trends
+
+REPO = Path(__file__).resolve().parents[1]
+NOTEBOOKS = REPO / "notebooks"
+NOTEBOOK_FILES = sorted(NOTEBOOKS.glob("*.ipynb"))
+# A small directory with every kind of bot, 40 days so 30-day growth and movers have values.
+ARCHIVE_SERVICE: dict[str, Any] = {
+    "bots": 40, "history_days": 40, "stats_per_day": 2, "malformed_rate": 0.02,
+}
+# Private names of our package reached from a notebook (`store._holder`, `from x import _y`).
+PRIVATE_USE = re.compile(r"\b(?:pipeline|explore|store|trends|exports)\._\w|import\s+_\w")
+
+
+# --- committed notebooks -----------------------------------------------------------------------
+def test_both_notebooks_are_committed() -> None:
+    assert {p.name for p in NOTEBOOK_FILES} >= {"explore.ipynb", "trends.ipynb"}
+
+
+@pytest.mark.parametrize("path", NOTEBOOK_FILES, ids=lambda p: p.name)
+def test_committed_notebook_carries_no_outputs(path: Path) -> None:
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type == "code":
+            assert cell.outputs == [], f"{path.name} cell {index} has outputs: clear them"
+            assert cell.execution_count is None, f"{path.name} cell {index} has an execution count"
+    assert nb.metadata.get("kernelspec", {}).get("name") == "python3"
+
+
+@pytest.mark.parametrize("path", NOTEBOOK_FILES, ids=lambda p: p.name)
+def test_notebook_is_narrated_and_uses_only_the_public_api(path: Path) -> None:
+    nb = nbformat.read(path, as_version=4)
+    assert nb.cells[0].cell_type == "markdown", f"{path.name} opens without an introduction"
+    code = [c.source for c in nb.cells if c.cell_type == "code"]
+    prose = [c.source for c in nb.cells if c.cell_type == "markdown"]
+    assert len(prose) * 2 >= len(code), f"{path.name}: too little narration for its code"
+    for source in code:
+        assert not PRIVATE_USE.search(source), f"{path.name} uses a private name:\n{source}"
+        assert "read_only=False" not in source and ".writer(" not in source
+
+
+# --- explore helpers ---------------------------------------------------------------------------
+def test_notebook_settings_resolve_relative_paths_from_the_project_root(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "notebooks").mkdir()
+    s = explore.notebook_settings(tmp_path / "notebooks", env={})
+    assert s.db_path == tmp_path / "data" / "archive.duckdb"
+    assert s.export_dir == tmp_path / "data" / "exports"
+
+    (tmp_path / "config.toml").write_text('[store]\ndb = "elsewhere/a.duckdb"\n')
+    s = explore.notebook_settings(tmp_path / "notebooks", env={"BOTSTATS_EXPORT_DIR": "out"})
+    assert s.db_path == tmp_path / "elsewhere" / "a.duckdb"
+    assert s.export_dir == tmp_path / "out"
+
+    env = {"BOTSTATS_DB": str(tmp_path / "abs.duckdb"), "BOTSTATS_CONFIG": "config.toml"}
+    s = explore.notebook_settings(tmp_path / "notebooks", env=env)
+    assert s.db_path == tmp_path / "abs.duckdb"
+    assert s.source == str(tmp_path / "config.toml")
+
+
+def test_query_reads_the_archive_and_closes_it(tmp_path: Path) -> None:
+    db = tmp_path / "archive.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE bots AS SELECT '1' AS bot_id, 'one' AS name")
+    settings = load_settings(env={}, overrides={"store.db": str(db)})
+    frame = explore.query(settings, "SELECT name FROM bots WHERE bot_id = getvariable('b')",
+                          {"b": 1})
+    assert frame.to_dicts() == [{"name": "one"}]
+    # Still open read-only in this process, a read-write open would be refused.
+    duckdb.connect(str(db)).close()
+
+
+# --- executed by a kernel ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Archive:
+    settings: Settings
+    trends: TrendsReport
+
+
+@pytest.fixture(scope="module")
+def harvested_archive(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Archive]:
+    """A small service harvested into a fresh archive, with the trends built."""
+    root = tmp_path_factory.mktemp("notebook-archive")
+    with start_service(**ARCHIVE_SERVICE) as svc:
+        settings = load_settings(env={}, overrides={
+            "service.base_url": svc.base_url,
+            "store.db": str(root / "archive.duckdb"),
+            "exports.dir": str(root / "exports"),
+        })
+        report = harvest(settings)
+        assert report.status == "complete", report.message
+    yield Archive(settings, build_trends(settings))
+
+
+def kernel_env(settings: Settings) -> dict[str, str]:
+    """This process's environment pointed at the test archive, without a developer's own
+    BOTSTATS_* settings or a matplotlib backend that would keep charts out of the outputs."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("BOTSTATS_") and k != "MPLBACKEND"}
+    env["BOTSTATS_DB"] = str(settings.db_path)
+    env["BOTSTATS_EXPORT_DIR"] = str(settings.export_dir)
+    return env
+
+
+def run_notebook(name: str, settings: Settings) -> nbformat.NotebookNode:
+    """Execute a notebook as Jupyter would (cwd = notebooks/), checking after every cell that
+    the kernel does not hold the archive: a read-write open here would then be refused."""
+    spec = KernelSpecManager().get_kernel_spec("python3")
+    # jupyter_client runs a spec whose argv[0] is "python" with this interpreter (the venv's).
+    assert spec.argv[0] in ("python", "python3", sys.executable), spec.argv
+    held: list[str] = []
+
+    def archive_is_free(cell: Any, cell_index: int, **_: Any) -> None:
+        try:
+            duckdb.connect(str(settings.db_path)).close()
+        except duckdb.Error as exc:
+            held.append(f"cell {cell_index}: {exc}")
+
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    client = NotebookClient(nb, timeout=120, kernel_name="python3",
+                            resources={"metadata": {"path": str(NOTEBOOKS)}},
+                            on_cell_executed=archive_is_free)
+    client.execute(env=kernel_env(settings))
+    assert held == [], "the notebook kept the archive open: " + "; ".join(held)
+    return nb
+
+
+def outputs(nb: nbformat.NotebookNode) -> tuple[str, int]:
+    """All text the notebook printed or displayed, and how many images it drew."""
+    text, images = [], 0
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            assert out.output_type != "error", f"{out.ename}: {out.evalue}"
+            if out.output_type == "stream":
+                text.append(out.text)
+            elif "data" in out:
+                text.append(out.data.get("text/plain", ""))
+                images += "image/png" in out.data
+    return "\n".join(text), images
+
+
+def largest_bot(settings: Settings) -> str:
+    """Name of the bot with the most guilds in its latest record, worked out here in SQL."""
+    frame = explore.query(settings, """
+        SELECT b.name FROM bots b JOIN bot_stats s USING (bot_id)
+        QUALIFY row_number() OVER (PARTITION BY bot_id ORDER BY recorded_at DESC) = 1
+        ORDER BY s.guilds DESC, bot_id LIMIT 1""")
+    return frame["name"][0]
+
+
+@pytest.mark.slow
+def test_explore_notebook_runs_on_a_fresh_archive(harvested_archive: Archive) -> None:
+    settings = harvested_archive.settings
+    text, images = outputs(run_notebook("explore.ipynb", settings))
+    assert f"archive: {settings.db_path}" in text
+    bots = ARCHIVE_SERVICE["bots"]
+    assert f"{bots} bots in the archive: {bots} listed now, 0 removed" in text
+    assert f"{largest_bot(settings)} (" in text, "one bot's history follows the largest bot"
+    assert images >= 4, "directory, records per day, one bot's history, custom fields"
+
+
+@pytest.mark.slow
+def test_trends_notebook_runs_on_the_fresh_exports(harvested_archive: Archive) -> None:
+    settings, report = harvested_archive.settings, harvested_archive.trends
+    text, images = outputs(run_notebook("trends.ipynb", settings))
+    assert f"exports: {settings.export_dir} (run {report.run_id}" in text
+    for dataset in report.datasets:
+        assert dataset.name in text, f"the manifest table lists {dataset.name}"
+    assert largest_bot(settings) in text
+    assert images >= 6, "directory, ranks, growth, spread, movers, anomaly, health"

@@ -1,0 +1,161 @@
+"""Readers and the writer, with real second processes: an analyst's open connection (read-only,
+or read-write like the `duckdb` shell) never makes a harvest fail, a query during a harvest reads
+the previous published copy, and two `botstats run` at once leave an exact archive."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from pipeline import runner, store
+from pipeline.config import Settings, load_settings
+
+pytestmark = pytest.mark.slow
+
+# A second process that opens the archive, reports its row count, holds the connection until
+# told to go on (a line on stdin), then counts again on the same connection.
+HOLDER = textwrap.dedent("""
+    import sys, duckdb
+    con = duckdb.connect(sys.argv[1], read_only=sys.argv[2] == "ro")
+    print(con.execute("SELECT count(*) FROM bot_stats").fetchall()[0][0], flush=True)
+    sys.stdin.readline()
+    print(con.execute("SELECT count(*) FROM bot_stats").fetchall()[0][0], flush=True)
+    con.close()
+""")
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BOTSTATS_")}
+    return {**env, "BOTSTATS_CONFIG": ""}
+
+
+def _settings(tmp_path: Path, base_url: str) -> Settings:
+    return load_settings(None, env={}, overrides={
+        "service.base_url": base_url, "store.db": str(tmp_path / "a.duckdb"),
+        "exports.dir": str(tmp_path / "exports")})
+
+
+def _count(db: Path, sql: str = "SELECT count(*) FROM bot_stats") -> int:
+    with duckdb.connect(str(db), read_only=True) as con:
+        return int(con.execute(sql).fetchall()[0][0])
+
+
+def _expected(svc: Any) -> int:
+    d = svc.directory
+    return sum(len(d.valid_stats(b)) for b in d.bot_ids())
+
+
+def _run(tmp_path: Path, db: Path, base_url: str, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "pipeline", "--db", str(db), "--base-url", base_url, "run",
+         "--no-progress", *args],
+        cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.parametrize("mode", ["ro", "rw"])
+def test_an_open_reader_never_blocks_a_harvest(tmp_path: Path, service: Any, mode: str) -> None:
+    settings = _settings(tmp_path, service.base_url)
+    assert runner.run(settings).status == "complete"
+    before = _count(settings.db_path)
+    service.directory.advance(4)  # new records for the next harvest
+    reader = subprocess.Popen([sys.executable, "-c", HOLDER, str(settings.db_path), mode],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=_env())
+    try:
+        assert reader.stdout is not None and reader.stdin is not None
+        assert int(reader.stdout.readline()) == before  # it holds the file open now
+        harvest = _run(tmp_path, settings.db_path, service.base_url)
+        out, err = harvest.communicate(timeout=120)
+        assert harvest.returncode == 0, err
+        reader.stdin.write("go on\n")
+        reader.stdin.flush()
+        # The open connection keeps its snapshot; a new open sees the new archive.
+        assert int(reader.stdout.readline()) == before
+        assert reader.wait(timeout=30) == 0
+    finally:
+        if reader.poll() is None:
+            reader.kill()
+    assert _count(settings.db_path) == _expected(service) > before
+
+
+def test_an_analyst_query_during_a_harvest_reads_the_previous_copy(tmp_path: Path,
+                                                                   service_factory: Any) -> None:
+    svc = service_factory(bots=60, history_days=3, stats_per_day=2, latency_ms=300)
+    settings = _settings(tmp_path, svc.base_url)
+    assert runner.run(settings).status == "complete"
+    before = _count(settings.db_path)
+    svc.directory.advance(2)
+    harvest = _run(tmp_path, settings.db_path, svc.base_url, "--full")
+    try:
+        # Wait until the harvester holds the primary (its holder file names the run).
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            info = (tmp_path / "a.duckdb.lock.holder.json")
+            if info.exists() and '"released_at"' not in info.read_text():
+                break
+            time.sleep(0.05)
+        # Each read sees one whole published copy: the previous one while the harvest runs,
+        # the new one once it is published (then trends run, and publish again).
+        seen: list[tuple[int, int]] = []
+        while harvest.poll() is None and len(seen) < 200:
+            with store.reader(settings) as con:  # what `botstats sql` and notebooks use
+                seen.append(con.execute(
+                    "SELECT (SELECT count(*) FROM bot_stats), (SELECT count(*) FROM harvest_runs)"
+                ).fetchall()[0])
+            time.sleep(0.02)
+        assert set(seen) <= {(before, 1), (_expected(svc), 2)}, set(seen)
+        assert seen.count((before, 1)) >= 3, "the harvest ended before a query could run during it"
+        _, err = harvest.communicate(timeout=120)
+    finally:
+        if harvest.poll() is None:
+            harvest.kill()
+    assert harvest.returncode == 0, err
+    assert _count(settings.db_path) == _expected(svc) > before
+
+
+def test_two_runs_at_once_both_succeed_and_the_archive_is_exact(tmp_path: Path,
+                                                                service_factory: Any) -> None:
+    svc = service_factory(bots=60, history_days=5, stats_per_day=2, latency_ms=200)
+    db = tmp_path / "a.duckdb"
+    first = _run(tmp_path, db, svc.base_url, "--lock-timeout", "120", "--json")
+    second = _run(tmp_path, db, svc.base_url, "--lock-timeout", "120", "--json")
+    results = [p.communicate(timeout=180) for p in (first, second)]
+    assert [first.returncode, second.returncode] == [0, 0], results
+    reports = [json.loads(out) for out, _ in results]
+    waits = sorted(r["lock_wait_seconds"] for r in reports)
+    assert waits[0] < 0.5 < waits[1]  # one ran at once, the other waited for it
+    assert sorted(r["harvest"]["stats_added"] for r in reports) == [0, _expected(svc)]
+    _assert_exact(db, svc)
+    assert _count(db, "SELECT count(*) FROM harvest_runs WHERE status = 'complete'") == 2
+
+
+def test_two_runs_at_once_with_no_wait_one_exits_75(tmp_path: Path, service_factory: Any) -> None:
+    svc = service_factory(bots=60, history_days=5, stats_per_day=2, latency_ms=200)
+    db = tmp_path / "a.duckdb"
+    first = _run(tmp_path, db, svc.base_url, "--lock-timeout", "0")
+    time.sleep(0.05)
+    second = _run(tmp_path, db, svc.base_url, "--lock-timeout", "0")
+    results = [p.communicate(timeout=180) for p in (first, second)]
+    codes = sorted([first.returncode, second.returncode])
+    assert codes == [0, 75], results
+    loser = results[[first.returncode, second.returncode].index(75)][1]
+    assert "holds the archive lock" in loser and "(run, pid" in loser
+    _assert_exact(db, svc)
+    assert _count(db, "SELECT count(*) FROM harvest_runs") == 1
+
+
+def _assert_exact(db: Path, svc: Any) -> None:
+    with duckdb.connect(str(db), read_only=True) as con:
+        total, distinct = con.execute(
+            "SELECT count(*), count(DISTINCT (bot_id, stat_id)) FROM bot_stats").fetchall()[0]
+        bots = con.execute("SELECT count(*) FROM bots").fetchall()[0][0]
+    assert total == distinct == _expected(svc)
+    assert bots == len(svc.directory.bot_ids())

@@ -1,0 +1,208 @@
+"""`botstats run`: lock, harvest, then trends; exit codes; the run lock (waits, names its holder,
+takes over a stale lock); SIGTERM finishes the batch and records the run interrupted."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from pipeline import runner
+from pipeline.config import Settings, load_settings
+from pipeline.errors import ExportError, LockTimeout
+from pipeline.harvest import HarvestReport
+from pipeline.lock import holder, run_lock
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BOTSTATS_")}
+    return {**env, "BOTSTATS_CONFIG": "", **extra}
+
+
+def _settings(tmp_path: Path, base_url: str, **more: Any) -> Settings:
+    return load_settings(None, env={}, overrides={
+        "service.base_url": base_url, "store.db": str(tmp_path / "a.duckdb"),
+        "exports.dir": str(tmp_path / "exports"), **more})
+
+
+def _botstats(tmp_path: Path, *args: str, **kw: Any) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "pipeline", *args], cwd=tmp_path, env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def _statuses(db: Path) -> list[str]:
+    with duckdb.connect(str(db), read_only=True) as con:
+        return [r[0] for r in con.execute(
+            "SELECT status FROM harvest_runs ORDER BY started_at").fetchall()]
+
+
+# --- the library: which outcome gives which status -------------------------------------------
+@pytest.mark.parametrize(("harvest_status", "trends_fails", "status", "exit_code", "trends_ran"), [
+    ("complete", False, "complete", 0, True),
+    ("partial", False, "partial", 3, True),  # trends still summarise what was archived
+    ("failed", False, "failed", 1, False),
+    ("interrupted", False, "interrupted", 4, False),
+    ("complete", True, "failed", 1, True),  # a trends failure fails the run
+])
+def test_run_status_and_when_trends_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        harvest_status: str, trends_fails: bool, status: str,
+                                        exit_code: int, trends_ran: bool) -> None:
+    calls: list[str] = []
+
+    def fake_harvest(settings: Settings, **kw: Any) -> HarvestReport:
+        return HarvestReport(run_id="r1", mode="incremental", status=harvest_status)
+
+    def fake_trends(settings: Settings, run_id: str | None) -> Any:
+        calls.append(str(run_id))
+        if trends_fails:
+            raise ExportError("disk full")
+        return None
+
+    monkeypatch.setattr(runner, "harvest", fake_harvest)
+    monkeypatch.setattr(runner, "_build_trends", fake_trends)
+    report = runner.run(_settings(tmp_path, "http://127.0.0.1:9"))
+    assert (report.status, report.exit_code) == (status, exit_code)
+    assert calls == (["r1"] if trends_ran else [])
+    if trends_fails:
+        assert "disk full" in report.trends_error and "trends failed" in report.message
+    if not trends_ran:
+        assert report.trends_skipped == f"the harvest ended {harvest_status}"
+
+
+def test_a_complete_run_harvests_then_builds_trends(tmp_path: Path, service: Any) -> None:
+    settings = _settings(tmp_path, service.base_url)
+    report = runner.run(settings)
+    assert report.status == "complete" and report.exit_code == 0
+    assert report.harvest is not None and report.trends is not None
+    assert report.trends.run_id == report.harvest.run_id
+    assert (tmp_path / "exports" / "manifest.json").exists()
+    assert _statuses(settings.db_path) == ["complete"]
+    info = holder(settings)
+    assert info is not None and info["run_id"] == report.run_id and info["released_at"]
+
+
+def test_an_unreachable_service_fails_the_run_and_skips_trends(tmp_path: Path) -> None:
+    settings = _settings(tmp_path, "http://127.0.0.1:9")
+    settings = replace(settings, retry=replace(settings.retry, attempts=1))
+    report = runner.run(settings)
+    assert (report.status, report.exit_code, report.trends) == ("failed", 1, None)
+    assert _statuses(settings.db_path) == ["failed"]
+
+
+# --- the CLI ---------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_botstats_run_prints_a_summary_and_exits_0(tmp_path: Path, service: Any) -> None:
+    proc = _botstats(tmp_path, "--db", "a.duckdb", "--base-url", service.base_url, "run",
+                     "--no-progress")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "harvest " in out and ": complete" in out
+    assert "bot_growth" in out  # the trends summary
+    assert out.strip().splitlines()[-1].endswith(": complete (exit 0)")
+    proc = _botstats(tmp_path, "--db", "a.duckdb", "--base-url", service.base_url, "run", "--json")
+    out, err = proc.communicate(timeout=120)
+    data = json.loads(out)
+    assert proc.returncode == 0 and data["status"] == "complete" and data["exit_code"] == 0
+    assert data["trends"]["datasets"] and data["harvest"]["stats_added"] == 0
+
+
+@pytest.mark.slow
+def test_a_second_run_gives_up_with_75_naming_the_holder(tmp_path: Path, service: Any) -> None:
+    settings = _settings(tmp_path, service.base_url)
+    with run_lock(settings, "run", run_id="20261122T000000Z-holder"):
+        proc = _botstats(tmp_path, "--db", str(settings.db_path), "--base-url", service.base_url,
+                         "run", "--lock-timeout", "0.5")
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 75
+    assert "another botstats job holds the archive lock" in err
+    assert "run 20261122T000000Z-holder" in err and f"pid {os.getpid()}" in err
+    assert "--lock-timeout" in err
+    assert not settings.db_path.exists()  # it never touched the archive
+
+
+def test_a_waiting_run_takes_the_lock_when_it_is_released(tmp_path: Path, service: Any) -> None:
+    settings = _settings(tmp_path, service.base_url)
+    release = threading.Event()
+
+    def hold() -> None:
+        with run_lock(settings, "run", run_id="first"):
+            release.wait(5)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    time.sleep(0.2)
+    threading.Timer(1.0, release.set).start()
+    report = runner.run(settings, lock_timeout=30)
+    thread.join()
+    assert report.status == "complete" and report.lock_wait >= 0.5
+
+
+def test_a_stop_while_waiting_for_the_lock_is_an_interrupted_run(tmp_path: Path) -> None:
+    settings = _settings(tmp_path, "http://127.0.0.1:9")
+    stop = threading.Event()
+    with run_lock(settings, "run"):
+        threading.Timer(0.3, stop.set).start()
+        report = runner.run(settings, lock_timeout=30, stop=stop)
+    assert (report.status, report.exit_code, report.harvest) == ("interrupted", 4, None)
+    with pytest.raises(LockTimeout, match="waited 0 s"):
+        with run_lock(settings, "run"), run_lock(settings, "again", timeout=0):
+            pass
+
+
+@pytest.mark.slow
+def test_a_stale_lock_of_a_killed_run_is_taken_over(tmp_path: Path, service: Any,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    settings = _settings(tmp_path, service.base_url)
+    # Another process takes the lock, says it is a run, and is killed with -9 while holding it.
+    script = textwrap.dedent(f"""
+        import os, signal
+        from pipeline.config import load_settings
+        from pipeline.lock import run_lock
+        s = load_settings(None, env={{}}, overrides={{"store.db": {str(settings.db_path)!r}}})
+        with run_lock(s, "run", run_id="doomed"):
+            os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=_env(), timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    assert holder(settings)["run_id"] == "doomed"  # type: ignore[index]
+    with caplog.at_level("WARNING", logger="botstats.lock"):
+        report = runner.run(settings, lock_timeout=5)
+    assert report.status == "complete"
+    assert report.took_over is not None and report.took_over["run_id"] == "doomed"
+    assert "took over the archive lock" in caplog.text and "doomed" in caplog.text
+
+
+@pytest.mark.slow
+def test_sigterm_finishes_the_batch_and_records_the_run_interrupted(tmp_path: Path,
+                                                                    service_factory: Any) -> None:
+    svc = service_factory(bots=80, history_days=3, stats_per_day=2, latency_ms=300)
+    settings = _settings(tmp_path, svc.base_url)
+    proc = _botstats(tmp_path, "--db", str(settings.db_path), "--base-url", svc.base_url, "run",
+                     "--no-progress")
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "a.duckdb.primary").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.8)  # well inside the harvest (80 bots x 0.3 s / 16 workers)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 4, err
+    assert "SIGTERM received" in err
+    assert "trends: not run (the harvest ended interrupted)" in out
+    assert _statuses(settings.db_path) == ["interrupted"]
+    # The next run completes the work, exactly.
+    report = runner.run(settings)
+    assert report.status == "complete"
+    with duckdb.connect(str(settings.db_path), read_only=True) as con:
+        stats = con.execute("SELECT count(*) FROM bot_stats").fetchall()[0][0]
+    assert stats == sum(len(svc.directory.valid_stats(b)) for b in svc.directory.bot_ids())

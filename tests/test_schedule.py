@@ -1,0 +1,254 @@
+"""`botstats schedule` and `botstats cron`: crontab parsing and translation, the daemon in a real
+subprocess (runs happen, an overlapping run is skipped, SIGTERM stops it cleanly), and the
+crontab/systemd output."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+
+from pipeline.cli import cli
+from pipeline.errors import ConfigError
+from pipeline.schedule import (
+    cron_trigger,
+    crontab_weekdays,
+    next_fire_times,
+    on_calendar,
+    parse_crontab,
+)
+
+
+# --- weekday numbering: standard crontab -> APScheduler names -------------------------------
+@pytest.mark.parametrize(("field", "names"), [
+    ("*", "*"),
+    ("0", "sun"),
+    ("7", "sun"),
+    ("0,7", "sun"),
+    ("1", "mon"),
+    ("1-5", "mon,tue,wed,thu,fri"),
+    ("6", "sat"),
+    ("5-7", "fri,sat,sun"),
+    ("0-6", "mon,tue,wed,thu,fri,sat,sun"),
+    ("*/2", "tue,thu,sat,sun"),
+    ("1-5/2", "mon,wed,fri"),
+    ("mon-fri", "mon,tue,wed,thu,fri"),
+    ("sat,sun", "sat,sun"),
+    ("SUN", "sun"),
+])
+def test_crontab_weekdays_translate_to_names(field: str, names: str) -> None:
+    assert crontab_weekdays(field) == names
+
+
+@pytest.mark.parametrize(("expr", "words"), [
+    ("0 * * *", ["expected 5 fields"]),
+    ("0 * * * * * *", ["expected 5 fields"]),
+    ("61 * * * *", ["minute", "61", "out of range 0-59"]),
+    ("0 * * * 8", ["day_of_week", "8", "0-7"]),
+    ("0 * * * 5-1", ["runs backwards", "list"]),
+    ("*/0 * * * *", ["step", "above 0"]),
+    ("0 * * * L", ["not a number"]),
+    ("0 * * * mon#2", ["characters crontab does not know"]),
+    ("0 * * foo *", ["month value 'foo'", "jan..dec"]),
+    ("0 * , * *", ["empty element"]),
+])
+def test_bad_expressions_are_refused_with_the_reason(expr: str, words: list[str]) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_crontab(expr, where="[schedule].harvest")
+    message = str(info.value)
+    assert "[schedule].harvest" in message
+    for word in words:
+        assert word in message
+
+
+def _next(expr: str, tz: str, after: datetime, count: int = 5) -> list[str]:
+    trigger = cron_trigger(expr, tz)
+    return [t.astimezone(UTC).strftime("%a %Y-%m-%d %H:%M") for t in
+            next_fire_times(trigger, count, after)]
+
+
+SATURDAY = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)  # a Saturday
+
+
+def test_weekdays_1_to_5_are_monday_to_friday() -> None:
+    assert _next("0 9 * * 1-5", "UTC", SATURDAY) == [
+        "Mon 2026-11-23 09:00", "Tue 2026-11-24 09:00", "Wed 2026-11-25 09:00",
+        "Thu 2026-11-26 09:00", "Fri 2026-11-27 09:00"]
+
+
+@pytest.mark.parametrize("dow", ["0", "7", "sun"])
+def test_0_and_7_are_sunday(dow: str) -> None:
+    assert _next(f"30 6 * * {dow}", "UTC", SATURDAY, 2) == [
+        "Sun 2026-11-22 06:30", "Sun 2026-11-29 06:30"]
+
+
+def test_the_timezone_is_the_configured_one_not_the_local_one() -> None:
+    # 09:00 in Berlin is 08:00 UTC in winter, 07:00 UTC in summer.
+    assert _next("0 9 * * *", "Europe/Berlin", SATURDAY, 1) == ["Sun 2026-11-22 08:00"]
+    summer = datetime(2026, 7, 1, tzinfo=UTC)
+    assert _next("0 9 * * *", "Europe/Berlin", summer, 1) == ["Wed 2026-07-01 07:00"]
+
+
+def test_day_of_month_or_day_of_week_like_crontab() -> None:
+    # Both restricted: crontab runs when EITHER matches (the 1st, and every Sunday).
+    assert _next("0 0 1 * 0", "UTC", SATURDAY, 4) == [
+        "Sun 2026-11-22 00:00", "Sun 2026-11-29 00:00", "Tue 2026-12-01 00:00",
+        "Sun 2026-12-06 00:00"]
+    # One of them starts with "*": both must match.
+    assert _next("0 0 */2 * 0", "UTC", SATURDAY, 2) == [
+        "Sun 2026-11-29 00:00", "Sun 2026-12-13 00:00"]
+
+
+def test_six_fields_are_seconds_first_and_macros_work() -> None:
+    times = next_fire_times(cron_trigger("*/20 * * * * *", "UTC"), 4, SATURDAY)
+    assert [t.strftime("%H:%M:%S") for t in times] == ["12:00:00", "12:00:20", "12:00:40",
+                                                       "12:01:00"]
+    assert _next("@weekly", "UTC", SATURDAY, 1) == ["Sun 2026-11-22 00:00"]
+
+
+CALENDAR_CASES = ["0 * * * *", "15 * * * *", "*/15 8-18 * * 1-5", "0 9 * * 0", "0 0 * * 5-7",
+                  "30 2 1-10/3 * *", "0 0 1 * 0", "0 12 * 1,6 sat,sun", "@daily"]
+
+
+@pytest.mark.parametrize("expr", CALENDAR_CASES)
+def test_systemd_on_calendar_agrees_with_the_scheduler(expr: str) -> None:
+    if not shutil.which("systemd-analyze"):
+        pytest.skip("systemd-analyze is not installed")
+    tz = "Europe/Berlin"
+    calendars = on_calendar(expr, tz)
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    expected = sorted(_next(expr, tz, now, 6))[:6]
+    got: set[str] = set()
+    for cal in calendars:
+        proc = subprocess.run(["systemd-analyze", "calendar", "--iterations=6", cal],
+                              capture_output=True, text=True, env={**os.environ, "TZ": "UTC"},
+                              timeout=30)
+        assert proc.returncode == 0, proc.stderr
+        for line in proc.stdout.splitlines():
+            if "Next elapse:" in line or "Iter. #" in line:
+                stamp = line.split(": ", 1)[1].strip()
+                when = datetime.strptime(stamp, "%a %Y-%m-%d %H:%M:%S UTC")
+                got.add(when.strftime("%a %Y-%m-%d %H:%M"))
+    assert sorted(got, key=lambda s: s[4:])[:6] == sorted(expected, key=lambda s: s[4:])
+
+
+# --- botstats cron ---------------------------------------------------------------------------
+def test_cron_prints_crontab_and_systemd_with_absolute_paths(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "botstats.toml"
+    config.write_text('[schedule]\ntimezone = "Europe/Berlin"\nharvest = "5 */2 * * 1-5"\n'
+                      '[store]\ndb = "arch/a.duckdb"\n')
+    result = CliRunner().invoke(cli, ["--config", str(config), "cron"])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    botstats = str(Path(sys.executable).with_name("botstats").absolute())
+    line = next(x for x in out.splitlines() if x.startswith("5 */2 * * 1-5 "))
+    assert f"cd {tmp_path} && {botstats} --config {config} run" in line
+    assert "CRON_TZ=Europe/Berlin" in out
+    assert f"ExecStart={botstats} --config {config} run" in out
+    assert f"WorkingDirectory={tmp_path}" in out
+    assert "OnCalendar=Mon..Fri *-*-* 00,02,04,06,08,10,12,14,16,18,20,22:05:00 Europe/Berlin" in out
+    assert "SuccessExitStatus=3 75" in out and "WantedBy=timers.target" in out
+
+
+def test_cron_passes_on_a_db_given_as_a_flag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["--db", "x/a.duckdb", "cron"], env={"BOTSTATS_CONFIG": ""})
+    assert result.exit_code == 0, result.output
+    assert f"--db {tmp_path / 'x' / 'a.duckdb'} run" in result.output
+
+
+def test_schedule_dry_run_lists_the_next_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["schedule", "--dry-run", "--harvest-cron", "0 9 * * 1-5",
+                                      "--trends-cron", ""])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == "harvest: 0 9 * * 1-5  (UTC)"
+    assert len([x for x in lines if x.startswith("  ")]) == 5
+    assert all(x.split()[0] in ("Mon", "Tue", "Wed", "Thu", "Fri") for x in lines[1:6])
+    assert "trends: (disabled)" in result.output
+
+
+def test_schedule_refuses_a_bad_override_with_exit_2(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["schedule", "--harvest-cron", "0 9 * * 8"])
+    assert result.exit_code == 2
+    assert "--harvest-cron" in result.output and "out of range" in result.output
+
+
+# --- the daemon, for real --------------------------------------------------------------------
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("BOTSTATS_")}
+
+
+def _events(log_file: Path) -> list[dict[str, Any]]:
+    if not log_file.exists():
+        return []
+    return [json.loads(line) for line in log_file.read_text().splitlines() if line.strip()]
+
+
+def _wait_for(check: Callable[[], bool], timeout: float, proc: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"the scheduler exited early: {proc.returncode}\n"
+                                 f"{proc.stderr.read() if proc.stderr else ''}")
+        time.sleep(0.1)
+    raise AssertionError("timed out waiting for the scheduler")
+
+
+@pytest.mark.slow
+def test_schedule_runs_skips_overlaps_and_stops_on_sigterm(tmp_path: Path,
+                                                           service_factory: Any) -> None:
+    # Every bot request takes 0.5 s, so one harvest (about 2.5 s) outlasts the 2 s trigger.
+    svc = service_factory(bots=60, history_days=3, stats_per_day=2, latency_ms=500)
+    db, log_file = tmp_path / "a.duckdb", tmp_path / "schedule.log"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipeline", "--log-format", "json", "--log-file", str(log_file),
+         "--db", str(db), "--base-url", svc.base_url, "schedule",
+         "--harvest-cron", "*/2 * * * * *", "--trends-cron", ""],
+        cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        def seen(event: str) -> int:
+            return sum(1 for e in _events(log_file) if e.get("event") == event)
+
+        # Runs happen, and one that comes due while the previous still runs is skipped.
+        _wait_for(lambda: seen("executed") >= 2 and seen("max_instances") >= 1, 40, proc)
+        # SIGTERM while a harvest is running.
+        started = seen("started")
+        _wait_for(lambda: seen("started") > started, 10, proc)
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert rc == 0, proc.stderr.read() if proc.stderr else ""
+    events = _events(log_file)
+    skipped = [e for e in events if e.get("event") == "max_instances"]
+    assert "skipped" in skipped[0]["msg"] and skipped[0]["job"] == "harvest"
+    assert events[-1]["event"] == "scheduler_stopped" and "SIGTERM" in events[-1]["msg"]
+    with duckdb.connect(str(db), read_only=True) as con:
+        runs = con.execute("SELECT status FROM harvest_runs ORDER BY started_at").fetchall()
+        stats = con.execute("SELECT count(*) FROM bot_stats").fetchall()[0][0]
+    statuses = [r[0] for r in runs]
+    assert statuses[-1] == "interrupted"
+    assert statuses[:-1].count("complete") >= 2 and "running" not in statuses
+    assert stats == sum(len(svc.directory.valid_stats(b)) for b in svc.directory.bot_ids())
