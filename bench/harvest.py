@@ -242,8 +242,9 @@ def case_bare(svc: Service, work: Path, concurrency: int, page_size: int) -> Cas
 
 def case_botstats(svc: Service, work: Path, db: Path, full: bool) -> Case:
     case = Case("b", "botstats harvest --full") if full else Case("c", "botstats harvest (again)")
+    # Exactly what an operator runs (progress on: log lines, as stderr is not a terminal).
     cmd = [sys.executable, "-m", "pipeline", "harvest", "--base-url", svc.base_url, "--db", str(db),
-           "--no-progress", "--json", *(["--full"] if full else [])]
+           *(["--full"] if full else [])]
     pages_before = svc.listing_requests()
     case.seconds, case.peak_rss_mb, code = run_measured(
         cmd, cwd=REPO, log=work / f"harvest-{case.key}.log")

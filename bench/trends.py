@@ -2,7 +2,8 @@
 
 One run generates an archive of ``--rows`` stat rows with DuckDB's ``range()`` (10,000 bots,
 four records a day, counters that reset), then measures, each case in its own subprocess (wall
-time and that process's peak RSS, from ``os.wait4``):
+time, and the peak RSS the process reports itself from /proc ``VmHWM``, which, unlike
+``getrusage``, does not count the parent's pages the child had between fork and exec):
 
   (a) trends   ``pipeline.trends.build_trends``: the eight datasets, exported as zstd parquet
                month partitions with the manifest, the views created, the archive published;
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import shutil
@@ -97,13 +99,12 @@ SQL_COPY = ("COPY (SELECT *, strftime(day, '%Y-%m') AS month FROM {table}) TO '{
             "(FORMAT parquet, COMPRESSION zstd, PARTITION_BY (month), OVERWRITE_OR_IGNORE)")
 # What "the same datasets" is checked on: row counts and sums over the computed columns.
 CHECK_SQL = """
-SELECT count(*), sum(users), sum(guilds), round(sum(cpu_load_p95), 3),
-       round(sum(memory_load_mean), 3), sum(commands_executed), sum(commands_resets), sum(records)
+SELECT count(*), sum(users), sum(guilds), sum(cpu_load_p95), sum(memory_load_mean),
+       sum(commands_executed), sum(commands_resets), sum(records)
 FROM read_parquet('{dir}/bot_daily/**/*.parquet')
 UNION ALL
-SELECT count(*), sum(guilds_change_7d), sum(users_change_30d), round(sum(guilds_pct_7d), 3),
-       round(sum(guilds_mean_7d), 3), round(sum(users_cdgr_30d), 6), count(guilds_change_1d),
-       count(users_pct_30d)
+SELECT count(*), sum(guilds_change_7d), sum(users_change_30d), sum(guilds_pct_7d),
+       sum(guilds_mean_7d), sum(users_cdgr_30d), count(guilds_change_1d), count(users_pct_30d)
 FROM read_parquet('{dir}/bot_growth/**/*.parquet')
 """
 
@@ -162,18 +163,26 @@ def child_sql(work: Path) -> dict[str, Any]:
     return {"datasets": rows}
 
 
-def measure(case: str, work: Path) -> dict[str, Any]:
-    """Run one case in a fresh interpreter; wall time and its own peak RSS."""
+def peak_rss_mb() -> float:
+    """This process's peak resident set since exec (VmHWM), in MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    import resource  # not Linux: the rusage figure (may include pre-exec pages)
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def measure(case: str, work: Path, *extra: str) -> dict[str, Any]:
+    """Run one case in a fresh interpreter: wall time, and the peak RSS it reports."""
     result = work / f"{case}.json"
     started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, __file__, "--child", case, "--dir", str(work)],
-                            cwd=REPO)
-    _, status, usage = os.wait4(proc.pid, 0)
+    proc = subprocess.run([sys.executable, __file__, "--child", case, "--dir", str(work), *extra],
+                          cwd=REPO, check=False)
     seconds = time.perf_counter() - started
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"bench case {case} failed (exit {os.waitstatus_to_exitcode(status)})")
-    return {"case": case, "seconds": round(seconds, 2), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
-            **json.loads(result.read_text())}
+    if proc.returncode != 0:
+        raise SystemExit(f"bench case {case} failed (exit {proc.returncode})")
+    return {"case": case, "seconds": round(seconds, 2), **json.loads(result.read_text())}
 
 
 def same_results(work: Path) -> bool:
@@ -182,9 +191,12 @@ def same_results(work: Path) -> bool:
     with duckdb.connect() as con:
         ours = con.execute(CHECK_SQL.format(dir=work / "exports_trends")).fetchall()
         theirs = con.execute(CHECK_SQL.format(dir=work / "exports_sql")).fetchall()
-    if ours != theirs:
+    # Float sums depend on summation order: equal to 1e-9, not to the last digit.
+    same = all(a == b or (a is not None and b is not None and math.isclose(a, b, rel_tol=1e-9))
+               for x, y in zip(ours, theirs, strict=True) for a, b in zip(x, y, strict=True))
+    if not same:
         print(f"  results differ:\n    trends {ours}\n    sql    {theirs}")
-    return ours == theirs
+    return same
 
 
 def main() -> None:
@@ -195,13 +207,18 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true",
                         help="keep the archive and exports (a later run of the same size reuses it)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
-    parser.add_argument("--child", choices=["trends", "sql"], help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=["generate", "trends", "sql"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     work: Path = args.dir.resolve()
     if args.child:
         sys.path.insert(0, str(REPO))
-        run = child_trends if args.child == "trends" else child_sql
-        (work / f"{args.child}.json").write_text(json.dumps(run(work)))
+        if args.child == "generate":
+            count, took = generate(work, args.rows)
+            out: dict[str, Any] = {"rows": count, "took": took}
+        else:
+            out = child_trends(work) if args.child == "trends" else child_sql(work)
+        out["peak_rss_mb"] = round(peak_rss_mb(), 1)
+        (work / f"{args.child}.json").write_text(json.dumps(out))
         return
 
     sys.path.insert(0, str(REPO))
@@ -209,7 +226,9 @@ def main() -> None:
     for stale in ("exports_trends", "exports_sql"):
         shutil.rmtree(work / stale, ignore_errors=True)
     print(f"archive: {args.rows:,} stat rows, {BOTS:,} bots, {PER_DAY} a day -> {work}")
-    count, took = generate(work, args.rows)
+    # In its own process too: a big parent would make every later child start big.
+    made = measure("generate", work, "--rows", str(args.rows))
+    count, took = made["rows"], made["took"]
     print(f"  {'reused' if not took else f'generated in {took:.1f} s'}: {count:,} rows, "
           f"{(work / 'archive.duckdb').stat().st_size / 2**20:,.0f} MiB")
     cases = [measure("trends", work), measure("sql", work)]

@@ -12,7 +12,8 @@
     │   ├── Unreachable           connect/read failures after every retry
     │   └── BadResponse           2xx whose body is not the JSON shape the interface promises
     ├── StoreError                the DuckDB archive cannot be opened, locked or written
-    │   └── LockTimeout           another run holds the run lock
+    │   ├── LockTimeout           another run holds the run lock
+    │   └── QueryError            a `botstats sql` query failed to parse, bind or run (exit 2)
     └── ExportError               trends/exports could not be written
 
 Foreign errors (httpx, duckdb, polars, OS) are translated where they enter, with ``from exc``.
@@ -108,6 +109,12 @@ class LockTimeout(StoreError):
     exit_code = 75  # EX_TEMPFAIL: cron may try again later
 
 
+class QueryError(StoreError):
+    """A query given to `botstats sql` failed to parse, bind or run (exit 2: fix the query)."""
+
+    exit_code = 2
+
+
 class ExportError(BotstatsError):
     """Trend datasets or parquet exports could not be written."""
 
@@ -123,6 +130,7 @@ __all__ = [
     "LockTimeout",
     "MissingCredential",
     "NotFound",
+    "QueryError",
     "RateLimited",
     "ServerError",
     "StoreError",

@@ -17,7 +17,11 @@ staging leaves the previous export exactly as it was; leftover temp files are sw
 run. A partition whose bytes hash the same as the manifest says is not touched at all, so a rerun
 without new data rewrites nothing and new data rewrites only the months it lands in.
 
-This module knows nothing of trends: it is handed finished frames.
+Results computed in slices of bots go through a :class:`MonthSpill` (scratch parquet in a hidden
+``.scratch-<run>`` folder, one folder per dataset and month), so a dataset is staged a month at a
+time and never whole in memory.
+
+This module knows nothing of trends: it is handed frames, or months of them.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import io
 import json
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -44,6 +48,7 @@ PART_FILE = "part-0.parquet"
 EMPTY_FILE = "empty.parquet"
 EMPTY_KEY = "empty"
 _TMP_SUFFIX = ".tmp"
+_SPILL_PREFIX = ".scratch-"
 ZSTD_LEVEL = 1
 
 
@@ -79,63 +84,71 @@ class ExportBatch:
     _datasets: dict[str, Any] = field(default_factory=dict)
     _pending: list[_Pending] = field(default_factory=list)
     _stale: list[Path] = field(default_factory=list)
+    _spill: MonthSpill | None = None
 
-    def stage(self, name: str, frame: pl.DataFrame, *, time_column: str) -> DatasetExport:
-        """Write the changed month partitions of ``frame`` aside; nothing is visible until commit.
+    def stage(self, name: str, parts: Iterable[tuple[str, pl.DataFrame]], *,
+              time_column: str) -> DatasetExport:
+        """Write the changed partitions aside; nothing is visible until :meth:`commit`.
 
-        ``frame`` must already be in its final row order: the content hash is of the bytes.
+        ``parts`` are (key, rows) in key order, as :func:`month_parts` or
+        :meth:`MonthSpill.parts` give them, each already in its final row order (the content
+        hash is of the bytes). One partition is held in memory at a time.
         """
         if name in self._datasets:
             raise ExportError(f"dataset {name!r} was staged twice in run {self.run_id}.")
         previous = self._previous.get("datasets", {}).get(name, {})
         old_parts = {p["partition"]: p for p in previous.get("partitions", [])}
-        parts: list[dict[str, Any]] = []
+        entries: list[dict[str, Any]] = []
         written: list[str] = []
         unchanged: list[str] = []
-        for key, part in _partitions(frame, time_column):
+        schema: pl.Schema | None = None
+        for key, part in parts:
+            schema = schema or part.schema
             relpath = _relpath(name, key)
             target = self.export_dir / relpath
             data = _parquet_bytes(part, self.compression, where=f"{name}/{key}")
             digest = hashlib.sha256(data).hexdigest()
             old = old_parts.get(key)
-            same = (
-                old is not None
-                and old.get("sha256") == digest
-                and target.is_file()
-                and target.stat().st_size == len(data)
-            )
-            if same:
-                parts.append(old)
+            if (old is not None and old.get("sha256") == digest and target.is_file()
+                    and target.stat().st_size == len(data)):
+                entries.append(old)
                 unchanged.append(key)
                 continue
             self._write_aside(target, data)
             lo, hi = _date_range(part, time_column)
-            parts.append({
+            entries.append({
                 "partition": key, "path": relpath.as_posix(), "rows": part.height,
                 "date_min": lo, "date_max": hi, "sha256": digest, "bytes": len(data),
                 "run_id": self.run_id, "written_at": self.written_at.isoformat(),
             })
             written.append(key)
-        keep = {self.export_dir / p["path"] for p in parts}
+        keep = {self.export_dir / e["path"] for e in entries}
         removed = self._find_stale(name, keep)
-        lo, hi = _date_range(frame, time_column)
+        rows = sum(e["rows"] for e in entries)
+        lo = min((e["date_min"] for e in entries if e["date_min"]), default=None)
+        hi = max((e["date_max"] for e in entries if e["date_max"]), default=None)
         changed = bool(written or removed) or not previous
         self._datasets[name] = {
             "dataset": name,
             "run_id": self.run_id if changed else previous.get("run_id", self.run_id),
             "written_at": self.written_at.isoformat() if changed else previous.get("written_at"),
-            "rows": frame.height,
+            "rows": rows,
             "time_column": time_column,
             "partitioned_by": "month",
             "date_min": lo,
             "date_max": hi,
-            "columns": {c: str(t) for c, t in frame.schema.items()},
-            "partitions": parts,
+            "columns": {c: str(t) for c, t in (schema or {}).items()},
+            "partitions": entries,
         }
         return DatasetExport(
-            name=name, rows=frame.height, partitions=len(parts), written=tuple(written),
+            name=name, rows=rows, partitions=len(entries), written=tuple(written),
             unchanged=tuple(unchanged), removed=tuple(removed), date_min=lo, date_max=hi,
         )
+
+    def spill(self) -> MonthSpill:
+        """A scratch area for this run, removed when the batch commits or aborts."""
+        self._spill = MonthSpill(self.export_dir / f"{_SPILL_PREFIX}{self.run_id}")
+        return self._spill
 
     def _write_aside(self, target: Path, data: bytes) -> None:
         tmp = target.with_name(f".{target.name}.{self.run_id}{_TMP_SUFFIX}")
@@ -221,6 +234,9 @@ def export_batch(
     except BaseException:
         batch.abort()
         raise
+    finally:
+        if batch._spill is not None:
+            shutil.rmtree(batch._spill.root, ignore_errors=True)
 
 
 def read_manifest(export_dir: Path) -> dict[str, Any]:
@@ -279,9 +295,9 @@ def to_json(frame: pl.DataFrame) -> str:
     return frame.with_columns(numbers).write_json()
 
 
-def _partitions(frame: pl.DataFrame, time_column: str) -> Iterator[tuple[str, pl.DataFrame]]:
-    """(key, rows) per calendar month of ``time_column``, in month order; a zero-row frame
-    gives the one ``empty`` partition that keeps the schema readable.
+def month_parts(frame: pl.DataFrame, time_column: str) -> Iterator[tuple[str, pl.DataFrame]]:
+    """(``month=YYYY-MM``, rows) per calendar month of ``time_column``, in month order; a
+    zero-row frame gives the one ``empty`` partition that keeps the schema readable.
 
     One month is copied out at a time, so staging costs a month of memory, not a dataset.
     """
@@ -292,6 +308,54 @@ def _partitions(frame: pl.DataFrame, time_column: str) -> Iterator[tuple[str, pl
     month = t.dt.year().cast(pl.Int32) * 100 + t.dt.month().cast(pl.Int32)
     for value in month.unique().sort():
         yield f"month={value // 100:04d}-{value % 100:02d}", frame.filter(month == value)
+
+
+class MonthSpill:
+    """Scratch parquet files, one folder per dataset and month, for results computed in slices
+    of bots: each slice adds its rows, then a dataset is read back one month at a time, so no
+    dataset is ever whole in memory. Lives in a hidden folder of the export directory (same
+    disk, swept if a killed run leaves it) and is removed when the export batch ends.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._schemas: dict[str, pl.Schema] = {}
+        self._files = 0
+
+    def add(self, name: str, frame: pl.DataFrame, time_column: str) -> None:
+        self._schemas.setdefault(name, frame.schema)
+        for key, part in month_parts(frame, time_column):
+            if key == EMPTY_KEY:
+                continue
+            folder = self.root / name / key
+            folder.mkdir(parents=True, exist_ok=True)
+            self._files += 1  # a rising number: files of a month read back in slice order
+            part.write_parquet(folder / f"{self._files:08d}.parquet", compression="lz4")
+
+    def months(self, name: str) -> list[str]:
+        folder = self.root / name
+        return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+
+    def scan(self, name: str, months: Iterable[str] | None = None) -> pl.LazyFrame:
+        """The rows of ``months`` (default: all), in the order they were added."""
+        files = [f for key in (self.months(name) if months is None else months)
+                 for f in sorted((self.root / name / key).glob("*.parquet"))]
+        if not files:
+            return pl.LazyFrame(schema=self.schema(name))
+        return pl.scan_parquet(files, hive_partitioning=False)
+
+    def parts(self, name: str) -> Iterator[tuple[str, pl.DataFrame]]:
+        """(key, rows) per month, as :meth:`ExportBatch.stage` takes them."""
+        months = self.months(name)
+        if not months:
+            yield EMPTY_KEY, pl.DataFrame(schema=self.schema(name))
+        for key in months:
+            yield key, self.scan(name, [key]).collect()
+
+    def schema(self, name: str) -> pl.Schema:
+        if name not in self._schemas:
+            raise ExportError(f"nothing was computed for {name!r} (an empty archive slice?)")
+        return self._schemas[name]
 
 
 def _relpath(name: str, key: str) -> Path:
@@ -346,6 +410,8 @@ def _fsync_dir(path: Path) -> None:
 
 def _sweep_temp_files(export_dir: Path) -> None:
     """Temp files a killed run left behind (they never matched a reader's *.parquet glob)."""
+    for scratch in export_dir.glob(f"{_SPILL_PREFIX}*"):
+        shutil.rmtree(scratch, ignore_errors=True)
     for tmp in export_dir.glob(f"**/.*{_TMP_SUFFIX}"):
         tmp.unlink(missing_ok=True)
     for d in sorted(export_dir.glob("*/month=*"), reverse=True):
@@ -357,8 +423,10 @@ __all__ = [
     "DatasetExport",
     "ExportBatch",
     "MANIFEST",
+    "MonthSpill",
     "dataset_files",
     "export_batch",
+    "month_parts",
     "read_manifest",
     "to_json",
     "write_frame",

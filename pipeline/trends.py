@@ -1,9 +1,12 @@
 """Trends: polars jobs over the archive, their parquet exports, and the ``trend_*`` views.
 
-:func:`build_trends` is the one entry point the CLI and the scheduler call. It reads
-``bot_stats`` through Arrow in slices of whole bots (so memory stays bounded however large the
-archive grows), reduces each slice to one row per bot and UTC day at once, and derives the rest
-from those daily rows:
+:func:`build_trends` is the one entry point the CLI and the scheduler call. Memory stays
+bounded however large the archive grows: ``bot_stats`` is read through Arrow in slices of whole
+bots (``CHUNK_ROWS``), each slice is reduced to one row per bot and UTC day at once, and the
+per-bot jobs run on that slice; their rows go to month folders of scratch parquet
+(:class:`~pipeline.exports.MonthSpill`), from which each export partition is written a month at
+a time. Only bot_ranks (a month at a time) and directory_daily (streamed) look across bots;
+movers keep each slice's top and rank the union.
 
 =================  ==========================================================================
 bot_daily          per bot and day: last users/guilds/shards, mean and p95 load, commands run
@@ -26,13 +29,15 @@ For notebooks: :func:`load_dataset` / :func:`scan_dataset` read an export back, 
 
 from __future__ import annotations
 
+import difflib
 import re
 import secrets
 import string
+import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any, Final
@@ -44,14 +49,8 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from . import exports, store
 from .config import Settings, TrendSettings
-from .errors import ExportError, StoreError
-from .exports import DatasetExport
-
-
-class QueryError(StoreError):
-    """A query given to `botstats sql` failed to parse, bind or run (exit 2: fix the query)."""
-
-    exit_code = 2
+from .errors import ExportError, QueryError, StoreError
+from .exports import DatasetExport, MonthSpill
 
 
 @dataclass(frozen=True)
@@ -84,7 +83,6 @@ DATASETS: dict[str, Dataset] = {
                 "per day: total guilds/users, bots reporting, first seen, first reporting, removed"),
     )
 }
-VIEW_PREFIX = "trend_"
 
 # Whole bots per slice read from the archive: about 70 bytes a row, so ~35 MB of raw stats
 # in memory at a time whatever the archive size.
@@ -572,41 +570,88 @@ def read_slice(con: duckdb.DuckDBPyConnection, sql: str, lo: str | None, hi: str
     return frame
 
 
-def compute(con: duckdb.DuckDBPyConnection, t: TrendSettings,
-            max_rows: int = CHUNK_ROWS) -> Iterator[tuple[str, pl.DataFrame]]:
-    """Every dataset, one at a time (so each can be written and freed before the next).
+def compute_slices(con: duckdb.DuckDBPyConnection, t: TrendSettings, spill: MonthSpill,
+                   max_rows: int = CHUNK_ROWS) -> pl.DataFrame:
+    """Run the per-bot jobs slice by slice, adding their rows to ``spill``; return the movers.
 
-    Per-bot jobs run slice by slice; movers keep each slice's top and rank their union. Only
-    bot_ranks and directory_daily look across all bots at once, on the daily rows.
+    Each slice's movers are its own top; the top of their union is the top of all bots, so the
+    movers merge as they come and stay small.
     """
-    parts: dict[str, list[pl.DataFrame]] = {name: [] for name in DATASETS}
+    def keep(name: str, frame: pl.DataFrame) -> None:
+        # Slices come in bot_id order, so a bot-major month is in export order as it is read.
+        spill.add(name, in_order(frame, DATASETS[name].order), DATASETS[name].time_column)
+
+    top: pl.DataFrame | None = None
     for lo, hi in bot_slices(con, max_rows):
         stats = read_slice(con, _STATS_SQL, lo, hi).lazy()
         daily = bot_daily(stats).collect(engine=IN_MEMORY)
+        keep("bot_daily", daily)
         health = resource_health(stats, daily.lazy(), threshold=t.health_threshold)
-        parts["resource_health"].append(health.collect(engine=STREAMING))
+        keep("resource_health", health.collect(engine=STREAMING))
         del stats
         growth = bot_growth(daily.lazy()).collect(engine=IN_MEMORY)
-        top = movers(growth.lazy(), min_guilds=t.movers_min_guilds, top=t.movers_top)
-        parts["movers"].append(top.collect(engine=STREAMING))
-        found = anomalies(daily.lazy(), window=t.anomaly_window, threshold=t.anomaly_threshold,
-                          min_days=t.anomaly_min_days)
-        parts["anomalies"].append(found.collect(engine=IN_MEMORY))
+        keep("bot_growth", growth)
+        found = movers(growth.lazy(), min_guilds=t.movers_min_guilds, top=t.movers_top)
+        top = found.collect(engine=STREAMING) if top is None else rank_movers(
+            pl.concat([top, found.collect(engine=STREAMING)]).lazy(), top=t.movers_top
+        ).collect(engine=IN_MEMORY)
+        del growth
+        odd = anomalies(daily.lazy(), window=t.anomaly_window, threshold=t.anomaly_threshold,
+                        min_days=t.anomaly_min_days)
+        keep("anomalies", odd.collect(engine=IN_MEMORY))
         custom = custom_daily(read_slice(con, _CUSTOM_SQL, lo, hi).lazy())
-        parts["custom_daily"].append(custom.collect(engine=STREAMING))
-        parts["bot_daily"].append(daily)
-        parts["bot_growth"].append(growth)
-        del daily, growth
-    daily_all = pl.concat(parts.pop("bot_daily")).sort("bot_id", "day")
-    yield "bot_daily", daily_all
-    yield "bot_growth", pl.concat(parts.pop("bot_growth"))
-    merged = rank_movers(pl.concat(parts.pop("movers")).lazy(), top=t.movers_top)
-    yield "movers", merged.collect(engine=IN_MEMORY)
-    yield "bot_ranks", bot_ranks(daily_all.lazy()).collect(engine=IN_MEMORY)
+        keep("custom_daily", custom.collect(engine=STREAMING))
+    assert top is not None  # bot_slices always gives at least one slice
+    return top
+
+
+def ranks_by_month(spill: MonthSpill) -> Iterator[tuple[str, pl.DataFrame]]:
+    """bot_ranks one month at a time: that month's daily rows, plus the days before it that
+    the rank changes look back to."""
+    months = spill.months("bot_daily")
+    if not months:
+        yield exports.EMPTY_KEY, bot_ranks(spill.scan("bot_daily")).collect()
+    reach = timedelta(days=max(RANK_DAYS))
+    for i, key in enumerate(months):
+        first = date(int(key[6:10]), int(key[11:13]), 1)
+        daily = spill.scan("bot_daily", months[max(0, i - 1) : i + 1])
+        ranked = bot_ranks(daily.filter(pl.col("day") >= first - reach))
+        yield key, ranked.filter(pl.col("day") >= first).collect(engine=IN_MEMORY)
+
+
+def dataset_parts(con: duckdb.DuckDBPyConnection, t: TrendSettings, spill: MonthSpill,
+                  max_rows: int = CHUNK_ROWS) -> dict[str, Iterator[tuple[str, pl.DataFrame]]]:
+    """Every dataset as (month key, rows) parts in export order, computed through ``spill``.
+
+    The per-bot jobs run now; the parts are read back (or, for bot_ranks, computed) a month at
+    a time as they are consumed.
+    """
+    top = compute_slices(con, t, spill, max_rows)
     bots = read_slice(con, _BOTS_SQL, None, None).lazy()
-    yield "directory_daily", directory_daily(daily_all.lazy(), bots).collect(engine=IN_MEMORY)
-    for name in ("resource_health", "anomalies", "custom_daily"):
-        yield name, pl.concat(parts.pop(name))
+    directory = directory_daily(spill.scan("bot_daily"), bots).collect(engine=STREAMING)
+    sources: dict[str, Iterator[tuple[str, pl.DataFrame]]] = {
+        "bot_ranks": ranks_by_month(spill),
+        "movers": exports.month_parts(top, "day"),
+        "directory_daily": exports.month_parts(directory, "day"),
+    }
+    for name in ("bot_daily", "bot_growth", "anomalies", "resource_health", "custom_daily"):
+        sources[name] = spill.parts(name)
+    return {name: _ordered(sources[name], spec.order) for name, spec in DATASETS.items()}
+
+
+def _ordered(parts: Iterator[tuple[str, pl.DataFrame]],
+             order: tuple[str, ...]) -> Iterator[tuple[str, pl.DataFrame]]:
+    for key, part in parts:
+        yield key, in_order(part, order)
+
+
+def compute(con: duckdb.DuckDBPyConnection, t: TrendSettings,
+            max_rows: int = CHUNK_ROWS) -> dict[str, pl.DataFrame]:
+    """Every dataset as one DataFrame, for tests and notebooks (:func:`build_trends` streams
+    them to the exports a month at a time instead)."""
+    with tempfile.TemporaryDirectory(prefix="botstats-trends-") as scratch:
+        parts = dataset_parts(con, t, MonthSpill(Path(scratch)), max_rows)
+        return {name: pl.concat([frame for _, frame in months]) for name, months in parts.items()}
 
 
 # --- the run ----------------------------------------------------------------------------------
@@ -669,6 +714,13 @@ def build_trends(settings: Settings, *, run_id: str | None = None) -> TrendsRepo
     views when this returns. Callers hold the run lock around it, as for a harvest.
     """
     started = time.monotonic()
+    paths = store.ArchivePaths.of(settings)
+    if not (paths.primary.exists() or paths.published.exists()):
+        # The writer would create an empty archive; trends of nothing help nobody.
+        raise StoreError(
+            f"there is no archive at {paths.published} yet. Run `botstats harvest` (or "
+            f"`botstats demo`) first, or point --db at an existing archive."
+        )
     written_at = store.now_utc()
     run_id = run_id or new_run_id(written_at)
     export_dir = settings.export_dir.resolve()
@@ -676,14 +728,22 @@ def build_trends(settings: Settings, *, run_id: str | None = None) -> TrendsRepo
     with store.writer(settings) as con:
         with exports.export_batch(export_dir, run_id=run_id, written_at=written_at,
                                   compression=settings.exports.compression) as batch:
-            for name, frame in _computed(con, settings.trends):
-                spec = DATASETS[name]
-                frame = in_order(frame, spec.order)
-                results.append(batch.stage(name, frame, time_column=spec.time_column))
-                del frame
+            try:
+                parts = dataset_parts(con, settings.trends, batch.spill())
+                for name, spec in DATASETS.items():
+                    results.append(batch.stage(name, parts[name], time_column=spec.time_column))
+            except duckdb.Error as exc:
+                raise StoreError(f"cannot read the archive for trends: {exc}") from exc
+            except pl.exceptions.PolarsError as exc:
+                # polars appends the whole query plan; the first line is the message.
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+                raise ExportError(f"a trend job failed: {first}") from exc
+            except OSError as exc:
+                raise ExportError(
+                    f"cannot write scratch files under {export_dir}: {exc.strerror or exc}. "
+                    f"Check free space and permissions of [exports].dir (or --out)."
+                ) from exc
         views = create_views(con, export_dir)
-    order = list(DATASETS)
-    results.sort(key=lambda d: order.index(d.name))
     return TrendsReport(run_id, export_dir, settings.db_path, tuple(results), tuple(views),
                         time.monotonic() - started)
 
@@ -700,23 +760,6 @@ def in_order(frame: pl.DataFrame, columns: tuple[str, ...]) -> pl.DataFrame:
     nulls = pl.any_horizontal(pl.col(columns).null_count() > 0)
     sorted_, has_nulls = frame.select(ok, nulls).row(0)
     return frame if sorted_ and not has_nulls else frame.sort(columns, maintain_order=True)
-
-
-def _computed(con: duckdb.DuckDBPyConnection, t: TrendSettings) -> Iterator[tuple[str, pl.DataFrame]]:
-    """:func:`compute` with foreign errors translated where they enter."""
-    jobs = compute(con, t)
-    while True:
-        try:
-            item = next(jobs)
-        except StopIteration:
-            return
-        except duckdb.Error as exc:
-            raise StoreError(f"cannot read the archive for trends: {exc}") from exc
-        except pl.exceptions.PolarsError as exc:
-            # polars appends the whole query plan; the first line is the message.
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise ExportError(f"a trend job failed: {first}") from exc
-        yield item
 
 
 def create_views(con: duckdb.DuckDBPyConnection, export_dir: Path) -> list[str]:
@@ -736,8 +779,6 @@ def create_views(con: duckdb.DuckDBPyConnection, export_dir: Path) -> list[str]:
 # --- reading results back ---------------------------------------------------------------------
 def _check_dataset(name: str) -> Dataset:
     if name not in DATASETS:
-        import difflib
-
         close = difflib.get_close_matches(name, list(DATASETS), n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
         raise ExportError(f"unknown dataset {name!r}.{hint} Datasets: {', '.join(DATASETS)}.")
@@ -801,12 +842,15 @@ __all__ = [
     "build_trends",
     "in_order",
     "compute",
+    "compute_slices",
+    "dataset_parts",
     "create_views",
     "custom_daily",
     "directory_daily",
     "load_dataset",
     "movers",
     "rank_movers",
+    "ranks_by_month",
     "resource_health",
     "run_query",
     "scan_dataset",

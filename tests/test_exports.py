@@ -151,10 +151,15 @@ def test_temp_files_of_a_killed_run_are_invisible_and_swept(trends_built: Settin
     orphan_dir = trends_built.export_dir / "bot_daily/month=2031-01"
     orphan_dir.mkdir()
     (orphan_dir / ".part-0.parquet.dead-run.tmp").write_bytes(b"PAR1")
+    scratch = trends_built.export_dir / ".scratch-dead-run" / "bot_daily" / "month=2025-01"
+    scratch.mkdir(parents=True)
+    (scratch / "00000001.parquet").write_bytes(b"PAR1")
     with store.reader(trends_built) as con:
         assert con.execute("SELECT count(*) FROM trend_bot_daily").fetchall() == [(30,)]
     build_trends(trends_built)
     assert not leftover.exists() and not orphan_dir.exists()
+    assert sorted(p.name for p in trends_built.export_dir.iterdir()) == sorted(
+        [*DATASETS, "manifest.json"])
 
 
 def test_an_empty_dataset_keeps_a_schema_file_until_rows_come(tmp_path: Path) -> None:

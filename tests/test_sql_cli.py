@@ -157,6 +157,9 @@ def test_sql_writes_csv_json_and_parquet(built_config: Path, tmp_path: Path) -> 
                     query).output == ""
     assert json.loads(out_json.read_text())[1] == {"bot_id": "delta", "day": "2025-02-03",
                                                     "guilds": 2200}
+    # DuckDB sums are HUGEINT/DECIMAL: still numbers in JSON, not strings.
+    assert sql_json(built_config, "SELECT sum(i) AS s, sum(i) / 4 AS m FROM range(4) t(i)") == [
+        {"s": 6, "m": 1.5}]
 
 
 @pytest.mark.parametrize(("args", "words"), [
@@ -176,10 +179,15 @@ def test_sql_errors_exit_2_with_a_message(built_config: Path, args: list[str], w
     assert "Traceback" not in result.output
 
 
-def test_sql_without_an_archive_says_what_to_run(tmp_path: Path) -> None:
-    result = botstats("sql", "--db", tmp_path / "none.duckdb", "SELECT 1")
+@pytest.mark.parametrize("command", [["sql", "SELECT 1"], ["trends"]])
+def test_without_an_archive_says_what_to_run(tmp_path: Path, command: list[str]) -> None:
+    empty = tmp_path / "empty.toml"
+    empty.touch()
+    result = botstats(command[0], "--config", empty, "--db", tmp_path / "none.duckdb", *command[1:])
     assert result.exit_code == 1
     assert "there is no archive at" in result.output and "botstats harvest" in result.output
+    assert not (tmp_path / "none.duckdb").exists()
+    assert not (tmp_path / "none.duckdb.primary").exists()
 
 
 def test_views_are_in_the_published_archive(built_config: Path, trend_archive: Settings) -> None:
