@@ -311,9 +311,10 @@ def render(cases: dict[str, Case], r: dict[str, Any], bots: int, days: int,
            concurrency: int) -> str:
     head = f"{'case':<30} {'seconds':>8} {'stat rows':>10} {'rows/s':>9} {'requests':>9} " \
            f"{'peak RSS MB':>11}  status"
+    load = os.getloadavg()[0]  # other work on the machine skews every figure
     lines = [f"botstats harvest bench: {bots} bots x {days} days, concurrency {concurrency}, "
-             f"{os.cpu_count()} CPUs, Python {platform.python_version()}", "", head,
-             "-" * len(head)]
+             f"{os.cpu_count()} CPUs (load {load:.1f} at the end), Python "
+             f"{platform.python_version()}", "", head, "-" * len(head)]
     for case in cases.values():
         lines.append(f"({case.key}) {case.title:<26} {case.seconds:>8.2f} {case.rows:>10,} "
                      f"{case.rows_per_s:>9,.0f} {case.requests:>9,} {case.peak_rss_mb:>11.0f}  "
@@ -399,7 +400,8 @@ def main(argv: list[str] | None = None) -> None:
         Path(args.json).write_text(json.dumps({
             "command": " ".join([Path(sys.argv[0]).as_posix(), *(argv or sys.argv[1:])]),
             "bots": args.bots, "days": args.days, "concurrency": concurrency,
-            "cpus": os.cpu_count(), "python": platform.python_version(),
+            "cpus": os.cpu_count(), "load_at_end": os.getloadavg()[0],
+            "python": platform.python_version(),
             "cases": {k: {**asdict(c), "rows_per_s": c.rows_per_s} for k, c in cases.items()},
             "ratios": r, "targets": TARGETS,
         }, indent=2) + "\n")

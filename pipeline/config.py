@@ -61,7 +61,10 @@ class ServiceSettings:
     connect_timeout: float = 5.0
     max_connections: int = 32
     max_keepalive: int = 32  # httpx leaves keep-alive unbounded unless set
-    concurrency: int = 16  # bot requests in flight during a harvest
+    # Bot requests in flight during a harvest. httpx's per-request cost grows with the requests
+    # in flight (its pool re-checks every connection on each one): on loopback 8 is as fast as
+    # 16 for a third less CPU. Raise it for a service far away (latency, not CPU, bounds it).
+    concurrency: int = 8
     page_size: int = 100  # `limit` asked of GET /bots; the service may return fewer
     request_budget: float = 0.0  # requests per second across the run; 0 = no client-side limit
     user_agent: str = "botstats/0.1"

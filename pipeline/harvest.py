@@ -538,21 +538,36 @@ def _write_stats(con: duckdb.DuckDBPyConnection, stats: pl.DataFrame, custom: pl
             custom_in = _custom_in(custom, run_id)  # noqa: F841 - scanned by DuckDB
             con.execute("INSERT INTO bot_stat_custom BY NAME SELECT * FROM custom_in")
         return batch_in.height, 0
-    (added,) = con.execute(
-        "INSERT INTO bot_stats BY NAME SELECT * FROM batch_in ON CONFLICT DO NOTHING"
-    ).fetchall()[0]
-    # Every record of the batch new (bots archived for the first time): nothing to compare,
-    # and their custom fields cannot be archived yet, so the costlier passes are skipped.
-    all_new = added == batch_in.height
-    updated = 0 if all_new else _update_changed(con, batch_in)
+    added = _keys(con.execute(
+        "INSERT INTO bot_stats BY NAME SELECT * FROM batch_in ON CONFLICT DO NOTHING "
+        "RETURNING bot_id, stat_id"
+    ).fetchall())
+    # Every record of the batch new (bots archived for the first time): nothing to compare.
+    changed = _keys([]) if added.height == batch_in.height else _update_changed(con, batch_in)
     if custom.height:
-        custom_in = _custom_in(custom, run_id)  # noqa: F841 - scanned by DuckDB
-        on_conflict = "DO NOTHING" if all_new else (
-            "DO UPDATE SET recorded_at = excluded.recorded_at, value_text = excluded.value_text, "
-            "value_num = excluded.value_num, run_id = excluded.run_id "
-            "WHERE bot_stat_custom.value_text IS DISTINCT FROM excluded.value_text")
-        con.execute(f"INSERT INTO bot_stat_custom BY NAME SELECT * FROM custom_in ON CONFLICT {on_conflict}")
-    return int(added), int(updated)
+        _write_custom(con, custom, run_id, added, changed)
+    return added.height, changed.height
+
+
+def _keys(rows: list[tuple[Any, ...]]) -> pl.DataFrame:
+    return pl.DataFrame(rows, schema={"bot_id": pl.String, "stat_id": pl.String}, orient="row")
+
+
+def _write_custom(con: duckdb.DuckDBPyConnection, custom: pl.DataFrame, run_id: str,
+                  added: pl.DataFrame, changed: pl.DataFrame) -> None:
+    """Custom fields belong to their stat record: they are written with a new record and
+    replaced with a changed one, never compared on their own. (A key index of their own cost
+    four times the insert itself; the stat's key already makes them exactly-once.)"""
+    touched = pl.concat([added, changed])
+    if touched.is_empty():
+        return
+    custom_in = _custom_in(custom, run_id).join(  # noqa: F841 - scanned by DuckDB
+        touched, on=["bot_id", "stat_id"], how="semi", maintain_order="left")
+    if changed.height:
+        changed_in = changed  # noqa: F841 - scanned by DuckDB
+        con.execute("DELETE FROM bot_stat_custom AS c USING changed_in AS k "
+                    "WHERE c.bot_id = k.bot_id AND c.stat_id = k.stat_id")
+    con.execute("INSERT INTO bot_stat_custom BY NAME SELECT * FROM custom_in")
 
 
 # Duplicate keys inside one INSERT ... ON CONFLICT batch raise nothing and the first row wins:
@@ -576,18 +591,17 @@ def _nothing_archived(con: duckdb.DuckDBPyConnection) -> bool:
     return count == 0
 
 
-def _update_changed(con: duckdb.DuckDBPyConnection, batch_in: pl.DataFrame) -> int:
-    """Rewrite the records of ``batch_in`` the service changed since we archived them; an
-    unchanged record is never rewritten."""
-    (updated,) = con.execute(
+def _update_changed(con: duckdb.DuckDBPyConnection, batch_in: pl.DataFrame) -> pl.DataFrame:
+    """Rewrite the records of ``batch_in`` the service changed since we archived them (an
+    unchanged record is never rewritten); return their keys."""
+    return _keys(con.execute(
         "UPDATE bot_stats AS t SET recorded_at = b.recorded_at, users = b.users, "
         "guilds = b.guilds, shards = b.shards, memory_load = b.memory_load, "
         "cpu_load = b.cpu_load, commands_executed = b.commands_executed, raw = b.raw, "
         "run_id = b.run_id, archived_at = b.archived_at "
         "FROM batch_in AS b WHERE t.bot_id = b.bot_id AND t.stat_id = b.stat_id "
-        "AND t.raw::VARCHAR <> b.raw"
-    ).fetchall()[0]
-    return int(updated)
+        "AND t.raw::VARCHAR <> b.raw RETURNING t.bot_id, t.stat_id"
+    ).fetchall())
 
 
 def _write_rejects(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]], run_id: str,

@@ -139,6 +139,38 @@ def test_full_rereads_everything_and_still_duplicates_nothing(harvested: Harvest
     assert_archive_has_no_duplicates(harvested.settings)
 
 
+def test_a_record_changed_since_archiving_is_rewritten_with_its_custom_fields(
+        harvested: Harvested) -> None:
+    # Make the archive disagree with the service about one record that has custom fields, as
+    # if the service had corrected it since: the next --full run rewrites that record (and
+    # only it) and replaces its custom fields, duplicating nothing.
+    import duckdb
+
+    from pipeline.store import ArchivePaths
+
+    settings = harvested.settings
+    bot_id, stat_id = query(settings, "SELECT bot_id, stat_id FROM bot_stat_custom "
+                                      "ORDER BY bot_id, stat_id LIMIT 1")[0]
+    primary = ArchivePaths.of(settings).primary
+    with duckdb.connect(str(primary)) as con:
+        con.execute("UPDATE bot_stats SET raw = '{\"stale\":true}', guilds = 0 "
+                    "WHERE bot_id = ? AND stat_id = ?", [bot_id, stat_id])
+        con.execute("UPDATE bot_stat_custom SET value_text = 'stale', value_num = -1 "
+                    "WHERE bot_id = ? AND stat_id = ?", [bot_id, stat_id])
+    before = stored_versions(settings)
+
+    report, _ = harvested.run(full=True)
+
+    assert (report.stats_added, report.stats_updated) == (0, 1)
+    assert archived_stat_rows(settings) == service_stat_rows(harvested.svc.directory)
+    assert archived_custom_rows(settings) == service_custom_rows(harvested.svc.directory)
+    assert_archive_has_no_duplicates(settings)
+    after = stored_versions(settings)
+    rewritten = {k for k in after if after[k] != before.get(k)}
+    assert rewritten == {(bot_id, stat_id)}
+    assert after[(bot_id, stat_id)][0] == report.run_id
+
+
 def test_new_stats_between_runs_are_added_exactly(harvested: Harvested) -> None:
     old = stat_keys(archived_stat_rows(harvested.settings))
     harvested.svc.directory.advance(2)

@@ -58,8 +58,9 @@ CREATE TABLE bot_stat_custom (
     name        VARCHAR NOT NULL,
     value_text  VARCHAR,                    -- every value as text (JSON for lists/objects)
     value_num   DOUBLE,                     -- numeric values (and booleans as 0/1); else NULL
-    run_id      VARCHAR NOT NULL,
-    PRIMARY KEY (bot_id, stat_id, name)
+    run_id      VARCHAR NOT NULL
+    -- One row per (bot_id, stat_id, name). Written with their stat record (new or changed) in
+    -- the same transaction, so the stat's key makes them exactly-once without an index here.
 );
 
 -- Snapshots of the configured user, taken once per run: history is kept, never overwritten.
