@@ -243,52 +243,28 @@ def users_me(ctx: Ctx, config_file: str | None, base_url: str | None, db: str | 
     print_json(_call_client(settings, lambda c: c.me()))
 
 
-@users_group.command("get")
-@click.argument("user_id")
-@_user_options
-@pass_ctx
-@handle_errors
-def users_get(ctx: Ctx, user_id: str, config_file: str | None, base_url: str | None,
-              db: str | None, user_token: str | None) -> None:
-    """Print the user USER_ID (GET /users/:user_id)."""
-    settings = _user_settings(ctx, config_file, base_url, db, user_token)
-    print_json(_call_client(settings, lambda c: c.user(user_id)))
+def _user_read_command(name: str, method: str, help_text: str) -> None:
+    """`botstats users NAME USER_ID`: one GET of a user endpoint, printed as JSON."""
+
+    @users_group.command(name, help=help_text)
+    @click.argument("user_id")
+    @_user_options
+    @pass_ctx
+    @handle_errors
+    def command(ctx: Ctx, user_id: str, config_file: str | None, base_url: str | None,
+                db: str | None, user_token: str | None) -> None:
+        settings = _user_settings(ctx, config_file, base_url, db, user_token)
+        print_json(_call_client(settings, lambda c: getattr(c, method)(user_id)))
 
 
-@users_group.command("bots")
-@click.argument("user_id")
-@_user_options
-@pass_ctx
-@handle_errors
-def users_bots(ctx: Ctx, user_id: str, config_file: str | None, base_url: str | None,
-               db: str | None, user_token: str | None) -> None:
-    """Print the bots of user USER_ID (GET /users/:user_id/bots)."""
-    settings = _user_settings(ctx, config_file, base_url, db, user_token)
-    print_json(_call_client(settings, lambda c: c.user_bots(user_id)))
-
-
-@users_group.command("servers")
-@click.argument("user_id")
-@_user_options
-@pass_ctx
-@handle_errors
-def users_servers(ctx: Ctx, user_id: str, config_file: str | None, base_url: str | None,
-                  db: str | None, user_token: str | None) -> None:
-    """Print the servers of user USER_ID (GET /users/:user_id/servers)."""
-    settings = _user_settings(ctx, config_file, base_url, db, user_token)
-    print_json(_call_client(settings, lambda c: c.user_servers(user_id)))
-
-
-@users_group.command("webhooks")
-@click.argument("user_id")
-@_user_options
-@pass_ctx
-@handle_errors
-def users_webhooks(ctx: Ctx, user_id: str, config_file: str | None, base_url: str | None,
-                   db: str | None, user_token: str | None) -> None:
-    """Print the webhooks of user USER_ID (GET /users/:user_id/webhooks)."""
-    settings = _user_settings(ctx, config_file, base_url, db, user_token)
-    print_json(_call_client(settings, lambda c: c.user_webhooks(user_id)))
+for _name, _method, _help in (
+    ("get", "user", "Print the user USER_ID (GET /users/:user_id)."),
+    ("bots", "user_bots", "Print the bots of user USER_ID (GET /users/:user_id/bots)."),
+    ("servers", "user_servers", "Print the servers of user USER_ID (GET /users/:user_id/servers)."),
+    ("webhooks", "user_webhooks",
+     "Print the webhooks of user USER_ID (GET /users/:user_id/webhooks)."),
+):
+    _user_read_command(_name, _method, _help)
 
 
 @cli.group("bots")
