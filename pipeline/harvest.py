@@ -39,9 +39,9 @@ import polars as pl
 
 from . import store
 from .client import Client
-from .config import Settings
+from .config import FieldSettings, Settings
 from .errors import ApiError, BadResponse, BotstatsError, NotFound, StoreError
-from .listing import ListingPager
+from .listing import ListingPager, ListingUnstable, SkipIgnored
 from .records import (
     BotRow,
     Invalid,
@@ -229,30 +229,22 @@ async def _list(
                 break
             skip, limit = request
             page = await client.list_bots(limit=limit, skip=skip)
+            ids, rows = _parse_page(page, skip, fields, buffer)
+            new = set(pager.feed(skip, ids))
+        except SkipIgnored:
+            raise  # the directory cannot be paged at all: the run fails, saying why
         except ApiError as exc:
             # Without the listing we cannot know which bots exist: what was read is kept,
             # removals are not marked, and the run is partial (or failed if nothing was read).
             endpoint = f"GET /bots?skip={skip}"
-            if isinstance(exc, BadResponse) and exc.body is not None and not _is_pager(exc):
+            if isinstance(exc, BadResponse) and exc.body is not None \
+                    and not isinstance(exc, ListingUnstable):
                 buffer.reject(endpoint, None, f"page is not a JSON array: {exc}", exc.body)
             buffer.error(endpoint, None, exc)
             report.message = f"listing stopped early: {exc}"
             if not pager.seen:
                 raise
             return
-        ids: list[str] = []
-        rows: list[BotRow] = []
-        for position, record in enumerate(page):
-            try:
-                row = parse_bot(record, fields)
-            except Invalid as exc:
-                buffer.reject(f"GET /bots?skip={skip}", None, str(exc), raw_text(record))
-                # A placeholder keeps the page's positions right for the pager.
-                ids.append(f"\x00invalid:{skip + position}:{hash(raw_text(record))}")
-                continue
-            ids.append(row.bot_id)
-            rows.append(row)
-        new = set(pager.feed(skip, ids))
         fresh = [r for r in rows if r.bot_id in new]
         if not fresh:
             continue
@@ -267,10 +259,22 @@ async def _list(
     report.listing_complete = pager.complete
 
 
-def _is_pager(exc: Exception) -> bool:
-    from .listing import ListingUnstable, SkipIgnored
-
-    return isinstance(exc, SkipIgnored | ListingUnstable)
+def _parse_page(page: list[Any], skip: int, fields: FieldSettings,
+                buffer: _Batch) -> tuple[list[str], list[BotRow]]:
+    """The bot ids of a listing page in order, and the valid bot rows; invalid ones rejected."""
+    ids: list[str] = []
+    rows: list[BotRow] = []
+    for position, record in enumerate(page):
+        try:
+            row = parse_bot(record, fields)
+        except Invalid as exc:
+            buffer.reject(f"GET /bots?skip={skip}", None, str(exc), raw_text(record))
+            # A placeholder keeps the page's positions right for the pager.
+            ids.append(f"\x00invalid:{skip + position}:{hash(raw_text(record))}")
+            continue
+        ids.append(row.bot_id)
+        rows.append(row)
+    return ids, rows
 
 
 async def _worker(
