@@ -124,7 +124,6 @@ def config_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str 
 
 
 # --- service (embedded bot-listing service) ------------------------------------------------
-# SECTION:service
 @cli.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
@@ -199,7 +198,6 @@ def serve_cmd(host: str, port: int, bots: int, users: int, seed: int, history_da
 
 
 # --- client (the interface by hand) --------------------------------------------------------
-# SECTION:client
 def _call_client(settings: Settings, method: Callable[[Any], Coroutine[Any, Any, T]]) -> T:
     """Open one client, make one call, close it: each command is one `asyncio.run`."""
     from .client import Client
@@ -389,7 +387,6 @@ def post_stat(ctx: Ctx, bot_id: str, users: int, guilds: int, shards: int | None
 
 
 # --- harvest / status -----------------------------------------------------------------------
-# SECTION:harvest
 @cli.command("harvest")
 @common_options
 @click.option("--full", is_flag=True, help="Re-read every bot's whole /stats list (default: only "
@@ -450,7 +447,6 @@ def status_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str 
 
 
 # --- trends / sql ---------------------------------------------------------------------------
-# SECTION:trends
 @cli.command("trends")
 @common_options
 @click.option("--out", "out_dir", type=click.Path(file_okay=False),
@@ -553,7 +549,6 @@ def sql_cmd(ctx: Ctx, query: str | None, sql_file: str | None, params: tuple[str
 
 
 # --- run / schedule / cron / demo -----------------------------------------------------------
-# SECTION:operate
 def _exe() -> str:
     """How to call botstats again in hints: `botstats` if it is on PATH, else this venv's path."""
     import os
