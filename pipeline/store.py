@@ -44,10 +44,6 @@ def sql_dir() -> Path:
     raise StoreError(f"botstats is installed without its sql/ folder (looked in {here}). Reinstall it.")
 
 
-def read_sql(relative: str) -> str:
-    return (sql_dir() / relative).read_text(encoding="utf-8")
-
-
 @dataclass(frozen=True)
 class ArchivePaths:
     published: Path
