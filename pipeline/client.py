@@ -33,6 +33,7 @@ from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import httpx
+import msgspec
 import orjson
 from aiolimiter import AsyncLimiter
 from tenacity import (
@@ -100,7 +101,8 @@ class _Call:
     expect: type[list[Any]] | type[dict[str, Any]]
     idempotent: bool
     auth_hint: str  # what to check when the service refuses the credentials
-    recheck: str = ""  # for a POST: how to tell whether a failed attempt was stored anyway
+    recheck: str = ""
+    raw: bool = False  # a list answer as a RawArray (elements undecoded) when it is plain JSON  # for a POST: how to tell whether a failed attempt was stored anyway
     # Written by each attempt, read by the retry predicate and the wait.
     retryable: bool = False
     retry_after: float | None = None
@@ -190,6 +192,12 @@ class Client:
     async def bot_stats(self, bot_id: str | int) -> list[Any]:
         return await self._get(f"/bots/{_seg(bot_id)}/stats", list)
 
+    async def bot_stats_raw(self, bot_id: str | int) -> RawArray | list[Any]:
+        """GET /bots/:bot_id/stats as received: a :class:`RawArray` (each record's JSON text,
+        not decoded: the harvester decodes a whole page at once), or the decoded list when only
+        the lenient decoder reads the body (NaN, lone surrogates, UTF-16, ...)."""
+        return await self._get(f"/bots/{_seg(bot_id)}/stats", list, raw=True)
+
     async def bot_last_stat(self, bot_id: str | int) -> dict[str, Any]:
         return await self._get(f"/bots/{_seg(bot_id)}/stat", dict)
 
@@ -248,6 +256,7 @@ class Client:
         *,
         params: dict[str, Any] | None = None,
         auth: dict[str, str] | None = None,
+        raw: bool = False,
     ) -> Any:
         request = self._http.build_request("GET", path, params=params, headers=auth)
         hint = (
@@ -255,9 +264,16 @@ class Client:
             if auth
             else "this read sends no credentials, yet the service wants some; check --base-url"
         )
-        return await self._call(_Call(request, expect, idempotent=True, auth_hint=hint))
+        return await self._call(_Call(request, expect, idempotent=True, auth_hint=hint, raw=raw))
 
     async def _call(self, call: _Call) -> Any:
+        try:
+            # The usual request pays nothing for the retry machinery (a fifth of its cost).
+            return await self._attempt(call, 1)
+        except ApiError as exc:
+            if not call.retryable or self.settings.retry.attempts <= 1:
+                raise
+            first = exc
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.settings.retry.attempts),
             wait=self._wait(call),
@@ -267,7 +283,10 @@ class Client:
         )
         async for attempt in retrying:
             with attempt:
-                return await self._attempt(call, attempt.retry_state.attempt_number)
+                number = attempt.retry_state.attempt_number
+                if number == 1:
+                    raise first  # the attempt above: tenacity waits and logs it like any other
+                return await self._attempt(call, number)
         raise AssertionError("unreachable: tenacity either returns or reraises")
 
     def _wait(self, call: _Call) -> Callable[[RetryCallState], float]:
@@ -314,6 +333,8 @@ class Client:
         raise self._status_error(call, response, attempt)
 
     def _decode(self, call: _Call, response: httpx.Response, attempt: int) -> Any:
+        if call.raw and (split := split_array(response.content)) is not None:
+            return split
         try:
             data = decode_json(response.content)
         except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
@@ -484,6 +505,29 @@ class Client:
 
 
 # --- pure helpers -------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class RawArray:
+    """A JSON array as received: the body, and each element's JSON text exactly as sent
+    (``msgspec.Raw`` slices of the body, bytes-like)."""
+
+    body: bytes
+    items: list[msgspec.Raw]
+
+
+_RAW_ARRAY = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+def split_array(body: bytes) -> RawArray | None:
+    """The elements of a plain-JSON UTF-8 array body, undecoded; None for any other body (the
+    caller then reads it as :func:`decode_json` does, and words the error)."""
+    try:
+        items = _RAW_ARRAY.decode(body)
+        body.decode()  # msgspec skips over strings without checking that they are UTF-8
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None
+    return RawArray(body, items)
+
+
 def decode_json(body: bytes) -> Any:
     """A response body as JSON: orjson (3x faster, and this is every /stats page), else what
     ``Response.json()`` reads (NaN, Infinity, lone surrogates, UTF-16/32 bodies), so every body
@@ -563,4 +607,4 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
-__all__ = ["Client", "ClientStats", "parse_retry_after", "redact_url"]
+__all__ = ["Client", "ClientStats", "RawArray", "parse_retry_after", "redact_url", "split_array"]

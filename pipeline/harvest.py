@@ -38,7 +38,7 @@ import duckdb
 import polars as pl
 
 from . import store
-from .client import Client
+from .client import Client, RawArray
 from .config import FieldSettings, Settings
 from .errors import ApiError, BadResponse, BotstatsError, NotFound, StoreError
 from .listing import ListingPager, ListingUnstable, SkipIgnored
@@ -49,7 +49,9 @@ from .records import (
     entity_id,
     parse_bot,
     parse_stats,
+    parse_stats_raw,
     raw_text,
+    same_record,
     stat_key,
 )
 
@@ -320,7 +322,7 @@ async def _harvest_bot(
             except Invalid:
                 pass  # the newest record is malformed: read them all, it lands in rejects
         endpoint = f"GET /bots/{bot_id}/stats"
-        records = await client.bot_stats(bot_id)
+        records = await client.bot_stats_raw(bot_id)
     except NotFound:
         return  # no records yet, or the bot left between the listing and now
     except BadResponse as exc:
@@ -331,7 +333,11 @@ async def _harvest_bot(
         buffer.error(endpoint, bot_id, exc)
         return
     report.bots_fetched += 1
-    buffer.add_page(endpoint, bot_id, parse_stats(records, bot_id, fields))
+    if isinstance(records, RawArray):
+        page = parse_stats_raw(records.body, records.items, bot_id, fields)
+    else:
+        page = parse_stats(records, bot_id, fields)
+    buffer.add_page(endpoint, bot_id, page)
     if buffer.full:
         await buffer.flush()
 
@@ -386,6 +392,7 @@ CUSTOM_SCHEMA = {
 }
 
 
+ERROR_SCHEMA = {"endpoint": pl.String, "bot_id": pl.String, "error": pl.String}
 # The StatPage columns a batch takes as they are (bot_id is added, the same for a whole page).
 STAT_COLUMNS = [c for c in STAT_SCHEMA if c != "bot_id"]
 
@@ -417,6 +424,8 @@ class _Batch:
         self.errors: list[dict[str, Any]] = []
         self.users: list[dict[str, Any]] = []
         self.snapshots: dict[str, list[dict[str, Any]]] = {}
+        self._bot_ids: set[str] = set()
+        self.distinct = True  # no stat key twice in this batch: the write need not dedupe
 
     @property
     def full(self) -> bool:
@@ -424,6 +433,9 @@ class _Batch:
 
     def add_page(self, endpoint: str, bot_id: str, page: StatPage) -> None:
         """A validated /stats page: its rows extend the columns (C-speed), its rejects are kept."""
+        if bot_id in self._bot_ids or len(set(page.stat_id)) < len(page):
+            self.distinct = False
+        self._bot_ids.add(bot_id)
         s = self.stats
         for column in STAT_COLUMNS:
             s[column].extend(getattr(page, column))
@@ -453,7 +465,7 @@ class _Batch:
                 stats=_frame(self.stats, STAT_SCHEMA),
                 custom=_frame(self.custom, CUSTOM_SCHEMA),
                 bots=self.bots, rejects=self.rejects, errors=self.errors,
-                users=self.users, snapshots=self.snapshots,
+                users=self.users, snapshots=self.snapshots, distinct=self.distinct,
             )
             self._reset()
             if frames.empty:
@@ -470,6 +482,7 @@ class _Frames:
     errors: list[dict[str, Any]]
     users: list[dict[str, Any]]
     snapshots: dict[str, list[dict[str, Any]]]
+    distinct: bool = False  # no stat key twice (custom field names are unique per record)
 
     @property
     def empty(self) -> bool:
@@ -487,22 +500,22 @@ def _write(con: duckdb.DuckDBPyConnection, f: _Frames, report: HarvestReport,
         if f.bots:
             report.bots_new += _write_bots(con, f.bots, run_id, now)
         if f.stats.height:
-            added, updated = _write_stats(con, f.stats, f.custom, run_id, now, new_only)
+            added, updated = _write_stats(con, f, run_id, now, new_only)
             report.stats_added += added
             report.stats_updated += updated
         if f.rejects:
             report.rejects += _write_rejects(con, f.rejects, run_id, now)
         if f.errors:
-            errors_in = pl.DataFrame(f.errors).with_columns(  # noqa: F841 - scanned by DuckDB
-                run_id=pl.lit(run_id), seen_at=pl.lit(now))
-            con.execute("INSERT INTO harvest_errors BY NAME SELECT * FROM errors_in")
+            store.run(con, "INSERT INTO harvest_errors BY NAME SELECT * FROM errors_in",
+                      errors_in=pl.DataFrame(f.errors, schema=ERROR_SCHEMA).with_columns(
+                          run_id=pl.lit(run_id), seen_at=pl.lit(now)))
         if f.users:
-            users_in = pl.DataFrame(f.users)  # noqa: F841
-            con.execute("INSERT INTO users BY NAME SELECT * FROM users_in ON CONFLICT DO NOTHING")
+            store.run(con, "INSERT INTO users BY NAME SELECT * FROM users_in ON CONFLICT DO NOTHING",
+                      users_in=pl.DataFrame(f.users))
         for table, rows in f.snapshots.items():
             keys = [c for c in rows[0] if c not in ("raw", "fetched_at")]
-            snap_in = pl.DataFrame(rows).unique(subset=keys, keep="last")  # noqa: F841
-            con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM snap_in ON CONFLICT DO NOTHING")
+            store.run(con, f"INSERT INTO {table} BY NAME SELECT * FROM snap_in ON CONFLICT DO NOTHING",
+                      snap_in=pl.DataFrame(rows).unique(subset=keys, keep="last"))
         _save_counters(con, report)
         con.execute("COMMIT")
     except duckdb.Error as exc:
@@ -512,44 +525,45 @@ def _write(con: duckdb.DuckDBPyConnection, f: _Frames, report: HarvestReport,
 
 def _write_bots(con: duckdb.DuckDBPyConnection, rows: list[BotRow], run_id: str,
                 now: datetime) -> int:
-    # Frames are named apart from tables: a table of the same name wins the replacement scan.
-    bots_in = pl.DataFrame(  # noqa: F841 - scanned by DuckDB
+    # Frames are named apart from tables, so no SQL reads a frame where it means a table.
+    bots_in = pl.DataFrame(
         {"bot_id": [r.bot_id for r in rows], "name": [r.name for r in rows],
          "raw": [r.raw for r in rows]},
         schema={"bot_id": pl.String, "name": pl.String, "raw": pl.String},
     ).unique(subset="bot_id", keep="last").with_columns(
         first_seen_at=pl.lit(now), last_seen_at=pl.lit(now), run_id=pl.lit(run_id))
-    (new_count,) = con.execute(
-        "SELECT count(*) FROM bots_in n ANTI JOIN bots o USING (bot_id)"
-    ).fetchall()[0]
-    con.execute(
+    ((new_count,),) = store.run(
+        con, "SELECT count(*) FROM bots_in n ANTI JOIN bots o USING (bot_id)", bots_in=bots_in)
+    store.run(
+        con,
         "INSERT INTO bots BY NAME SELECT * FROM bots_in ON CONFLICT (bot_id) DO UPDATE SET "
         "name = excluded.name, raw = excluded.raw, last_seen_at = excluded.last_seen_at, "
-        "removed_at = NULL, run_id = excluded.run_id"
+        "removed_at = NULL, run_id = excluded.run_id",
+        bots_in=bots_in,
     )
     return int(new_count)
 
 
-def _write_stats(con: duckdb.DuckDBPyConnection, stats: pl.DataFrame, custom: pl.DataFrame,
-                 run_id: str, now: datetime, new_only: bool = False) -> tuple[int, int]:
-    batch_in = _stats_in(stats, run_id, now)
+def _write_stats(con: duckdb.DuckDBPyConnection, f: _Frames, run_id: str, now: datetime,
+                 new_only: bool = False) -> tuple[int, int]:
+    batch_in = _stats_in(f.stats, run_id, now, f.distinct)
+    custom = f.custom
     if new_only:
         # Nothing was archived when the run started and each bot is read once: every key is
         # new. DuckDB runs ON CONFLICT as a join against the whole table plus a group-by, a
         # third of the cost of a write, so plain INSERTs do here.
-        con.execute("INSERT INTO bot_stats BY NAME SELECT * FROM batch_in")
+        store.run(con, "INSERT INTO bot_stats BY NAME SELECT * FROM batch_in", batch_in=batch_in)
         if custom.height:
-            custom_in = _custom_in(custom, run_id)  # noqa: F841 - scanned by DuckDB
-            con.execute("INSERT INTO bot_stat_custom BY NAME SELECT * FROM custom_in")
+            store.run(con, "INSERT INTO bot_stat_custom BY NAME SELECT * FROM custom_in",
+                      custom_in=_custom_in(custom, run_id, f.distinct))
         return batch_in.height, 0
-    added = _keys(con.execute(
-        "INSERT INTO bot_stats BY NAME SELECT * FROM batch_in ON CONFLICT DO NOTHING "
-        "RETURNING bot_id, stat_id"
-    ).fetchall())
+    added = _keys(store.run(
+        con, "INSERT INTO bot_stats BY NAME SELECT * FROM batch_in ON CONFLICT DO NOTHING "
+        "RETURNING bot_id, stat_id", batch_in=batch_in))
     # Every record of the batch new (bots archived for the first time): nothing to compare.
     changed = _keys([]) if added.height == batch_in.height else _update_changed(con, batch_in)
     if custom.height:
-        _write_custom(con, custom, run_id, added, changed)
+        _write_custom(con, custom, run_id, added, changed, f.distinct)
     return added.height, changed.height
 
 
@@ -558,33 +572,36 @@ def _keys(rows: list[tuple[Any, ...]]) -> pl.DataFrame:
 
 
 def _write_custom(con: duckdb.DuckDBPyConnection, custom: pl.DataFrame, run_id: str,
-                  added: pl.DataFrame, changed: pl.DataFrame) -> None:
+                  added: pl.DataFrame, changed: pl.DataFrame, distinct: bool) -> None:
     """Custom fields belong to their stat record: they are written with a new record and
     replaced with a changed one, never compared on their own. (A key index of their own cost
     four times the insert itself; the stat's key already makes them exactly-once.)"""
     touched = pl.concat([added, changed])
     if touched.is_empty():
         return
-    custom_in = _custom_in(custom, run_id).join(  # noqa: F841 - scanned by DuckDB
+    custom_in = _custom_in(custom, run_id, distinct).join(
         touched, on=["bot_id", "stat_id"], how="semi", maintain_order="left")
     if changed.height:
-        changed_in = changed  # noqa: F841 - scanned by DuckDB
-        con.execute("DELETE FROM bot_stat_custom AS c USING changed_in AS k "
-                    "WHERE c.bot_id = k.bot_id AND c.stat_id = k.stat_id")
-    con.execute("INSERT INTO bot_stat_custom BY NAME SELECT * FROM custom_in")
+        store.run(con, "DELETE FROM bot_stat_custom AS c USING changed_in AS k "
+                  "WHERE c.bot_id = k.bot_id AND c.stat_id = k.stat_id", changed_in=changed)
+    store.run(con, "INSERT INTO bot_stat_custom BY NAME SELECT * FROM custom_in",
+              custom_in=custom_in)
 
 
 # Duplicate keys inside one INSERT ... ON CONFLICT batch raise nothing and the first row wins:
 # keep the last copy the service sent ourselves. maintain_order: rows land in the order the
 # service sent them (bot by bot, oldest first), which DuckDB inserts faster than hash order.
-def _stats_in(stats: pl.DataFrame, run_id: str, now: datetime) -> pl.DataFrame:
-    return stats.unique(subset=["bot_id", "stat_id"], keep="last", maintain_order=True
-                        ).with_columns(run_id=pl.lit(run_id), archived_at=pl.lit(now))
+def _stats_in(stats: pl.DataFrame, run_id: str, now: datetime, distinct: bool) -> pl.DataFrame:
+    if not distinct:
+        stats = stats.unique(subset=["bot_id", "stat_id"], keep="last", maintain_order=True)
+    return stats.with_columns(run_id=pl.lit(run_id), archived_at=pl.lit(now))
 
 
-def _custom_in(custom: pl.DataFrame, run_id: str) -> pl.DataFrame:
-    return custom.unique(subset=["bot_id", "stat_id", "name"], keep="last", maintain_order=True
-                         ).with_columns(run_id=pl.lit(run_id))
+def _custom_in(custom: pl.DataFrame, run_id: str, distinct: bool) -> pl.DataFrame:
+    if not distinct:
+        custom = custom.unique(subset=["bot_id", "stat_id", "name"], keep="last",
+                               maintain_order=True)
+    return custom.with_columns(run_id=pl.lit(run_id))
 
 
 def _nothing_archived(con: duckdb.DuckDBPyConnection) -> bool:
@@ -597,20 +614,31 @@ def _nothing_archived(con: duckdb.DuckDBPyConnection) -> bool:
 
 def _update_changed(con: duckdb.DuckDBPyConnection, batch_in: pl.DataFrame) -> pl.DataFrame:
     """Rewrite the records of ``batch_in`` the service changed since we archived them (an
-    unchanged record is never rewritten); return their keys."""
-    return _keys(con.execute(
-        "UPDATE bot_stats AS t SET recorded_at = b.recorded_at, users = b.users, "
+    unchanged record is never rewritten); return their keys.
+
+    A record whose text differs is compared as JSON: the same record spelled another way (keys
+    reordered, or archived canonically by an older botstats) is unchanged."""
+    spelled_apart = store.run(
+        con, "SELECT b.bot_id, b.stat_id, t.raw::VARCHAR, b.raw FROM batch_in AS b "
+        "JOIN bot_stats AS t ON t.bot_id = b.bot_id AND t.stat_id = b.stat_id "
+        "WHERE t.raw::VARCHAR <> b.raw", batch_in=batch_in)
+    changed = _keys([(bot_id, stat_id) for bot_id, stat_id, old, new in spelled_apart
+                     if not same_record(old, new)])
+    if changed.is_empty():
+        return changed
+    return _keys(store.run(
+        con, "UPDATE bot_stats AS t SET recorded_at = b.recorded_at, users = b.users, "
         "guilds = b.guilds, shards = b.shards, memory_load = b.memory_load, "
         "cpu_load = b.cpu_load, commands_executed = b.commands_executed, raw = b.raw, "
         "run_id = b.run_id, archived_at = b.archived_at "
-        "FROM batch_in AS b WHERE t.bot_id = b.bot_id AND t.stat_id = b.stat_id "
-        "AND t.raw::VARCHAR <> b.raw RETURNING t.bot_id, t.stat_id"
-    ).fetchall())
+        "FROM (SELECT * FROM batch_in SEMI JOIN changed_in USING (bot_id, stat_id)) AS b "
+        "WHERE t.bot_id = b.bot_id AND t.stat_id = b.stat_id RETURNING t.bot_id, t.stat_id",
+        batch_in=batch_in, changed_in=changed))
 
 
 def _write_rejects(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]], run_id: str,
                    now: datetime) -> int:
-    rejects_in = (  # noqa: F841 - scanned by DuckDB
+    rejects_in = (
         pl.DataFrame(rows, schema={"endpoint": pl.String, "bot_id": pl.String,
                                    "reason": pl.String, "raw": pl.String})
         .with_columns(
@@ -622,19 +650,18 @@ def _write_rejects(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]], r
             run_id=pl.lit(run_id), seen_at=pl.lit(now))
         .unique(subset="reject_key", keep="first")
     )
-    (added,) = con.execute(
-        "INSERT INTO rejects BY NAME SELECT * FROM rejects_in ON CONFLICT DO NOTHING"
-    ).fetchall()[0]
+    ((added,),) = store.run(
+        con, "INSERT INTO rejects BY NAME SELECT * FROM rejects_in ON CONFLICT DO NOTHING",
+        rejects_in=rejects_in)
     return int(added)
 
 
 def _newest_keys(con: duckdb.DuckDBPyConnection, bot_ids: list[str]) -> dict[str, str]:
     """The newest archived stat key of each bot in one listing page (one query per page)."""
-    page_in = pl.DataFrame({"bot_id": bot_ids}, schema={"bot_id": pl.String})  # noqa: F841
-    rows = con.execute(
-        "SELECT s.bot_id, arg_max(s.stat_id, s.recorded_at) FROM bot_stats s "
-        "SEMI JOIN page_in p USING (bot_id) GROUP BY s.bot_id"
-    ).fetchall()
+    rows = store.run(
+        con, "SELECT s.bot_id, arg_max(s.stat_id, s.recorded_at) FROM bot_stats s "
+        "SEMI JOIN page_in p USING (bot_id) GROUP BY s.bot_id",
+        page_in=pl.DataFrame({"bot_id": bot_ids}, schema={"bot_id": pl.String}))
     return dict(rows)
 
 

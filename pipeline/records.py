@@ -5,23 +5,26 @@ no type is trusted: a count may arrive as a string, a timestamp as epoch seconds
 read honestly is not guessed: it becomes a reject with a reason, kept in the ``rejects`` table.
 These functions are pure, so every rule is a unit test.
 
-A whole ``/stats`` page goes through :func:`parse_stats`: a page whose records all have the
-usual shape is checked column by column (a few C-speed passes instead of a dozen Python calls per
-record); any page with anything unusual goes record by record through :func:`parse_stat`, which
-words the reasons. Both give the same rows, so the rules live in one place.
+A whole ``/stats`` page as received goes through :func:`parse_stats_raw`: a page whose records
+all have the usual shape is decoded by msgspec straight into typed records (types and ranges
+checked in C) and turned into columns; any page with anything unusual goes record by record
+through :func:`parse_stat`, which words the reasons. Both give the same rows, so the rules live
+in one place.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from itertools import repeat
-from typing import Any
+from operator import attrgetter
+from typing import Annotated, Any
 
+import msgspec
 import orjson
 
 from .config import FieldSettings
@@ -31,6 +34,7 @@ REQUIRED_COUNTS = ("users", "guilds")  # required by the creation payload
 PERCENT_FIELDS = ("memory_load", "cpu_load")
 MAX_RAW_CHARS = 1_000_000
 MAX_COUNT = 2**63 - 1  # counts are BIGINT in the archive (and in the interface)
+INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1  # what orjson reads as an integer
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 ONE_US = timedelta(microseconds=1)
 
@@ -159,8 +163,10 @@ def stat_key(record: Any, bot_id: str, fields: FieldSettings) -> str:
     return hashlib.sha1(f"{bot_id}\x1f{when.isoformat()}".encode()).hexdigest()
 
 
-def parse_stat(record: Any, bot_id: str, fields: FieldSettings) -> StatRow:
-    """Validate one stat record; raise :class:`Invalid` with the reason."""
+def parse_stat(record: Any, bot_id: str, fields: FieldSettings, *,
+               raw: str | None = None) -> StatRow:
+    """Validate one stat record; raise :class:`Invalid` with the reason. ``raw`` is the record's
+    JSON text as received, kept as is (else its canonical JSON is)."""
     key = stat_key(record, bot_id, fields)
     if fields.stat_time not in record:
         raise Invalid(f"missing timestamp field '{fields.stat_time}'")
@@ -181,7 +187,7 @@ def parse_stat(record: Any, bot_id: str, fields: FieldSettings) -> StatRow:
         memory_load=percents["memory_load"],
         cpu_load=percents["cpu_load"],
         commands_executed=counts["commands_executed"],
-        raw=canonical_json(record),
+        raw=canonical_json(record) if raw is None else raw,
         custom=parse_custom(record.get("custom"), fields),
     )
 
@@ -222,7 +228,7 @@ def _finite(value: int | float) -> float | None:
     return number if math.isfinite(number) else None
 
 
-# _custom_value by exact type, for the column path (which admits only these types).
+# _custom_value by exact type, for the typed page path (which admits only these types).
 _CUSTOM_TEXT: dict[type, Callable[[Any], str | None]] = {
     str: lambda v: v, type(None): lambda v: None, bool: lambda v: "true" if v else "false",
     int: str, float: canonical_json,
@@ -277,12 +283,8 @@ class StatPage:
 
 
 def parse_stats(records: list[Any], bot_id: str, fields: FieldSettings) -> StatPage:
-    """Validate a whole ``/stats`` page: the rows :func:`parse_stat` accepts and, for each record
-    it refuses, the reason and the raw record."""
-    return _usual_page(records, fields) or _page_by_record(records, bot_id, fields)
-
-
-def _page_by_record(records: list[Any], bot_id: str, fields: FieldSettings) -> StatPage:
+    """Validate a decoded ``/stats`` page record by record: the rows :func:`parse_stat` accepts
+    and, for each record it refuses, the reason and the record's canonical JSON."""
     page = StatPage()
     for record in records:
         try:
@@ -292,82 +294,108 @@ def _page_by_record(records: list[Any], bot_id: str, fields: FieldSettings) -> S
     return page
 
 
+def parse_stats_raw(body: bytes, items: Sequence[Any], bot_id: str,
+                    fields: FieldSettings) -> StatPage:
+    """Validate a ``/stats`` page as received: ``body`` is the JSON array and ``items`` each
+    record's JSON text exactly as sent (what the client splits it into), which is what ``raw``
+    keeps.
+
+    A page whose records all have the usual shape is decoded straight into typed records by
+    msgspec (types and ranges checked in C, no dict per record) and turned into columns; any
+    page with anything unusual goes record by record through :func:`parse_stat`, which words
+    the reasons. Both give the same rows (tests/test_records_page.py holds them to it).
+    """
+    decoder = _page_decoder(fields)
+    if decoder is not None and items:
+        try:
+            return _typed_page(decoder.decode(body), items)
+        except (msgspec.ValidationError, msgspec.DecodeError, _Unusual, TypeError, ValueError):
+            pass  # TypeError/ValueError: fromisoformat, naive - aware, a raw not UTF-8
+    return _raw_page_by_record(items, bot_id, fields)
+
+
+def _raw_page_by_record(items: Sequence[Any], bot_id: str, fields: FieldSettings) -> StatPage:
+    page = StatPage()
+    for item in items:
+        text = _item_text(item)
+        try:
+            page.add(parse_stat(_decode_item(text), bot_id, fields, raw=text))
+        except Invalid as exc:
+            page.rejects.append((str(exc), text[:MAX_RAW_CHARS]))
+        except ValueError as exc:  # not JSON after all (msgspec only skipped over it)
+            page.rejects.append((f"a stat record that is not JSON: {exc}", text[:MAX_RAW_CHARS]))
+    return page
+
+
 class _Unusual(Exception):
     """The page is not of the usual shape: read it record by record instead."""
 
 
-def _usual_page(records: list[Any], fields: FieldSettings) -> StatPage | None:
-    """The page column by column, when every record has exactly the usual shape and values.
+Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
+Percent = Annotated[float, msgspec.Meta(ge=0, le=100)]  # a JSON integer reads as a float too
+Scalar = str | int | float | bool | None  # custom values the typed path takes
 
-    Each check below is a sufficient condition for :func:`parse_stat` to accept every record and
-    give the row built here; anything else returns None (never a reject: the reasons are worded
-    by the record-by-record path). Types are compared exactly (``type(v) is int``), so a bool or
-    a float never passes for a count.
+
+@functools.cache
+def _page_decoder(fields: FieldSettings) -> msgspec.json.Decoder[Any] | None:
+    """A decoder of a whole usual page into typed records, for these field names.
+
+    Every constraint here is a sufficient condition for :func:`parse_stat` to accept the record
+    as the typed path reads it; what it cannot express (stripped ids, aware timestamps, unique
+    custom names) :func:`_typed_page` checks. None when the service gives no stat id (keys are
+    then derived record by record) or the field names collide.
     """
-    if not records or not fields.stat_id or _kinds(records) != {dict}:
+    if not fields.stat_id:
         return None
     try:
-        return _columns(records, fields)
-    except (_Unusual, TypeError, ValueError):  # fromisoformat, naive - aware, orjson refusals
+        # gc=False: a page's records hold no cycles, and the collector would otherwise walk
+        # every one of them (a tenth of a harvest's CPU).
+        custom = msgspec.defstruct(
+            "CustomField", [("name", str), ("value", Scalar, None)],
+            rename={"name": fields.custom_name, "value": fields.custom_value}, gc=False)
+        record = msgspec.defstruct(
+            "StatRecord",
+            [("stat_id", str), ("recorded_at", str), ("users", Count), ("guilds", Count),
+             ("shards", Count | None, None), ("memory_load", Percent | None, None),
+             ("cpu_load", Percent | None, None), ("commands_executed", Count | None, None),
+             ("custom", list[custom] | None, None)],  # type: ignore[valid-type]
+            rename={"stat_id": fields.stat_id, "recorded_at": fields.stat_time}, gc=False)
+    except (TypeError, ValueError):  # e.g. stat_time named like a count field
         return None
+    return msgspec.json.Decoder(list[record])  # type: ignore[valid-type]
 
 
-def _columns(records: list[dict[str, Any]], fields: FieldSettings) -> StatPage:
-    ids = _get(records, fields.stat_id)
-    if _kinds(ids) != {str}:
+def _typed_page(records: list[Any], items: Sequence[Any]) -> StatPage:
+    if len(records) != len(items):
         raise _Unusual
-    keys = [i.strip() for i in ids]
+    keys = [i.strip() for i in map(attrgetter("stat_id"), records)]
     if not all(keys):
         raise _Unusual
     # Aware ISO strings only: a naive time fails the subtraction, anything else fromisoformat.
     recorded_at = [(when - EPOCH) // ONE_US
-                   for when in map(datetime.fromisoformat, _get(records, fields.stat_time))]
+                   for when in map(datetime.fromisoformat, map(attrgetter("recorded_at"), records))]
     page = StatPage(stat_id=keys, recorded_at=recorded_at)
-    for name in COUNT_FIELDS:
-        setattr(page, name, _column(records, name, 0, MAX_COUNT, name in REQUIRED_COUNTS))
-    for name in PERCENT_FIELDS:
-        values = _column(records, name, 0, 100, False)
-        setattr(page, name, [None if v is None else float(v) for v in values])
-    page.raw = [orjson.dumps(r, option=orjson.OPT_SORT_KEYS).decode() for r in records]
-    _custom_columns(page, _get(records, "custom"), fields)
+    for name in (*COUNT_FIELDS, *PERCENT_FIELDS):
+        setattr(page, name, list(map(attrgetter(name), records)))
+    page.raw = [bytes(item).decode() for item in items]
+    _custom_columns(page, list(map(attrgetter("custom"), records)))
     return page
 
 
-def _column(records: list[dict[str, Any]], name: str, low: int, high: int,
-            required: bool) -> list[Any]:
-    """Whole numbers from low to high (None allowed when the field is optional)."""
-    values = _get(records, name)
-    kinds = _kinds(values)
-    if kinds == {int}:
-        present = values
-    elif not required and kinds <= {int, type(None)}:
-        present = [v for v in values if v is not None]
-    else:
-        raise _Unusual
-    if present and (min(present) < low or max(present) > high):
-        raise _Unusual
-    return values
-
-
-def _custom_columns(page: StatPage, customs: list[Any], fields: FieldSettings) -> None:
-    if not _kinds(customs) <= {list, type(None)}:
-        raise _Unusual
+def _custom_columns(page: StatPage, customs: list[Any]) -> None:
     rows = [position for position, items in enumerate(customs) if items for _ in items]
-    items = [item for items in customs if items for item in items]
-    if not items:
+    if not rows:
         return
-    if _kinds(items) != {dict}:
-        raise _Unusual
-    names = _get(items, fields.custom_name)
-    if _kinds(names) != {str}:
-        raise _Unusual
-    names = [n.strip() for n in names]
+    fields = [item for items in customs if items for item in items]
+    names = [n.strip() for n in map(attrgetter("name"), fields)]
     # An empty name is refused, and a name repeated in one record keeps its last value: both
     # are the record-by-record path's to handle.
     if not all(names) or len(set(zip(rows, names, strict=True))) != len(names):
         raise _Unusual
-    values = _get(items, fields.custom_value)
-    if not _kinds(values) <= _CUSTOM_TEXT.keys():
+    values = list(map(attrgetter("value"), fields))
+    # An integer beyond 64 bits: msgspec keeps it whole where orjson reads a float (other
+    # text), so it goes record by record.
+    if any(type(v) is int and not INT64_MIN <= v <= UINT64_MAX for v in values):
         raise _Unusual
     page.custom_row = rows
     page.custom_name = names
@@ -375,13 +403,27 @@ def _custom_columns(page: StatPage, customs: list[Any], fields: FieldSettings) -
     page.custom_num = [_CUSTOM_NUM[type(v)](v) for v in values]
 
 
-def _get(records: list[dict[str, Any]], name: str) -> list[Any]:
-    """``[r.get(name) for r in records]`` at C speed."""
-    return list(map(dict.get, records, repeat(name)))
+def same_record(a: str, b: str) -> bool:
+    """Two JSON texts of a record say the same (key order and spacing aside; ``1`` and ``1.0``
+    or ``true`` differ), e.g. the text archived and the text received again."""
+    if a == b:
+        return True
+    try:
+        return canonical_json(_decode_item(a)) == canonical_json(_decode_item(b))
+    except ValueError:
+        return False
 
 
-def _kinds(values: list[Any]) -> set[type]:
-    return set(map(type, values))
+def _item_text(item: Any) -> str:
+    """A record's JSON text as received (bytes that are not UTF-8 shown replaced)."""
+    return item if isinstance(item, str) else bytes(item).decode("utf-8", errors="replace")
+
+
+def _decode_item(text: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)  # integers beyond 64 bits etc., as Response.json() reads them
 
 
 def parse_bot(record: Any, fields: FieldSettings) -> BotRow:

@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from pipeline.client import Client, ClientStats, parse_retry_after, redact_url
+from pipeline.client import Client, ClientStats, RawArray, parse_retry_after, redact_url
 from pipeline.config import RetrySettings, Secret, ServiceSettings, Settings
 from pipeline.errors import (
     ApiError,
@@ -448,6 +448,33 @@ def test_truncated_json_then_good_json_succeeds(scripted: Callable[..., Scripted
     server = scripted(Reply(body='{"id": '), Reply(body={"id": 3}))
     out = call(make_settings(server.base_url), lambda c: c.bot(3))
     assert out.value == {"id": 3} and out.stats.retries == 1
+
+
+def test_stats_as_received_are_the_records_exactly_as_sent(
+        scripted: Callable[..., Scripted]) -> None:
+    body = '[ {"id": "a", "v": 1.50},\n  {"id": "b", "nested": {"x": [true, null]}} ]'
+    server = scripted(Reply(body=body))
+    out = call(make_settings(server.base_url), lambda c: c.bot_stats_raw(7))
+    assert isinstance(out.value, RawArray)
+    assert out.value.body == body.encode()
+    assert [bytes(i).decode() for i in out.value.items] == \
+        ['{"id": "a", "v": 1.50}', '{"id": "b", "nested": {"x": [true, null]}}']
+
+
+def test_stats_only_the_lenient_reader_takes_come_decoded(scripted: Callable[..., Scripted]) -> None:
+    server = scripted(Reply(body='[{"id": "a", "load": NaN}]'))
+    out = call(make_settings(server.base_url), lambda c: c.bot_stats_raw(7))
+    assert isinstance(out.value, list) and out.value[0]["id"] == "a"
+
+
+def test_stats_as_received_are_retried_when_cut_then_refused(
+        scripted: Callable[..., Scripted]) -> None:
+    server = scripted(Reply(body='[{"id": "a"}, {"id'), Reply(body='[{"id": "a"}]'))
+    out = call(make_settings(server.base_url), lambda c: c.bot_stats_raw(7))
+    assert isinstance(out.value, RawArray) and out.stats.retries == 1
+    server = scripted(Reply(body='{"not": "a list"}'))
+    out = call(make_settings(server.base_url), lambda c: c.bot_stats_raw(7))
+    assert isinstance(out.error, BadResponse) and "promises" in str(out.error)
 
 
 @pytest.mark.parametrize(("method", "body"), [("list_bots", {"bots": []}), ("bot", [1, 2])])

@@ -171,6 +171,30 @@ def test_a_record_changed_since_archiving_is_rewritten_with_its_custom_fields(
     assert after[(bot_id, stat_id)][0] == report.run_id
 
 
+def test_a_record_archived_in_another_spelling_is_not_rewritten(harvested: Harvested) -> None:
+    # raw keeps each record as the service sent it; an archive written by an older botstats
+    # (canonical JSON, sorted keys) or a service that reorders keys spells the same record
+    # differently. That is no change: nothing is rewritten.
+    import duckdb
+
+    from pipeline.store import ArchivePaths, publish
+
+    settings = harvested.settings
+    primary = ArchivePaths.of(settings).primary
+    with duckdb.connect(str(primary)) as con:
+        rows = con.execute("SELECT bot_id, stat_id, raw::VARCHAR FROM bot_stats").fetchall()
+        respelled = [(json.dumps(json.loads(raw), sort_keys=True, indent=1), b, s)
+                     for b, s, raw in rows]
+        con.executemany("UPDATE bot_stats SET raw = ? WHERE bot_id = ? AND stat_id = ?", respelled)
+    publish(ArchivePaths.of(settings))
+    before = stored_versions(settings)
+
+    report, _ = harvested.run(full=True)
+
+    assert (report.status, report.stats_added, report.stats_updated) == ("complete", 0, 0)
+    assert stored_versions(settings) == before
+
+
 def test_new_stats_between_runs_are_added_exactly(harvested: Harvested) -> None:
     old = stat_keys(archived_stat_rows(harvested.settings))
     harvested.svc.directory.advance(2)

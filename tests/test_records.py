@@ -21,6 +21,7 @@ from pipeline.records import (
     parse_percent,
     parse_stat,
     parse_time,
+    same_record,
     stat_key,
 )
 
@@ -151,6 +152,18 @@ def test_raw_is_one_spelling_per_record_whatever_the_key_order() -> None:
     record = stat_record()
     shuffled = dict(reversed(list(record.items())))
     assert parse_stat(record, BOT, DEFAULTS).raw == parse_stat(shuffled, BOT, DEFAULTS).raw
+
+
+@pytest.mark.parametrize(("a", "b", "same"), [
+    ('{"a":1,"b":[1,2]}', '{"a":1,"b":[1,2]}', True),
+    ('{"a":1,"b":[1,2]}', '{ "b" : [1, 2],\n "a": 1 }', True),  # key order and spacing
+    ('{"a":1}', '{"a":1.0}', False), ('{"a":1}', '{"a":true}', False),
+    ('{"a":[1,2]}', '{"a":[2,1]}', False), ('{"a":1}', '{"a":1,"b":null}', False),
+    ('{"a":1}', 'not json', False),
+])
+def test_same_record_compares_json_not_spelling(a: str, b: str, same: bool) -> None:
+    assert same_record(a, b) is same
+    assert same_record(b, a) is same
 
 
 def test_custom_fields_of_mixed_types_keep_text_and_number() -> None:

@@ -9,17 +9,18 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from functools import wraps
-from typing import Any
+from typing import Any, NamedTuple
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from ._config import ServiceConfig
-from ._directory import Directory
+from ._directory import Directory, Record
 from ._faults import FaultInjector
+from ._json import JSONResponse, dumps
 from ._payload import validate_stat_payload
 
 DEFAULT_LIMIT = 20
@@ -96,6 +97,40 @@ async def get_bot(request: Request) -> Response:
     return _unknown_bot(bot_id) if bot is None else JSONResponse(bot)
 
 
+class StatsBodies(NamedTuple):
+    """A bot's records as GET /stats and GET /stat send them, encoded once (see
+    ``Directory.rendered_stats``). ``None`` for a body that cannot be encoded: the endpoint then
+    builds its response the plain way and fails as it always did."""
+
+    stats: bytes | None  # cut in half for a bad-JSON bot
+    last: bytes | None  # the newest record; None too when there are no records
+    has_records: bool
+
+
+def _try_dumps(content: Any) -> bytes | None:
+    try:
+        return dumps(content)
+    except (TypeError, ValueError):
+        return None
+
+
+def _render_stats(directory: Directory, index: int,
+                  records: list[Record]) -> tuple[StatsBodies, int]:
+    if directory.is_bad_json(index):
+        # A body cut in half: a strict prefix of a JSON array is never valid JSON.
+        text = json.dumps(records, separators=(",", ":"))
+        stats: bytes | None = text[: max(1, len(text) // 2)].encode("utf-8")
+    else:
+        stats = _try_dumps(records)
+    last = _try_dumps(records[-1]) if records else None
+    bodies = StatsBodies(stats, last, bool(records))
+    return bodies, len(stats or b"") + len(last or b"") + 200
+
+
+def _json_body(body: bytes) -> Response:
+    return Response(body, media_type=JSONResponse.media_type)
+
+
 @_interface
 async def get_stats(request: Request) -> Response:
     directory = _directory(request)
@@ -103,12 +138,10 @@ async def get_stats(request: Request) -> Response:
     index = directory.live_index(bot_id)
     if index is None:
         return _unknown_bot(bot_id)
-    records = directory.served_stats(index)
-    if directory.is_bad_json(index):
-        # A body cut in half: a strict prefix of a JSON array is never valid JSON.
-        text = json.dumps(records, separators=(",", ":"))
-        return Response(text[: max(1, len(text) // 2)], media_type="application/json")
-    return JSONResponse(records)
+    bodies: StatsBodies = directory.rendered_stats(index, _render_stats)
+    if bodies.stats is None:
+        return JSONResponse(directory.served_stats(index))
+    return _json_body(bodies.stats)
 
 
 @_interface
@@ -118,10 +151,12 @@ async def get_last_stat(request: Request) -> Response:
     index = directory.live_index(bot_id)
     if index is None:
         return _unknown_bot(bot_id)
-    records = directory.served_stats(index)
-    if not records:
+    bodies: StatsBodies = directory.rendered_stats(index, _render_stats)
+    if not bodies.has_records:
         return error(404, "bot has no stats yet", {"bot_id": bot_id})
-    return JSONResponse(records[-1])
+    if bodies.last is None:
+        return JSONResponse(directory.served_stats(index)[-1])
+    return _json_body(bodies.last)
 
 
 @_interface

@@ -7,6 +7,10 @@ derived on demand by ``_data``. The listing is ``[added bots, newest first] + [b
 removals, so a page costs O(page * log(removals)), never O(directory).
 
 Thread-safe: the server's event loop and a test thread may use it at the same time.
+
+``rendered_stats`` memoises what the HTTP layer makes of a bot's records (its encoded bodies),
+per bot, for as long as those records stay the same: a bounded LRU, so memory stays flat
+however many bots there are.
 """
 
 from __future__ import annotations
@@ -15,10 +19,12 @@ import bisect
 import hmac
 import threading
 import time
+from collections import OrderedDict
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from random import Random
-from typing import Any
+from typing import Any, TypeVar
 
 from ._config import ServiceConfig
 from ._data import (
@@ -48,8 +54,16 @@ BOT_KEY_PREFIX = "bkey_"
 _CREDENTIAL_LEN = 5 + 8 + 32  # prefix, scrambled index (hex), HMAC (hex)
 _CO_OWNER_SHARE = 0.10
 _ONE_MS = timedelta(milliseconds=1)
+# Bounds of the rendered-stats memo: bots held, and bytes held (as the renderer counts them).
+# 2,000 bots x 90 days of records encode to ~45 MB.
+RENDERED_STATS_MAX_BOTS = 4096
+RENDERED_STATS_MAX_BYTES = 256 * 1024 * 1024
 
 Record = dict[str, Any]
+T = TypeVar("T")
+# (directory, bot index, served records) -> (what to keep, its size in bytes); see
+# Directory.rendered_stats.
+Renderer = Callable[["Directory", int, list[Record]], tuple[T, int]]
 
 
 class Directory:
@@ -87,6 +101,7 @@ class Directory:
         # lookups cheap without holding the whole directory in memory.
         self._profile = lru_cache(maxsize=16384)(self._make_profile)
         self._user_profile = lru_cache(maxsize=4096)(self._make_user_profile)
+        self._rendered = _Memo(RENDERED_STATS_MAX_BOTS, RENDERED_STATS_MAX_BYTES)
 
     # --- clock -------------------------------------------------------------------------
     def last_slot(self) -> int:
@@ -221,15 +236,19 @@ class Directory:
         last = self.last_slot()
         return min(last, self._removed[index]) if index in self._removed else last
 
-    def _stats_with_kinds(self, index: int) -> list[tuple[str | None, Record]]:
+    def _stats_snapshot(self, index: int) -> tuple[BotProfile, int, list[tuple[int, datetime, Record]]]:
+        """What the bot's records are made of: its profile, newest slot and posted stats."""
+        with self._lock:
+            return (self._profile(index), self._bot_last_slot(index),
+                    list(self._posted.get(index, ())))
+
+    def _stats_with_kinds(self, index: int, snapshot: tuple[BotProfile, int, list[Any]] | None = None,
+                          ) -> list[tuple[str | None, Record]]:
         """Every record of the bot as served, oldest first, with its malformation (or None).
 
         Posted records come after the generated record that was newest when they were
         posted, which is also timestamp order (see ``post_stat``)."""
-        with self._lock:
-            profile = self._profile(index)
-            last = self._bot_last_slot(index)
-            posted = list(self._posted.get(index, ()))
+        profile, last, posted = snapshot or self._stats_snapshot(index)
         rate = self.config.faults.malformed_rate
         out: list[tuple[str | None, Record]] = []
         j = 0
@@ -247,6 +266,29 @@ class Directory:
 
     def served_stats(self, index: int) -> list[Record]:
         return [record for _, record in self._stats_with_kinds(index)]
+
+    def rendered_stats(self, index: int, render: Renderer[T]) -> T:
+        """``render(self, index, served_stats(index))[0]``, memoised per bot.
+
+        Records are a pure function of the bot, its newest slot (the clock, or the slot it
+        was removed at), how many stats it posted (they are only ever appended) and the faults
+        (malformed records, bad JSON): a memo entry is used only while all of these, and
+        ``render`` itself, are what it was made from, so ``advance``, the live clock, a POST,
+        churn and every fault show on the next request exactly as without the memo. LRU,
+        bounded in bots and in the bytes ``render`` reports; a body bigger than an eighth of
+        the budget is never kept. If ``served_stats`` has been replaced (a subclass, or a test
+        counting answers), nothing is memoised: every call goes through the replacement."""
+        if getattr(self.served_stats, "__func__", None) is not Directory.served_stats:
+            return render(self, index, self.served_stats(index))[0]
+        snapshot = self._stats_snapshot(index)
+        _, last, posted = snapshot
+        version = (last, len(posted), self.config.faults, render)
+        value = self._rendered.get(index, version)
+        if value is _Memo.MISSING:
+            records = [record for _, record in self._stats_with_kinds(index, snapshot)]
+            value, size = render(self, index, records)
+            self._rendered.put(index, version, value, size)
+        return value  # type: ignore[no-any-return]
 
     def post_stat(self, index: int, payload: Record) -> Record:
         """Append a posted record (already validated) and return it as served.
@@ -444,6 +486,44 @@ class Directory:
     def _known(self, bot_id: str, include_removed: bool) -> int | None:
         with self._lock:
             return self._index_of(bot_id) if include_removed else self._live_index(bot_id)
+
+
+class _Memo:
+    """A thread-safe LRU of ``key -> (version, value, size)``: ``get`` answers only for the
+    same version; at most ``max_entries`` entries and ``max_bytes`` of summed sizes."""
+
+    MISSING: Any = object()
+
+    def __init__(self, max_entries: int, max_bytes: int) -> None:
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._entries: OrderedDict[int, tuple[object, Any, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: int, version: object) -> Any:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None or entry[0] != version:
+                return self.MISSING
+            self._entries.move_to_end(key)
+            return entry[1]
+
+    def put(self, key: int, version: object, value: Any, size: int) -> None:
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self.bytes -= old[2]
+            if size > self.max_bytes // 8:
+                return
+            self._entries[key] = (version, value, size)
+            self.bytes += size
+            while len(self._entries) > self.max_entries or self.bytes > self.max_bytes:
+                _, (_, _, dropped) = self._entries.popitem(last=False)
+                self.bytes -= dropped
 
 
 def _copy_stat(record: Record) -> Record:

@@ -12,9 +12,10 @@ import math
 import time
 from random import Random
 
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from ._config import Faults
+from ._json import JSONResponse
 
 _REASONS = {500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable"}
 
