@@ -6,8 +6,9 @@ each case in its own subprocess (wall time and that process's peak RSS, from ``o
 The service is read once unmeasured first (it caches what it generates), then:
 
   (a) bare     a bare asyncio + httpx loop: GET /bots?limit&skip until an empty page, then every
-               bot's /stats with [service].concurrency requests in flight, bodies discarded
-               (decoded with orjson only to count the records): the ceiling;
+               bot's /stats with [service].concurrency requests in flight (one single-connection
+               client per worker, as botstats sends), bodies discarded (decoded with orjson only
+               to count the records): the ceiling;
   (b) full     ``botstats harvest --full`` into a fresh DuckDB file;
   (c) again    ``botstats harvest`` once more with nothing new: one /stat per bot, no /stats;
   (d) dlt      dlt's rest_api source (offset paginator on /bots, a parallelized dependent
@@ -85,31 +86,36 @@ def child_cmd(case: str, *args: str) -> list[str]:
 async def bare_loop(base_url: str, concurrency: int, page_size: int) -> dict[str, int]:
     import orjson
 
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=30) as client:
-        ids: list[str] = []
-        skip = requests = 0
-        while True:
-            response = await client.get("/bots", params={"limit": page_size, "skip": skip})
+    # One single-connection client per worker, as botstats sends (pipeline.client._Lanes): a
+    # shared pool of eight costs a sixth more CPU per request, and the ceiling should not pay it.
+    one = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+    clients = [httpx.AsyncClient(base_url=base_url, limits=one, timeout=30)
+               for _ in range(concurrency)]
+    ids: list[str] = []
+    skip = requests = 0
+    while True:
+        response = await clients[0].get("/bots", params={"limit": page_size, "skip": skip})
+        requests += 1
+        page = orjson.loads(response.content)
+        if not page:
+            break
+        ids.extend(bot["id"] for bot in page)
+        skip += len(page)
+    pages = requests
+    queue = iter(ids)
+    rows = 0
+
+    async def worker(client: httpx.AsyncClient) -> None:
+        nonlocal rows, requests
+        for bot_id in queue:  # one shared iterator: each bot is taken once
+            response = await client.get(f"/bots/{bot_id}/stats")
+            response.raise_for_status()
             requests += 1
-            page = orjson.loads(response.content)
-            if not page:
-                break
-            ids.extend(bot["id"] for bot in page)
-            skip += len(page)
-        pages = requests
-        queue = iter(ids)
-        rows = 0
+            rows += len(orjson.loads(response.content))
 
-        async def worker() -> None:
-            nonlocal rows, requests
-            for bot_id in queue:  # one shared iterator: each bot is taken once
-                response = await client.get(f"/bots/{bot_id}/stats")
-                response.raise_for_status()
-                requests += 1
-                rows += len(orjson.loads(response.content))
-
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    await asyncio.gather(*(worker(client) for client in clients))
+    for client in clients:
+        await client.aclose()
     return {"rows": rows, "requests": requests, "listing_pages": pages, "bots": len(ids)}
 
 
@@ -265,6 +271,7 @@ def case_botstats(svc: Service, work: Path, db: Path, full: bool) -> Case:
 
 def case_dlt(svc: Service, work: Path, page_size: int, concurrency: int) -> Case:
     case = Case("d", "dlt rest_api -> duckdb")
+    work.mkdir(parents=True, exist_ok=True)
     result_file = work / "dlt.json"
     dlt_home = work / "dlt"
     dlt_home.mkdir()
@@ -293,6 +300,15 @@ def case_dlt(svc: Service, work: Path, page_size: int, concurrency: int) -> Case
     return case
 
 
+def median_case(runs: list[Case]) -> Case:
+    """The run of median time, noting the spread of all of them."""
+    ordered = sorted(runs, key=lambda c: c.seconds)
+    case = ordered[len(ordered) // 2]
+    if len(runs) > 1:
+        case.note = f"{len(runs)} runs: {ordered[0].seconds:.2f}-{ordered[-1].seconds:.2f} s"
+    return case
+
+
 # --- report ------------------------------------------------------------------------------------------
 def ratios(cases: dict[str, Case], bots: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
@@ -318,7 +334,7 @@ def render(cases: dict[str, Case], r: dict[str, Any], bots: int, days: int,
     for case in cases.values():
         lines.append(f"({case.key}) {case.title:<26} {case.seconds:>8.2f} {case.rows:>10,} "
                      f"{case.rows_per_s:>9,.0f} {case.requests:>9,} {case.peak_rss_mb:>11.0f}  "
-                     f"{case.status}")
+                     f"{case.status}" + (f"  ({case.note})" if case.note else ""))
     lines.append("")
 
     def verdict(ok: bool) -> str:
@@ -353,6 +369,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--days", type=int, default=90,
                    help="days of history, one stat per day (default 90)")
     p.add_argument("--skip-dlt", action="store_true", help="leave out case (d), dlt")
+    p.add_argument("--repeat", type=int, default=3, metavar="N",
+                   help="rounds of every case; each figure is the median run (default 3)")
     p.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
     p.add_argument("--keep", action="store_true", help="keep the temp dir (databases, logs)")
     # The measured subprocesses re-enter this script with these.
@@ -381,17 +399,25 @@ def main(argv: list[str] | None = None) -> None:
     try:
         print(f"service {svc.base_url}: {args.bots} bots x {args.days} days; work dir {work}",
               file=sys.stderr)
-        steps = [("a", lambda: case_bare(svc, work, concurrency, page_size)),
-                 ("b", lambda: case_botstats(svc, work, work / "archive.duckdb", full=True)),
-                 ("c", lambda: case_botstats(svc, work, work / "archive.duckdb", full=False))]
-        if not args.skip_dlt:
-            steps.append(("d", lambda: case_dlt(svc, work, page_size, concurrency)))
+        def steps(n: int) -> list[tuple[str, Any]]:
+            db = work / f"archive-{n}.duckdb"  # (b) writes a fresh file each round
+            out = [("a", lambda: case_bare(svc, work, concurrency, page_size)),
+                   ("b", lambda: case_botstats(svc, work, db, full=True)),
+                   ("c", lambda: case_botstats(svc, work, db, full=False))]
+            if not args.skip_dlt:
+                out.append(("d", lambda: case_dlt(svc, work / f"dlt-{n}", page_size, concurrency)))
+            return out
+
         # Unmeasured: the service builds and caches bot profiles on first use.
         print("warming the service up ...", file=sys.stderr)
         case_bare(svc, work, concurrency, page_size)
-        for key, step in steps:
-            print(f"running ({key}) ...", file=sys.stderr)
-            cases[key] = step()
+        rounds: dict[str, list[Case]] = {}
+        # Rounds interleave the cases, so a machine that slows down mid-run skews them alike.
+        for n in range(args.repeat):
+            for key, step in steps(n):
+                print(f"round {n + 1}/{args.repeat}: running ({key}) ...", file=sys.stderr)
+                rounds.setdefault(key, []).append(step())
+        cases = {key: median_case(runs) for key, runs in rounds.items()}
     finally:
         svc.close()
     r = ratios(cases, args.bots)

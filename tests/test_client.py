@@ -97,6 +97,7 @@ class Seen:
     query: str
     headers: dict[str, str]
     body: bytes
+    client_port: int = 0  # one per connection
 
 
 class Scripted:
@@ -118,7 +119,8 @@ class Scripted:
     async def _answer(self, request: Request) -> Response:
         raw_path = request.scope["raw_path"].decode()  # as sent, before percent-decoding
         self.seen.append(Seen(request.method, raw_path, request.url.query,
-                              dict(request.headers), await request.body()))
+                              dict(request.headers), await request.body(),
+                              request.client.port if request.client else 0))
         reply = self.replies[min(len(self.seen), len(self.replies)) - 1]
         if reply.delay:
             await asyncio.sleep(reply.delay)
@@ -311,6 +313,20 @@ def test_one_client_serves_many_concurrent_tasks(listing: Any) -> None:
     assert out.error is None, out.error
     assert [str(s[0]["bot_id"]) for s in out.value] == [str(i) for i in ids]
     assert out.stats.requests == len(ids)
+
+
+def test_concurrent_requests_share_at_most_max_connections(
+        scripted: Callable[..., Scripted]) -> None:
+    server = scripted(Reply(body=[{"id": 1}], delay=0.02))
+    settings = make_settings(server.base_url, max_connections=3, max_keepalive=3)
+
+    async def many(c: Client) -> list[Any]:
+        return await asyncio.gather(*(c.bot_stats(i) for i in range(24)))
+
+    out = call(settings, many)
+    assert out.error is None and len(out.value) == 24
+    ports = {s.client_port for s in server.seen}
+    assert len(ports) == 3  # three connections, each reused, never a fourth
 
 
 def test_faulty_service_is_survived_by_retries() -> None:

@@ -302,3 +302,42 @@ def test_a_bot_that_reappears_is_no_longer_marked_removed(service_factory: Any,
         churned.directory, [added])
     assert archived_stat_rows(settings) == sorted(expected)
     assert_archive_has_no_duplicates(settings)
+
+
+@pytest.mark.parametrize("new_only", [True, False], ids=["fresh archive", "upsert"])
+def test_a_key_sent_twice_in_one_batch_is_archived_once_with_its_last_copy(
+        tmp_path: Any, new_only: bool) -> None:
+    # The service repeats a record in one page, and a bot comes back in the same batch: the
+    # batch writer keeps the last copy of each key, with its custom fields once.
+    from pipeline import harvest as h
+    from pipeline import store
+    from pipeline.config import StoreSettings
+    from pipeline.records import parse_stats
+
+    settings = Settings(store=StoreSettings(db=str(tmp_path / "a.duckdb")))
+
+    def rec(stat_id: str, users: int) -> dict[str, Any]:
+        return {"id": stat_id, "timestamp": "2024-06-01T00:00:00Z", "users": users, "guilds": 1,
+                "custom": [{"name": "n", "value": users}]}
+
+    async def write(con: Any) -> h.HarvestReport:
+        db = h._Db(con)
+        report = h.HarvestReport(run_id="r1", mode="full")
+        h._begin_run(con, report)
+        batch = h._Batch(db, report, 1000, new_only=new_only)
+        batch.add_page("GET /bots/b1/stats", "b1",
+                       parse_stats([rec("s1", 1), rec("s2", 7), rec("s1", 2)], "b1", settings.fields))
+        batch.add_page("GET /bots/b1/stats", "b1", parse_stats([rec("s2", 8)], "b1", settings.fields))
+        assert not batch.distinct
+        await batch.flush()
+        db.shutdown()
+        return report
+
+    with store.writer(settings) as con:
+        report = asyncio.run(write(con))
+        stats = con.execute("SELECT stat_id, users FROM bot_stats ORDER BY stat_id").fetchall()
+        custom = con.execute("SELECT stat_id, value_num FROM bot_stat_custom "
+                             "ORDER BY stat_id").fetchall()
+    assert report.stats_added == 2
+    assert stats == [("s1", 2), ("s2", 8)]
+    assert custom == [("s1", 2.0), ("s2", 8.0)]
