@@ -102,8 +102,8 @@ class _Call:
     expect: type[list[Any]] | type[dict[str, Any]]
     idempotent: bool
     auth_hint: str  # what to check when the service refuses the credentials
-    recheck: str = ""
-    raw: bool = False  # a list answer as a RawArray (elements undecoded) when it is plain JSON  # for a POST: how to tell whether a failed attempt was stored anyway
+    recheck: str = ""  # for a POST: how to tell whether a failed attempt was stored anyway
+    raw: bool = False  # a list answer as a RawArray (elements undecoded) when it is plain JSON
     # Written by each attempt, read by the retry predicate and the wait.
     retryable: bool = False
     retry_after: float | None = None
@@ -118,7 +118,7 @@ class _Lanes:
 
     One shared httpx pool re-checks the socket of every idle connection, in Python, whenever a
     request starts or ends (httpcore's ``has_expired``, through anyio): with eight requests in
-    flight that was a sixth of the harvest's CPU. A one-connection client checks only its own.
+    flight that was a sixth of the HTTP's CPU. A one-connection client checks only its own.
     ``size``, ``keep`` and ``wait`` mean what httpx's max_connections, max_keepalive_connections
     and pool timeout mean.
     """

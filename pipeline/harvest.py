@@ -393,6 +393,7 @@ CUSTOM_SCHEMA = {
 
 
 ERROR_SCHEMA = {"endpoint": pl.String, "bot_id": pl.String, "error": pl.String}
+
 # The StatPage columns a batch takes as they are (bot_id is added, the same for a whole page).
 STAT_COLUMNS = [c for c in STAT_SCHEMA if c != "bot_id"]
 

@@ -349,7 +349,7 @@ def _page_decoder(fields: FieldSettings) -> msgspec.json.Decoder[Any] | None:
         return None
     try:
         # gc=False: a page's records hold no cycles, and the collector would otherwise walk
-        # every one of them (a tenth of a harvest's CPU).
+        # every one of them on each of its passes.
         custom = msgspec.defstruct(
             "CustomField", [("name", str), ("value", Scalar, None)],
             rename={"name": fields.custom_name, "value": fields.custom_value}, gc=False)
