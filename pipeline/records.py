@@ -239,6 +239,9 @@ _CUSTOM_NUM: dict[type, Callable[[Any], float | None]] = {
 
 
 # --- a whole /stats page ------------------------------------------------------------------------
+_ROW_COLUMNS = ("stat_id", "recorded_at", *COUNT_FIELDS, *PERCENT_FIELDS, "raw")
+
+
 @dataclass(slots=True)
 class StatPage:
     """The rows of one ``/stats`` page, column-wise (what the batch writer extends), and its
@@ -263,6 +266,13 @@ class StatPage:
 
     def __len__(self) -> int:
         return len(self.stat_id)
+
+    def extend(self, other: StatPage) -> None:
+        """``other``'s rows after these (its custom rows pointing at its records, moved)."""
+        offset = len(self)
+        for name in (*_ROW_COLUMNS, "custom_name", "custom_text", "custom_num", "rejects"):
+            getattr(self, name).extend(getattr(other, name))
+        self.custom_row.extend(position + offset for position in other.custom_row)
 
     def add(self, row: StatRow) -> None:
         position = len(self.stat_id)
@@ -301,17 +311,49 @@ def parse_stats_raw(body: bytes, items: Sequence[Any], bot_id: str,
     keeps.
 
     A page whose records all have the usual shape is decoded straight into typed records by
-    msgspec (types and ranges checked in C, no dict per record) and turned into columns; any
-    page with anything unusual goes record by record through :func:`parse_stat`, which words
-    the reasons. Both give the same rows (tests/test_records_page.py holds them to it).
+    msgspec (types and ranges checked in C, no dict per record) and turned into columns. In a
+    page with anything unusual, each unusual record goes through :func:`parse_stat`, which
+    words the reasons, and the usual ones around it still take the typed path, so one bad
+    record in a page costs one slow record. All give the same rows (tests/test_records_page.py
+    holds them to it).
     """
-    decoder = _page_decoder(fields)
-    if decoder is not None and items:
+    decoders = _decoders(fields)
+    if decoders is None or not items:
+        return _raw_page_by_record(items, bot_id, fields)
+    try:
+        return _typed_page(decoders[0].decode(body), items)
+    except _NOT_TYPED:
+        return _page_by_run(items, bot_id, fields, decoders[1])
+
+
+def _page_by_run(items: Sequence[Any], bot_id: str, fields: FieldSettings,
+                 decoder: msgspec.json.Decoder[Any]) -> StatPage:
+    """The page in runs: each run of records that decode typed goes through the typed path
+    together, each record that does not through :func:`parse_stat`, in page order."""
+    page = StatPage()
+    typed: list[Any] = []
+    run: list[Any] = []
+
+    def end_run() -> None:
+        if not run:
+            return
         try:
-            return _typed_page(decoder.decode(body), items)
-        except (msgspec.ValidationError, msgspec.DecodeError, _Unusual, TypeError, ValueError):
-            pass  # TypeError/ValueError: fromisoformat, naive - aware, a raw not UTF-8
-    return _raw_page_by_record(items, bot_id, fields)
+            page.extend(_typed_page(typed, run))
+        except _NOT_TYPED:  # decodes typed, yet not usual: e.g. a naive time
+            page.extend(_raw_page_by_record(run, bot_id, fields))
+        typed.clear()
+        run.clear()
+
+    for item in items:
+        try:
+            typed.append(decoder.decode(item))
+        except msgspec.DecodeError:  # ValidationError too
+            end_run()
+            page.extend(_raw_page_by_record([item], bot_id, fields))
+            continue
+        run.append(item)
+    end_run()
+    return page
 
 
 def _raw_page_by_record(items: Sequence[Any], bot_id: str, fields: FieldSettings) -> StatPage:
@@ -331,14 +373,21 @@ class _Unusual(Exception):
     """The page is not of the usual shape: read it record by record instead."""
 
 
+# What tells the typed path that records are not of the usual shape. TypeError and ValueError:
+# fromisoformat, naive - aware, a raw that is not UTF-8.
+_NOT_TYPED = (_Unusual, msgspec.DecodeError, TypeError, ValueError)  # DecodeError: Validation too
+
+
 Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
 Percent = Annotated[float, msgspec.Meta(ge=0, le=100)]  # a JSON integer reads as a float too
 Scalar = str | int | float | bool | None  # custom values the typed path takes
 
 
 @functools.cache
-def _page_decoder(fields: FieldSettings) -> msgspec.json.Decoder[Any] | None:
-    """A decoder of a whole usual page into typed records, for these field names.
+def _decoders(fields: FieldSettings) -> tuple[msgspec.json.Decoder[Any],
+                                              msgspec.json.Decoder[Any]] | None:
+    """Decoders of a whole usual page, and of one usual record, into typed records, for these
+    field names.
 
     Every constraint here is a sufficient condition for :func:`parse_stat` to accept the record
     as the typed path reads it; what it cannot express (stripped ids, aware timestamps, unique
@@ -362,7 +411,8 @@ def _page_decoder(fields: FieldSettings) -> msgspec.json.Decoder[Any] | None:
             rename={"stat_id": fields.stat_id, "recorded_at": fields.stat_time}, gc=False)
     except (TypeError, ValueError):  # e.g. stat_time named like a count field
         return None
-    return msgspec.json.Decoder(list[record])  # type: ignore[valid-type]
+    return (msgspec.json.Decoder(list[record]),  # type: ignore[valid-type]
+            msgspec.json.Decoder(record))
 
 
 def _typed_page(records: list[Any], items: Sequence[Any]) -> StatPage:

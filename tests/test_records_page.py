@@ -19,7 +19,7 @@ from pipeline.client import split_array
 from pipeline.config import FieldSettings
 from pipeline.records import (
     StatPage,
-    _page_decoder,
+    _decoders,
     _raw_page_by_record,
     parse_stats,
     parse_stats_raw,
@@ -82,8 +82,8 @@ def test_a_usual_page_takes_the_typed_path_and_gives_the_same_rows() -> None:
     body = body_of([record(i) for i in range(30)])
     split = split_array(body)
     assert split is not None
-    decoder = _page_decoder(DEFAULTS)
-    assert decoder is not None and len(decoder.decode(body)) == 30  # the typed path takes it
+    decoders = _decoders(DEFAULTS)
+    assert decoders is not None and len(decoders[0].decode(body)) == 30  # the typed path takes it
     fast, slow = both(body)
     assert fast == slow
     assert [json.loads(r) for r in fast["raw"]] == [record(i) for i in range(30)]
@@ -146,7 +146,7 @@ def test_a_record_that_only_looks_like_json_is_rejected_with_its_text() -> None:
 
 def test_without_a_service_id_the_page_is_read_record_by_record() -> None:
     no_id = FieldSettings(stat_id="")
-    assert _page_decoder(no_id) is None
+    assert _decoders(no_id) is None
     body, items = _split([record(i) for i in range(3)])
     assert len(parse_stats_raw(body, items, BOT, no_id)) == 3
 
@@ -156,8 +156,8 @@ def test_other_field_names_take_the_typed_path_too() -> None:
     page = [{"uuid": f"u{i}", "at": "2024-06-01T00:00:00+02:00", "users": i, "guilds": 1,
              "custom": [{"k": "a", "v": i}]} for i in range(4)]
     body, items = _split(page)
-    decoder = _page_decoder(fields)
-    assert decoder is not None and len(decoder.decode(body)) == 4
+    decoders = _decoders(fields)
+    assert decoders is not None and len(decoders[0].decode(body)) == 4
     fast = columns(parse_stats_raw(body, items, BOT, fields))
     assert fast == columns(_raw_page_by_record(items, BOT, fields))
     assert fast["stat_id"] == ["u0", "u1", "u2", "u3"] and fast["custom_name"] == ["a"] * 4
