@@ -404,7 +404,8 @@ def _decoders(fields: FieldSettings) -> tuple[msgspec.json.Decoder[Any],
             rename={"name": fields.custom_name, "value": fields.custom_value}, gc=False)
         record = msgspec.defstruct(
             "StatRecord",
-            [("stat_id", str), ("recorded_at", str), ("users", Count), ("guilds", Count),
+            [("stat_id", str), ("recorded_at", str | int | float), ("users", Count),
+             ("guilds", Count),
              ("shards", Count | None, None), ("memory_load", Percent | None, None),
              ("cpu_load", Percent | None, None), ("commands_executed", Count | None, None),
              ("custom", list[custom] | None, None)],  # type: ignore[valid-type]
@@ -421,15 +422,26 @@ def _typed_page(records: list[Any], items: Sequence[Any]) -> StatPage:
     keys = [i.strip() for i in map(attrgetter("stat_id"), records)]
     if not all(keys):
         raise _Unusual
-    # Aware ISO strings only: a naive time fails the subtraction, anything else fromisoformat.
-    recorded_at = [(when - EPOCH) // ONE_US
-                   for when in map(datetime.fromisoformat, map(attrgetter("recorded_at"), records))]
+    times = list(map(attrgetter("recorded_at"), records))
+    try:
+        # Aware ISO strings, the usual case, at C speed: a naive time fails the subtraction.
+        recorded_at = [(when - EPOCH) // ONE_US for when in map(datetime.fromisoformat, times)]
+    except (TypeError, ValueError):
+        recorded_at = _micros(times)
     page = StatPage(stat_id=keys, recorded_at=recorded_at)
     for name in (*COUNT_FIELDS, *PERCENT_FIELDS):
         setattr(page, name, list(map(attrgetter(name), records)))
     page.raw = [bytes(item).decode() for item in items]
     _custom_columns(page, list(map(attrgetter("custom"), records)))
     return page
+
+
+def _micros(times: list[Any]) -> list[int]:
+    """Times as :func:`parse_time` reads them (naive ISO as UTC, epoch seconds or ms)."""
+    try:
+        return [(parse_time(when) - EPOCH) // ONE_US for when in times]
+    except Invalid:
+        raise _Unusual from None  # the record path words the reason
 
 
 def _custom_columns(page: StatPage, customs: list[Any]) -> None:

@@ -21,6 +21,7 @@ from pipeline.records import (
     StatPage,
     _decoders,
     _raw_page_by_record,
+    _typed_page,
     parse_stats,
     parse_stats_raw,
 )
@@ -142,6 +143,18 @@ def _split(page: list[Any]) -> tuple[bytes, Any]:
 def test_a_record_that_only_looks_like_json_is_rejected_with_its_text() -> None:
     body = b'[{"id":"a","timestamp":"2024-06-01T00:00:00Z","users":1,"guilds":1},"\xff"]'
     assert split_array(body) is None  # not UTF-8: the client reads it the careful way
+
+
+@pytest.mark.parametrize("when", ["2024-06-01T00:00:00", "2024-05-31T20:00:00-04:00",
+                                  " 2024-06-01T00:00:00Z ", 1717200000, 1717200000000, 1717200000.5])
+def test_every_time_spelling_parse_time_reads_takes_the_typed_path(when: Any) -> None:
+    page = [record(i, timestamp=when) for i in range(4)]
+    body, items = _split(page)
+    decoders = _decoders(DEFAULTS)
+    assert decoders is not None
+    typed = columns(_typed_page(decoders[0].decode(body), items))  # no fallback: it would raise
+    assert typed == columns(_raw_page_by_record(items, BOT, DEFAULTS))
+    assert typed["recorded_at"] == [1717200000 * 10**6 + (500_000 if when == 1717200000.5 else 0)] * 4
 
 
 def test_without_a_service_id_the_page_is_read_record_by_record() -> None:
