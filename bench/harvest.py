@@ -53,6 +53,8 @@ class Case:
     rows: int = 0
     requests: int = 0
     peak_rss_mb: float = 0.0
+    cpu_s: float = 0.0  # user + system CPU of the case's process (all its threads)
+    service_cpu_s: float | None = None  # the service's CPU while the case ran (Linux only)
     listing_pages: int = 0
     status: str = ""
     note: str = ""
@@ -63,9 +65,17 @@ class Case:
 
 
 # --- running a case in its own process ------------------------------------------------------------
+@dataclass
+class Measured:
+    seconds: float  # wall
+    peak_rss_mb: float
+    cpu_s: float  # user + system, every thread of the process
+    code: int
+
+
 def run_measured(cmd: list[str], *, cwd: Path, env: dict[str, str] | None = None,
-                 log: Path) -> tuple[float, float, int]:
-    """Run ``cmd``; return (wall seconds, peak RSS in MB of that process, exit code).
+                 log: Path) -> Measured:
+    """Run ``cmd``: its wall time, peak RSS, CPU time and exit code.
 
     ``os.wait4`` gives the rusage of that one child (RUSAGE_CHILDREN would mix all of them).
     """
@@ -74,8 +84,21 @@ def run_measured(cmd: list[str], *, cwd: Path, env: dict[str, str] | None = None
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
         _, status, usage = os.wait4(proc.pid, 0)
         seconds = time.perf_counter() - started
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return seconds, usage.ru_maxrss / 1024, proc.returncode  # ru_maxrss is in KiB on Linux
+    return Measured(seconds, usage.ru_maxrss / 1024,  # ru_maxrss is in KiB on Linux
+                    usage.ru_utime + usage.ru_stime, os.waitstatus_to_exitcode(status))
+
+
+def measure_case(case: Case, svc: Service, cmd: list[str], *, cwd: Path,
+                 env: dict[str, str] | None = None, log: Path) -> int:
+    """Run one case's process into ``case`` (time, memory, CPU, the service's CPU meanwhile);
+    return its exit code."""
+    service_before = svc.cpu_seconds()
+    m = run_measured(cmd, cwd=cwd, env=env, log=log)
+    service_after = svc.cpu_seconds()
+    case.seconds, case.peak_rss_mb, case.cpu_s = m.seconds, m.peak_rss_mb, m.cpu_s
+    if service_before is not None and service_after is not None:
+        case.service_cpu_s = service_after - service_before
+    return m.code
 
 
 def child_cmd(case: str, *args: str) -> list[str]:
@@ -216,6 +239,15 @@ class Service:
                 raise SystemExit(f"the service at {self.base_url} never became healthy")
             time.sleep(0.05)
 
+    def cpu_seconds(self) -> float | None:
+        """User + system CPU the service process has used so far (None off Linux)."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        # utime and stime are fields 14 and 15 of the stat line (11 and 12 after the name).
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def health(self) -> dict[str, Any]:
         return httpx.get(f"{self.base_url}/_admin/health", timeout=10).json()
 
@@ -237,7 +269,7 @@ def case_bare(svc: Service, work: Path, concurrency: int, page_size: int) -> Cas
     result_file = work / "bare.json"
     cmd = child_cmd("bare", "--base-url", svc.base_url, "--concurrency", str(concurrency),
                     "--page-size", str(page_size), "--result", str(result_file))
-    case.seconds, case.peak_rss_mb, code = run_measured(cmd, cwd=REPO, log=work / "bare.log")
+    code = measure_case(case, svc, cmd, cwd=REPO, log=work / "bare.log")
     if code == 0:
         result = json.loads(result_file.read_text())
         case.rows, case.requests = result["rows"], result["requests"]
@@ -252,8 +284,7 @@ def case_botstats(svc: Service, work: Path, db: Path, full: bool) -> Case:
     cmd = [sys.executable, "-m", "pipeline", "harvest", "--base-url", svc.base_url, "--db", str(db),
            *(["--full"] if full else [])]
     pages_before = svc.listing_requests()
-    case.seconds, case.peak_rss_mb, code = run_measured(
-        cmd, cwd=REPO, log=work / f"harvest-{case.key}.log")
+    code = measure_case(case, svc, cmd, cwd=REPO, log=work / f"harvest-{case.key}.log")
     case.listing_pages = svc.listing_requests() - pages_before
     import duckdb
 
@@ -290,8 +321,7 @@ def case_dlt(svc: Service, work: Path, page_size: int, concurrency: int) -> Case
                     "--result", str(result_file))
     pages_before = svc.listing_requests()
     # cwd in the temp dir: dlt looks for .dlt/ there and writes nothing into the repo.
-    case.seconds, case.peak_rss_mb, code = run_measured(cmd, cwd=dlt_home, env=env,
-                                                        log=work / "dlt.log")
+    code = measure_case(case, svc, cmd, cwd=dlt_home, env=env, log=work / "dlt.log")
     case.listing_pages = svc.listing_requests() - pages_before
     if code == 0:
         result = json.loads(result_file.read_text())
@@ -317,6 +347,13 @@ def ratios(cases: dict[str, Case], bots: int) -> dict[str, Any]:
         out["full_vs_bare"] = b.rows_per_s / a.rows_per_s
     if b and d and d.rows_per_s:
         out["full_vs_dlt"] = b.rows_per_s / d.rows_per_s
+    if a and b and a.rows_per_s and b.cpu_s:
+        # However well (b) overlaps its work, it cannot finish before the CPUs have done it.
+        need = b.cpu_s + (b.service_cpu_s or 0.0)
+        floor = need / (os.cpu_count() or 1)
+        out["full_cpu_needed_s"] = need
+        out["full_wall_floor_s"] = floor
+        out["full_vs_bare_bound"] = (b.rows / floor) / a.rows_per_s
     if c:
         out["again_requests"] = c.requests
         out["again_budget"] = bots + c.listing_pages
@@ -326,15 +363,15 @@ def ratios(cases: dict[str, Case], bots: int) -> dict[str, Any]:
 def render(cases: dict[str, Case], r: dict[str, Any], bots: int, days: int,
            concurrency: int) -> str:
     head = f"{'case':<30} {'seconds':>8} {'stat rows':>10} {'rows/s':>9} {'requests':>9} " \
-           f"{'peak RSS MB':>11}  status"
+           f"{'peak RSS MB':>11} {'CPU s':>6} {'svc CPU s':>9}  status"
     load = os.getloadavg()[0]  # other work on the machine skews every figure
     lines = [f"botstats harvest bench: {bots} bots x {days} days, concurrency {concurrency}, "
              f"{os.cpu_count()} CPUs (load {load:.1f} at the end), Python "
              f"{platform.python_version()}", "", head, "-" * len(head)]
     for case in cases.values():
         lines.append(f"({case.key}) {case.title:<26} {case.seconds:>8.2f} {case.rows:>10,} "
-                     f"{case.rows_per_s:>9,.0f} {case.requests:>9,} {case.peak_rss_mb:>11.0f}  "
-                     f"{case.status}" + (f"  ({case.note})" if case.note else ""))
+                     f"{case.rows_per_s:>9,.0f} {case.requests:>9,} {case.peak_rss_mb:>11.0f} "
+                     f"{case.cpu_s:>6.2f} {_cpu(case.service_cpu_s):>9}  {case.status}" + (f"  ({case.note})" if case.note else ""))
     lines.append("")
 
     def verdict(ok: bool) -> str:
@@ -344,6 +381,10 @@ def render(cases: dict[str, Case], r: dict[str, Any], bots: int, days: int,
         v = r["full_vs_bare"]
         lines.append(f"(b)/(a) throughput  {v:5.2f}x   target >= {TARGETS['full_vs_bare']}x   "
                      f"{verdict(v >= TARGETS['full_vs_bare'])}")
+    if "full_vs_bare_bound" in r:
+        lines.append(f"                    (b) needs {r['full_cpu_needed_s']:.2f} CPU-s (harvest + "
+                     f"service) = at least {r['full_wall_floor_s']:.2f} s on {os.cpu_count()} "
+                     f"CPUs: (b)/(a) <= {r['full_vs_bare_bound']:.2f}x on this machine")
     if "full_vs_dlt" in r:
         v = r["full_vs_dlt"]
         lines.append(f"(b)/(d) throughput  {v:5.2f}x   target >= {TARGETS['full_vs_dlt']}x   "
@@ -356,6 +397,10 @@ def render(cases: dict[str, Case], r: dict[str, Any], bots: int, days: int,
     if a and b and a.rows != b.rows:
         lines.append(f"warning: (a) read {a.rows:,} records but (b) archived {b.rows:,}")
     return "\n".join(lines)
+
+
+def _cpu(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.2f}"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

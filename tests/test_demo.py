@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import duckdb
@@ -27,11 +26,8 @@ def _demo(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_demo_writes_the_archive_and_exports_and_says_what_next(tmp_path: Path) -> None:
-    started = time.monotonic()
     proc = _demo(tmp_path)  # the defaults, as `make demo` runs it
-    seconds = time.monotonic() - started
     assert proc.returncode == 0, proc.stderr
-    assert seconds < 90  # about 5 s on a 2-core machine; generous for a loaded CI box
     out = proc.stdout
     assert ": complete (exit 0)" in out
     for name in (*TABLES, *DATASETS):

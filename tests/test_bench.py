@@ -1,0 +1,56 @@
+"""The benchmarks run end to end at a small size: the figures in the README rest on them.
+
+Nothing here looks at timing; what is checked is that each case did the work it reports
+(every record fetched and archived, the rerun's request budget, results read back).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _bench(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_harvest_bench_measures_every_case_on_the_same_data(tmp_path: Path) -> None:
+    out = tmp_path / "harvest.json"
+    proc = _bench("bench/harvest.py", "--bots", "30", "--days", "3", "--skip-dlt",
+                  "--repeat", "1", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    figures = json.loads(out.read_text())
+    cases = figures["cases"]
+    assert set(cases) == {"a", "b", "c"}
+    assert all(case["status"] in ("ok", "complete") for case in cases.values()), cases
+    # The bare loop and the harvest read the same records: up to 30 bots x 3 days, one a day
+    # (a bot younger than three days has fewer).
+    assert 30 < cases["a"]["rows"] == cases["b"]["rows"] <= 90
+    assert cases["c"]["rows"] == 0  # nothing new the second time
+    # One /stat per bot plus the listing pages, and the bench counts those pages itself.
+    assert figures["ratios"]["again_budget"] == 30 + cases["c"]["listing_pages"]
+    assert 30 < cases["c"]["requests"] <= figures["ratios"]["again_budget"]
+    for case in cases.values():
+        assert case["cpu_s"] > 0 and case["peak_rss_mb"] > 0
+    assert figures["ratios"]["full_vs_bare_bound"] > 0
+    assert "(b)/(a) throughput" in proc.stdout and "on this machine" in proc.stdout
+
+
+def test_trends_bench_compares_trends_with_plain_sql(tmp_path: Path) -> None:
+    out = tmp_path / "trends.json"
+    proc = _bench("bench/trends.py", "--rows", "20000", "--dir", str(tmp_path / "work"),
+                  "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    figures = json.loads(out.read_text())
+    assert figures["rows"] == 20_000
+    assert figures["same_results"] is True  # trends and the SQL baseline agree
+    trends = next(case for case in figures["cases"] if case["case"] == "trends")
+    assert trends["datasets"]["bot_daily"] > 0 and trends["partitions"] > 0
