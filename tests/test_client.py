@@ -541,7 +541,8 @@ def test_retry_after_is_honoured_exactly(scripted: Callable[..., Scripted]) -> N
     server = scripted(Reply(status=429, headers={"Retry-After": "2"}), Reply(body=[]))
     out = call(make_settings(server.base_url, attempts=3, backoff_base=0.01), lambda c: c.list_bots())
     assert out.value == []
-    assert 2.0 <= out.elapsed <= 2.9  # not shorter, and no jitter on top
+    assert out.elapsed >= 2.0  # not shorter
+    # ... and no jitter on top (the wait as planned, not as measured: a busy machine is slow).
     assert (out.stats.rate_limited, out.stats.retries, out.stats.waited_seconds) == (1, 1, 2.0)
 
 
@@ -558,7 +559,7 @@ def test_retry_after_beyond_the_limit_gives_up_at_once(scripted: Callable[..., S
     out = call(settings, lambda c: c.bot(1))
     assert isinstance(out.error, RateLimited) and out.error.retry_after == 3600
     assert "max_retry_after" in str(out.error) and "3600" in str(out.error)
-    assert len(server.seen) == 1 and out.elapsed < 5
+    assert len(server.seen) == 1 and out.elapsed < 60  # not the hour it asked for
 
 
 def test_rate_limited_after_every_attempt(scripted: Callable[..., Scripted]) -> None:
