@@ -1,4 +1,5 @@
-"""`store.run`: polars frames read by DuckDB under their names, through the Arrow C stream."""
+"""The store: polars frames read by DuckDB under their names (`store.run`), and the schema's
+migrations, applied on open."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ from pathlib import Path
 
 import duckdb
 import polars as pl
+import pytest
 
 from pipeline import store
+from pipeline.errors import StoreError
 
 
 def test_frames_are_read_under_their_names_and_unregistered_after(tmp_path: Path) -> None:
@@ -39,3 +42,57 @@ def test_a_column_of_nothing_but_nulls_is_written_as_null(tmp_path: Path) -> Non
     store.run(con, "INSERT INTO t BY NAME SELECT * FROM errors_in", errors_in=errors_in)
     assert con.execute("SELECT * FROM t").fetchall() == [("x", None, None)]
     con.close()
+
+
+# --- migrations: applied on open, in order, once, each whole or not at all ----------------------
+def _sql_dir_with(tmp_path: Path, extra: dict[str, str]) -> Path:
+    """A copy of the shipped sql/ folder with ``extra`` migration files added."""
+    import shutil
+
+    copy = tmp_path / "sql"
+    shutil.copytree(store.sql_dir(), copy)
+    for name, text in extra.items():
+        (copy / "migrations" / name).write_text(text, encoding="utf-8")
+    return copy
+
+
+def _applied(con: duckdb.DuckDBPyConnection) -> list[str]:
+    return [name for (name,) in con.execute(
+        "SELECT name FROM schema_migrations ORDER BY version").fetchall()]
+
+
+def test_an_archive_gets_the_new_migrations_on_open_and_keeps_its_rows(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = tmp_path / "archive.duckdb"
+    with duckdb.connect(str(db)) as con:
+        shipped = store.migrate(con)
+        assert shipped and shipped == sorted(shipped)  # every shipped file, in order
+        con.execute("INSERT INTO bots (bot_id, name, raw, first_seen_at, last_seen_at, run_id) "
+                    "VALUES ('b1', 'one', '{}', now(), now(), 'r1')")
+        assert store.migrate(con) == []  # nothing twice
+    newer = _sql_dir_with(tmp_path, {
+        "901_bot_notes.sql": "CREATE TABLE bot_notes (bot_id VARCHAR, note VARCHAR);",
+        "902_note_one.sql": "INSERT INTO bot_notes SELECT bot_id, 'seen' FROM bots;"})
+    monkeypatch.setattr(store, "sql_dir", lambda: newer)
+    with duckdb.connect(str(db)) as con:
+        assert store.migrate(con) == ["901_bot_notes.sql", "902_note_one.sql"]
+        assert _applied(con) == [*shipped, "901_bot_notes.sql", "902_note_one.sql"]
+        assert con.execute("SELECT * FROM bot_notes").fetchall() == [("b1", "seen")]
+        assert con.execute("SELECT bot_id, name FROM bots").fetchall() == [("b1", "one")]
+        assert store.migrate(con) == []
+
+
+def test_a_failing_migration_is_rolled_back_whole_and_says_which(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = tmp_path / "archive.duckdb"
+    with duckdb.connect(str(db)) as con:
+        shipped = store.migrate(con)
+    broken = _sql_dir_with(tmp_path, {
+        "901_half.sql": "CREATE TABLE half_done (x INTEGER); SELECT * FROM no_such_table;"})
+    monkeypatch.setattr(store, "sql_dir", lambda: broken)
+    with duckdb.connect(str(db)) as con:
+        with pytest.raises(StoreError, match=r"migration 901_half\.sql failed: .*no_such_table"):
+            store.migrate(con)
+        assert _applied(con) == shipped
+        tables = {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        assert "half_done" not in tables and "bot_stats" in tables
