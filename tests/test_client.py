@@ -9,10 +9,12 @@ Two real servers on loopback, no mocks of httpx:
 from __future__ import annotations
 
 import asyncio
+import http.server
 import json
 import socket
 import threading
 import time
+import urllib.request
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -26,7 +28,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from pipeline.client import Client, ClientStats, RawArray, parse_retry_after, redact_url
+from pipeline.client import (
+    Client,
+    ClientStats,
+    RawArray,
+    env_proxy,
+    parse_retry_after,
+    redact_url,
+)
 from pipeline.config import RetrySettings, Secret, ServiceSettings, Settings
 from pipeline.errors import (
     ApiError,
@@ -643,6 +652,74 @@ def test_request_budget_applies_to_retries(scripted: Callable[..., Scripted]) ->
     settings = make_settings(server.base_url, attempts=4, request_budget=5.0)
     out = call(settings, lambda c: c.bot(1))
     assert out.value == {} and out.elapsed >= 0.55  # 4 attempts, one per 0.2 s
+
+
+# --- proxies from the environment ---------------------------------------------------------------
+class _ForwardProxy(http.server.BaseHTTPRequestHandler):
+    """A forward HTTP proxy on loopback: relays each absolute-form GET and notes its target."""
+
+    seen: list[str]
+
+    def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+        self.seen.append(self.path)
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with direct.open(self.path) as upstream:
+            body = upstream.read()
+            status = upstream.status
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def forward_proxy() -> Iterator[tuple[str, list[str]]]:
+    seen: list[str] = []
+    handler = type("Proxy", (_ForwardProxy,), {"seen": seen})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    server.shutdown()
+    server.server_close()
+
+
+def test_requests_go_through_the_proxy_the_environment_names(
+        listing: Any, forward_proxy: tuple[str, list[str]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    proxy, seen = forward_proxy
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", proxy)
+    bot_id = sorted(listing.directory.bot_ids())[0]
+    stats = call(make_settings(listing.base_url), lambda c: c.bot_stats(bot_id)).value
+    assert stats == httpx.get(f"{listing.base_url}/bots/{bot_id}/stats", trust_env=False).json()
+    assert seen == [f"{listing.base_url}/bots/{bot_id}/stats"]
+
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")  # exempt: straight to the service
+    again = call(make_settings(listing.base_url), lambda c: c.bot_stats(bot_id)).value
+    assert again == stats and len(seen) == 1
+
+
+@pytest.mark.parametrize(
+    ("env", "proxy"),
+    [
+        ({}, None),
+        ({"HTTP_PROXY": "http://p:3128"}, "http://p:3128"),
+        ({"https_proxy": "http://s:3128"}, None),  # the service is http://
+        ({"ALL_PROXY": "http://a:1"}, "http://a:1"),
+        ({"HTTP_PROXY": "http://p:3128", "NO_PROXY": "svc.example"}, None),
+        ({"HTTP_PROXY": "http://p:3128", "no_proxy": ".example"}, None),
+        ({"HTTP_PROXY": "http://p:3128", "NO_PROXY": "other.example"}, "http://p:3128"),
+        ({"HTTP_PROXY": "http://p:3128", "NO_PROXY": "*"}, None),
+    ],
+)
+def test_env_proxy(env: dict[str, str], proxy: str | None) -> None:
+    assert env_proxy("http://svc.example:8000/api", env) == proxy
 
 
 # --- pure helpers -------------------------------------------------------------------------------
