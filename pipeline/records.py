@@ -21,11 +21,11 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from operator import attrgetter
 from typing import Annotated, Any
 
 import msgspec
 import orjson
+from msgspec.structs import astuple
 
 from .config import FieldSettings
 
@@ -417,22 +417,25 @@ def _decoders(fields: FieldSettings) -> tuple[msgspec.json.Decoder[Any],
 
 
 def _typed_page(records: list[Any], items: Sequence[Any]) -> StatPage:
-    if len(records) != len(items):
+    if len(records) != len(items) or not records:
         raise _Unusual
-    keys = [i.strip() for i in map(attrgetter("stat_id"), records)]
+    # The records' fields as columns, in StatRecord's order (astuple and zip run in C: half the
+    # time of reading each attribute of each record).
+    (ids, times, users, guilds, shards, memory_load, cpu_load, commands_executed,
+     customs) = zip(*map(astuple, records), strict=True)
+    keys = [i.strip() for i in ids]
     if not all(keys):
         raise _Unusual
-    times = list(map(attrgetter("recorded_at"), records))
     try:
         # Aware ISO strings, the usual case, at C speed: a naive time fails the subtraction.
         recorded_at = [(when - EPOCH) // ONE_US for when in map(datetime.fromisoformat, times)]
     except (TypeError, ValueError):
-        recorded_at = _micros(times)
-    page = StatPage(stat_id=keys, recorded_at=recorded_at)
-    for name in (*COUNT_FIELDS, *PERCENT_FIELDS):
-        setattr(page, name, list(map(attrgetter(name), records)))
+        recorded_at = _micros(list(times))
+    page = StatPage(stat_id=keys, recorded_at=recorded_at, users=list(users),
+                    guilds=list(guilds), shards=list(shards), memory_load=list(memory_load),
+                    cpu_load=list(cpu_load), commands_executed=list(commands_executed))
     page.raw = [bytes(item).decode() for item in items]
-    _custom_columns(page, list(map(attrgetter("custom"), records)))
+    _custom_columns(page, customs)
     return page
 
 
@@ -444,17 +447,17 @@ def _micros(times: list[Any]) -> list[int]:
         raise _Unusual from None  # the record path words the reason
 
 
-def _custom_columns(page: StatPage, customs: list[Any]) -> None:
+def _custom_columns(page: StatPage, customs: Sequence[Any]) -> None:
     rows = [position for position, items in enumerate(customs) if items for _ in items]
     if not rows:
         return
     fields = [item for items in customs if items for item in items]
-    names = [n.strip() for n in map(attrgetter("name"), fields)]
+    raw_names, values = zip(*map(astuple, fields), strict=True)
+    names = [n.strip() for n in raw_names]
     # An empty name is refused, and a name repeated in one record keeps its last value: both
     # are the record-by-record path's to handle.
     if not all(names) or len(set(zip(rows, names, strict=True))) != len(names):
         raise _Unusual
-    values = list(map(attrgetter("value"), fields))
     # An integer beyond 64 bits: msgspec keeps it whole where orjson reads a float (other
     # text), so it goes record by record.
     if any(type(v) is int and not INT64_MIN <= v <= UINT64_MAX for v in values):
