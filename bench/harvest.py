@@ -7,8 +7,12 @@ The service is read once unmeasured first (it caches what it generates), then:
 
   (a) bare     a bare asyncio + httpx loop: GET /bots?limit&skip until an empty page, then every
                bot's /stats with [service].concurrency requests in flight (one single-connection
-               client per worker, as botstats sends), bodies discarded (decoded with orjson only
-               to count the records): the ceiling;
+               httpx.AsyncClient per worker, client.get), bodies discarded (decoded with orjson
+               only to count the records): the ceiling;
+  (a') lanes   the same loop sending as botstats does: requests built with httpx.Request and
+               handed to one single-connection httpx.AsyncHTTPTransport per worker (no
+               AsyncClient.send). Not a target; it shows how much of (b)/(a) is botstats using
+               httpx more cheaply than (a) rather than doing less;
   (b) full     ``botstats harvest --full`` into a fresh DuckDB file;
   (c) again    ``botstats harvest`` once more with nothing new: one /stat per bot, no /stats;
   (d) dlt      dlt's rest_api source (offset paginator on /bots, a parallelized dependent
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import compileall
 import json
 import os
 import platform
@@ -106,11 +111,14 @@ def child_cmd(case: str, *args: str) -> list[str]:
 
 
 # --- (a) the bare loop, run inside the child process -----------------------------------------------
-async def bare_loop(base_url: str, concurrency: int, page_size: int) -> dict[str, int]:
+async def bare_loop(base_url: str, concurrency: int, page_size: int,
+                    lanes: bool = False) -> dict[str, int]:
+    """(a), or with ``lanes`` (a'): the /stats requests go straight to httpx transports."""
     import orjson
 
-    # One single-connection client per worker, as botstats sends (pipeline.client._Lanes): a
-    # shared pool of eight costs a sixth more CPU per request, and the ceiling should not pay it.
+    # One single-connection client per worker, the connection layout botstats uses
+    # (pipeline.client._Lanes): a shared pool of eight costs a sixth more CPU per request, and
+    # the ceiling should not pay it.
     one = httpx.Limits(max_connections=1, max_keepalive_connections=1)
     clients = [httpx.AsyncClient(base_url=base_url, limits=one, timeout=30)
                for _ in range(concurrency)]
@@ -136,7 +144,32 @@ async def bare_loop(base_url: str, concurrency: int, page_size: int) -> dict[str
             requests += 1
             rows += len(orjson.loads(response.content))
 
-    await asyncio.gather(*(worker(client) for client in clients))
+    headers = dict(clients[0].headers)
+    extensions = {"timeout": httpx.Timeout(30).as_dict()}
+    base = base_url.rstrip("/")
+
+    async def lane_worker(lane: httpx.AsyncHTTPTransport) -> None:
+        nonlocal rows, requests
+        for bot_id in queue:
+            request = httpx.Request("GET", f"{base}/bots/{bot_id}/stats", headers=headers,
+                                    extensions=extensions)
+            response = await lane.handle_async_request(request)
+            try:
+                body = await response.aread()
+            finally:
+                await response.aclose()
+            if response.status_code != 200:
+                raise SystemExit(f"GET /bots/{bot_id}/stats answered {response.status_code}")
+            requests += 1
+            rows += len(orjson.loads(body))
+
+    if lanes:
+        transports = [httpx.AsyncHTTPTransport(limits=one) for _ in range(concurrency)]
+        await asyncio.gather(*(lane_worker(lane) for lane in transports))
+        for lane in transports:
+            await lane.aclose()
+    else:
+        await asyncio.gather(*(worker(client) for client in clients))
     for client in clients:
         await client.aclose()
     return {"rows": rows, "requests": requests, "listing_pages": pages, "bots": len(ids)}
@@ -200,8 +233,9 @@ def dlt_harvest(base_url: str, db: Path, pipelines_dir: Path, page_size: int) ->
 
 def run_child(args: argparse.Namespace) -> None:
     """The body of one measured subprocess; its figures go to --result as JSON."""
-    if args.child == "bare":
-        result = asyncio.run(bare_loop(args.base_url, args.concurrency, args.page_size))
+    if args.child in ("bare", "lanes"):
+        result = asyncio.run(bare_loop(args.base_url, args.concurrency, args.page_size,
+                                       lanes=args.child == "lanes"))
     elif args.child == "dlt":
         result = dlt_harvest(args.base_url, Path(args.db), Path(args.pipelines_dir), args.page_size)
     else:
@@ -264,12 +298,15 @@ class Service:
 
 
 # --- the cases ------------------------------------------------------------------------------------
-def case_bare(svc: Service, work: Path, concurrency: int, page_size: int) -> Case:
-    case = Case("a", "bare httpx loop (ceiling)")
-    result_file = work / "bare.json"
-    cmd = child_cmd("bare", "--base-url", svc.base_url, "--concurrency", str(concurrency),
+def case_bare(svc: Service, work: Path, concurrency: int, page_size: int,
+              lanes: bool = False) -> Case:
+    case = Case("a'", "bare loop, httpx transports") if lanes else \
+        Case("a", "bare httpx loop (ceiling)")
+    child = "lanes" if lanes else "bare"
+    result_file = work / f"{child}.json"
+    cmd = child_cmd(child, "--base-url", svc.base_url, "--concurrency", str(concurrency),
                     "--page-size", str(page_size), "--result", str(result_file))
-    code = measure_case(case, svc, cmd, cwd=REPO, log=work / "bare.log")
+    code = measure_case(case, svc, cmd, cwd=REPO, log=work / f"{child}.log")
     if code == 0:
         result = json.loads(result_file.read_text())
         case.rows, case.requests = result["rows"], result["requests"]
@@ -345,6 +382,9 @@ def ratios(cases: dict[str, Case], bots: int) -> dict[str, Any]:
     a, b, c, d = (cases.get(k) for k in "abcd")
     if a and b and a.rows_per_s:
         out["full_vs_bare"] = b.rows_per_s / a.rows_per_s
+    lanes = cases.get("a'")
+    if lanes and b and lanes.rows_per_s:
+        out["full_vs_lanes"] = b.rows_per_s / lanes.rows_per_s
     if b and d and d.rows_per_s:
         out["full_vs_dlt"] = b.rows_per_s / d.rows_per_s
     if a and b and a.rows_per_s and b.cpu_s:
@@ -385,6 +425,9 @@ def render(cases: dict[str, Case], r: dict[str, Any], bots: int, days: int,
         lines.append(f"                    (b) needs {r['full_cpu_needed_s']:.2f} CPU-s (harvest + "
                      f"service) = at least {r['full_wall_floor_s']:.2f} s on {os.cpu_count()} "
                      f"CPUs: (b)/(a) <= {r['full_vs_bare_bound']:.2f}x on this machine")
+    if "full_vs_lanes" in r:
+        lines.append(f"(b)/(a') throughput {r['full_vs_lanes']:5.2f}x   (not a target: (a) "
+                     f"sending as botstats does)")
     if "full_vs_dlt" in r:
         v = r["full_vs_dlt"]
         lines.append(f"(b)/(d) throughput  {v:5.2f}x   target >= {TARGETS['full_vs_dlt']}x   "
@@ -438,6 +481,9 @@ def main(argv: list[str] | None = None) -> None:
     service_settings = load_settings().service
     concurrency = service_settings.concurrency
     page_size = min(service_settings.page_size, SERVICE_PAGE_CAP)
+    # Bytecode compiled once, as an installed package has it: with PYTHONDONTWRITEBYTECODE set,
+    # every run of (b) and (c) would otherwise compile each module changed since the last one.
+    compileall.compile_dir(REPO / "pipeline", quiet=1)
     work = Path(tempfile.mkdtemp(prefix="botstats-bench-"))
     cases: dict[str, Case] = {}
     svc = Service(args.bots, args.days, work)
@@ -447,6 +493,7 @@ def main(argv: list[str] | None = None) -> None:
         def steps(n: int) -> list[tuple[str, Any]]:
             db = work / f"archive-{n}.duckdb"  # (b) writes a fresh file each round
             out = [("a", lambda: case_bare(svc, work, concurrency, page_size)),
+                   ("a'", lambda: case_bare(svc, work, concurrency, page_size, lanes=True)),
                    ("b", lambda: case_botstats(svc, work, db, full=True)),
                    ("c", lambda: case_botstats(svc, work, db, full=False))]
             if not args.skip_dlt:

@@ -29,11 +29,11 @@ def test_harvest_bench_measures_every_case_on_the_same_data(tmp_path: Path) -> N
     assert proc.returncode == 0, proc.stderr
     figures = json.loads(out.read_text())
     cases = figures["cases"]
-    assert set(cases) == {"a", "b", "c"}
+    assert set(cases) == {"a", "a'", "b", "c"}
     assert all(case["status"] in ("ok", "complete") for case in cases.values()), cases
     # The bare loop and the harvest read the same records: up to 30 bots x 3 days, one a day
     # (a bot younger than three days has fewer).
-    assert 30 < cases["a"]["rows"] == cases["b"]["rows"] <= 90
+    assert 30 < cases["a"]["rows"] == cases["a'"]["rows"] == cases["b"]["rows"] <= 90
     assert cases["c"]["rows"] == 0  # nothing new the second time
     # One /stat per bot plus the listing pages, and the bench counts those pages itself.
     assert figures["ratios"]["again_budget"] == 30 + cases["c"]["listing_pages"]
@@ -42,6 +42,7 @@ def test_harvest_bench_measures_every_case_on_the_same_data(tmp_path: Path) -> N
         assert case["cpu_s"] > 0 and case["peak_rss_mb"] > 0
     assert figures["ratios"]["full_vs_bare_bound"] > 0
     assert "(b)/(a) throughput" in proc.stdout and "on this machine" in proc.stdout
+    assert figures["ratios"]["full_vs_lanes"] > 0 and "(b)/(a') throughput" in proc.stdout
 
 
 def test_trends_bench_compares_trends_with_plain_sql(tmp_path: Path) -> None:
