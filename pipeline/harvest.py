@@ -547,7 +547,36 @@ def _write_bots(con: duckdb.DuckDBPyConnection, rows: list[BotRow], run_id: str,
 
 def _write_stats(con: duckdb.DuckDBPyConnection, f: _Frames, run_id: str, now: datetime,
                  new_only: bool = False) -> tuple[int, int]:
+    """The batch's records (new ones added, changed ones rewritten, custom fields with them)
+    and each bot's newest archived record; (added, changed)."""
     batch_in = _stats_in(f.stats, run_id, now, f.distinct)
+    added, changed = _write_records(con, f, batch_in, run_id, new_only)
+    _update_latest(con, batch_in, changed)
+    return added, changed.height
+
+
+def _update_latest(con: duckdb.DuckDBPyConnection, batch_in: pl.DataFrame,
+                   changed: pl.DataFrame) -> None:
+    """``bot_latest_stat`` after the batch: a bot's newest record in the batch replaces the one
+    kept unless that one is newer (the service may have dropped records the archive keeps)."""
+    store.run(
+        con, "INSERT INTO bot_latest_stat BY NAME SELECT bot_id, arg_max(stat_id, recorded_at) "
+        "AS stat_id, max(recorded_at) AS recorded_at FROM batch_in GROUP BY bot_id "
+        "ON CONFLICT (bot_id) DO UPDATE SET stat_id = excluded.stat_id, "
+        "recorded_at = excluded.recorded_at WHERE excluded.recorded_at >= bot_latest_stat.recorded_at",
+        batch_in=batch_in)
+    if changed.height:
+        # A rewritten record may have moved back in time: its bots' newest is looked up again
+        # (a scan of bot_stats, only when the service changed records).
+        store.run(
+            con, "INSERT OR REPLACE INTO bot_latest_stat SELECT bot_id, "
+            "arg_max(stat_id, recorded_at), max(recorded_at) FROM bot_stats "
+            "SEMI JOIN changed_in USING (bot_id) GROUP BY bot_id",
+            changed_in=changed.select("bot_id").unique())
+
+
+def _write_records(con: duckdb.DuckDBPyConnection, f: _Frames, batch_in: pl.DataFrame,
+                   run_id: str, new_only: bool) -> tuple[int, pl.DataFrame]:
     custom = f.custom
     if new_only:
         # Nothing was archived when the run started and each bot is read once: every key is
@@ -557,7 +586,7 @@ def _write_stats(con: duckdb.DuckDBPyConnection, f: _Frames, run_id: str, now: d
         if custom.height:
             store.run(con, "INSERT INTO bot_stat_custom BY NAME SELECT * FROM custom_in",
                       custom_in=_custom_in(custom, run_id, f.distinct))
-        return batch_in.height, 0
+        return batch_in.height, _keys([])
     added = _keys(store.run(
         con, "INSERT INTO bot_stats BY NAME SELECT * FROM batch_in ON CONFLICT DO NOTHING "
         "RETURNING bot_id, stat_id", batch_in=batch_in))
@@ -565,7 +594,7 @@ def _write_stats(con: duckdb.DuckDBPyConnection, f: _Frames, run_id: str, now: d
     changed = _keys([]) if added.height == batch_in.height else _update_changed(con, batch_in)
     if custom.height:
         _write_custom(con, custom, run_id, added, changed, f.distinct)
-    return added.height, changed.height
+    return added.height, changed
 
 
 def _keys(rows: list[tuple[Any, ...]]) -> pl.DataFrame:
@@ -658,10 +687,10 @@ def _write_rejects(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]], r
 
 
 def _newest_keys(con: duckdb.DuckDBPyConnection, bot_ids: list[str]) -> dict[str, str]:
-    """The newest archived stat key of each bot in one listing page (one query per page)."""
+    """The newest archived stat key of each bot in one listing page (one query per page, on
+    ``bot_latest_stat``: one row per bot, whatever the size of ``bot_stats``)."""
     rows = store.run(
-        con, "SELECT s.bot_id, arg_max(s.stat_id, s.recorded_at) FROM bot_stats s "
-        "SEMI JOIN page_in p USING (bot_id) GROUP BY s.bot_id",
+        con, "SELECT bot_id, stat_id FROM bot_latest_stat SEMI JOIN page_in USING (bot_id)",
         page_in=pl.DataFrame({"bot_id": bot_ids}, schema={"bot_id": pl.String}))
     return dict(rows)
 

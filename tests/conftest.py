@@ -161,11 +161,25 @@ def stat_keys(rows: Iterable[tuple[Any, ...]]) -> set[tuple[str, str]]:
 
 
 def assert_archive_has_no_duplicates(settings: Settings) -> None:
+    """No key twice, and ``bot_latest_stat`` (what incremental runs compare with) names each
+    bot's newest archived record."""
     for table, key in (("bot_stats", "bot_id, stat_id"),
                        ("bot_stat_custom", "bot_id, stat_id, name"), ("bots", "bot_id")):
         dupes = query(settings, f"SELECT {key}, count(*) FROM {table} GROUP BY ALL "
                                 f"HAVING count(*) > 1 LIMIT 3")
         assert dupes == [], f"{table} holds duplicates: {dupes}"
+    assert_latest_is_newest(settings)
+
+
+def assert_latest_is_newest(settings: Settings) -> None:
+    newest = query(settings, "SELECT bot_id, max(recorded_at) FROM bot_stats GROUP BY bot_id "
+                             "ORDER BY bot_id")
+    kept = query(settings, "SELECT bot_id, recorded_at FROM bot_latest_stat ORDER BY bot_id")
+    assert kept == newest, "bot_latest_stat is not each bot's newest archived record"
+    astray = query(settings, "SELECT l.bot_id, l.stat_id FROM bot_latest_stat l LEFT JOIN "
+                             "bot_stats s USING (bot_id, stat_id) "
+                             "WHERE s.recorded_at IS DISTINCT FROM l.recorded_at LIMIT 3")
+    assert astray == [], f"bot_latest_stat names records not archived at that time: {astray}"
 
 
 # --- trends: a small hand-made archive whose datasets are worked out by hand in test_trends.py ---

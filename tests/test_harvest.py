@@ -171,6 +171,36 @@ def test_a_record_changed_since_archiving_is_rewritten_with_its_custom_fields(
     assert after[(bot_id, stat_id)][0] == report.run_id
 
 
+def test_a_record_moved_back_in_time_leaves_the_bots_true_newest_for_the_next_run(
+        harvested: Harvested) -> None:
+    # The service corrected a bot's newest record to an earlier time: after the rewrite, what
+    # incremental runs compare with (bot_latest_stat) is the newest record the archive now
+    # holds, not the stale time.
+    import duckdb
+
+    from pipeline.store import ArchivePaths, publish
+
+    settings = harvested.settings
+    bot_id, stat_id = query(settings, "SELECT bot_id, stat_id FROM bot_latest_stat "
+                                      "ORDER BY bot_id LIMIT 1")[0]
+    primary = ArchivePaths.of(settings).primary
+    with duckdb.connect(str(primary)) as con:  # as archived before the correction
+        for table in ("bot_stats", "bot_latest_stat"):
+            con.execute(f"UPDATE {table} SET recorded_at = recorded_at + INTERVAL 1 YEAR "
+                        "WHERE bot_id = ? AND stat_id = ?", [bot_id, stat_id])
+        con.execute("UPDATE bot_stats SET raw = '{\"timestamp\":\"a year later\"}' "
+                    "WHERE bot_id = ? AND stat_id = ?", [bot_id, stat_id])
+    publish(ArchivePaths.of(settings))
+
+    report, _ = harvested.run(full=True)
+
+    assert report.stats_updated == 1
+    assert archived_stat_rows(settings) == service_stat_rows(harvested.svc.directory)
+    assert_archive_has_no_duplicates(settings)  # bot_latest_stat included
+    again, _ = harvested.run()
+    assert (again.stats_added, again.stats_updated, again.bots_fetched) == (0, 0, 0)
+
+
 def test_a_record_archived_in_another_spelling_is_not_rewritten(harvested: Harvested) -> None:
     # raw keeps each record as the service sent it; an archive written by an older botstats
     # (canonical JSON, sorted keys) or a service that reorders keys spells the same record

@@ -82,6 +82,29 @@ def test_an_archive_gets_the_new_migrations_on_open_and_keeps_its_rows(
         assert store.migrate(con) == []
 
 
+def test_an_archive_from_before_bot_latest_stat_gets_it_filled_on_open(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An archive written when only 001 existed: opening it with today's botstats adds
+    # bot_latest_stat and fills it with each bot's newest record, so its next incremental run
+    # compares with the right keys.
+    old_sql = _sql_dir_with(tmp_path, {})
+    (old_sql / "migrations" / "002_bot_latest_stat.sql").unlink()
+    monkeypatch.setattr(store, "sql_dir", lambda: old_sql)
+    db = tmp_path / "archive.duckdb"
+    with duckdb.connect(str(db)) as con:
+        assert store.migrate(con) == ["001_init.sql"]
+        con.execute(
+            "INSERT INTO bot_stats (stat_id, bot_id, recorded_at, raw, run_id, archived_at) "
+            "SELECT 's' || i, 'b' || (i % 3), TIMESTAMPTZ '2026-01-01' + to_days(i), '{}', 'r', "
+            "now() FROM range(10) t(i)")
+    monkeypatch.undo()
+    with duckdb.connect(str(db)) as con:
+        assert store.migrate(con) == ["002_bot_latest_stat.sql"]
+        latest = con.execute("SELECT bot_id, stat_id, day(recorded_at) FROM bot_latest_stat "
+                             "ORDER BY bot_id").fetchall()
+    assert latest == [("b0", "s9", 10), ("b1", "s7", 8), ("b2", "s8", 9)]
+
+
 def test_a_failing_migration_is_rolled_back_whole_and_says_which(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     db = tmp_path / "archive.duckdb"
