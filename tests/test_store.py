@@ -88,7 +88,9 @@ def test_an_archive_from_before_bot_latest_stat_gets_it_filled_on_open(
     # bot_latest_stat and fills it with each bot's newest record, so its next incremental run
     # compares with the right keys.
     old_sql = _sql_dir_with(tmp_path, {})
-    (old_sql / "migrations" / "002_bot_latest_stat.sql").unlink()
+    for later in (old_sql / "migrations").glob("*.sql"):
+        if not later.name.startswith("001_"):
+            later.unlink()
     monkeypatch.setattr(store, "sql_dir", lambda: old_sql)
     db = tmp_path / "archive.duckdb"
     with duckdb.connect(str(db)) as con:
@@ -99,10 +101,19 @@ def test_an_archive_from_before_bot_latest_stat_gets_it_filled_on_open(
             "now() FROM range(10) t(i)")
     monkeypatch.undo()
     with duckdb.connect(str(db)) as con:
-        assert store.migrate(con) == ["002_bot_latest_stat.sql"]
+        assert store.migrate(con)[0] == "002_bot_latest_stat.sql"
         latest = con.execute("SELECT bot_id, stat_id, day(recorded_at) FROM bot_latest_stat "
                              "ORDER BY bot_id").fetchall()
     assert latest == [("b0", "s9", 10), ("b1", "s7", 8), ("b2", "s8", 9)]
+
+
+def test_bot_stats_keeps_no_index_but_its_key(tmp_path: Path) -> None:
+    # 001 created an index on recorded_at that DuckDB never used and every insert paid for;
+    # 003 drops it, on new archives and old ones alike.
+    with duckdb.connect(str(tmp_path / "archive.duckdb")) as con:
+        store.migrate(con)
+        assert con.execute("SELECT index_name FROM duckdb_indexes() "
+                           "WHERE table_name = 'bot_stats'").fetchall() == []
 
 
 def test_a_failing_migration_is_rolled_back_whole_and_says_which(
