@@ -34,6 +34,7 @@ import json
 import os
 import platform
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -377,8 +378,21 @@ def median_case(runs: list[Case]) -> Case:
 
 
 # --- report ------------------------------------------------------------------------------------------
-def ratios(cases: dict[str, Case], bots: int) -> dict[str, Any]:
+def paired(rounds: dict[str, list[Case]], top: str, base: str) -> list[float]:
+    """``top``'s throughput over ``base``'s, round by round: two cases run seconds apart see the
+    same machine, where the medians of each may come from different minutes."""
+    return [b.rows_per_s / a.rows_per_s if a.rows_per_s else 0.0
+            for a, b in zip(rounds.get(base, []), rounds.get(top, []), strict=False)]
+
+
+def ratios(cases: dict[str, Case], bots: int,
+           rounds: dict[str, list[Case]] | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    for name, top, base in (("full_vs_bare", "b", "a"), ("full_vs_lanes", "b", "a'"),
+                            ("full_vs_dlt", "b", "d")):
+        per_round = paired(rounds or {}, top, base)
+        if len(per_round) > 1:
+            out[f"{name}_rounds"] = per_round
     a, b, c, d = (cases.get(k) for k in "abcd")
     if a and b and a.rows_per_s:
         out["full_vs_bare"] = b.rows_per_s / a.rows_per_s
@@ -417,21 +431,28 @@ def render(cases: dict[str, Case], r: dict[str, Any], bots: int, days: int,
     def verdict(ok: bool) -> str:
         return "met" if ok else "MISSED"
 
+    def by_round(name: str) -> str:
+        per_round = r.get(f"{name}_rounds")
+        if not per_round:
+            return ""
+        return (f"   (round by round: {', '.join(f'{x:.2f}' for x in per_round)}; median "
+                f"{statistics.median(per_round):.2f})")
+
     if "full_vs_bare" in r:
         v = r["full_vs_bare"]
         lines.append(f"(b)/(a) throughput  {v:5.2f}x   target >= {TARGETS['full_vs_bare']}x   "
-                     f"{verdict(v >= TARGETS['full_vs_bare'])}")
+                     f"{verdict(v >= TARGETS['full_vs_bare'])}{by_round('full_vs_bare')}")
     if "full_vs_bare_bound" in r:
         lines.append(f"                    (b) needs {r['full_cpu_needed_s']:.2f} CPU-s (harvest + "
                      f"service) = at least {r['full_wall_floor_s']:.2f} s on {os.cpu_count()} "
                      f"CPUs: (b)/(a) <= {r['full_vs_bare_bound']:.2f}x on this machine")
     if "full_vs_lanes" in r:
         lines.append(f"(b)/(a') throughput {r['full_vs_lanes']:5.2f}x   (not a target: (a) "
-                     f"sending as botstats does)")
+                     f"sending as botstats does){by_round('full_vs_lanes')}")
     if "full_vs_dlt" in r:
         v = r["full_vs_dlt"]
         lines.append(f"(b)/(d) throughput  {v:5.2f}x   target >= {TARGETS['full_vs_dlt']}x   "
-                     f"{verdict(v >= TARGETS['full_vs_dlt'])}")
+                     f"{verdict(v >= TARGETS['full_vs_dlt'])}{by_round('full_vs_dlt')}")
     if "again_requests" in r:
         n, budget = r["again_requests"], r["again_budget"]
         lines.append(f"(c) requests        {n:,} for {bots:,} bots + {budget - bots} listing "
@@ -486,6 +507,7 @@ def main(argv: list[str] | None = None) -> None:
     compileall.compile_dir(REPO / "pipeline", quiet=1)
     work = Path(tempfile.mkdtemp(prefix="botstats-bench-"))
     cases: dict[str, Case] = {}
+    rounds: dict[str, list[Case]] = {}
     svc = Service(args.bots, args.days, work)
     try:
         print(f"service {svc.base_url}: {args.bots} bots x {args.days} days; work dir {work}",
@@ -503,7 +525,6 @@ def main(argv: list[str] | None = None) -> None:
         # Unmeasured: the service builds and caches bot profiles on first use.
         print("warming the service up ...", file=sys.stderr)
         case_bare(svc, work, concurrency, page_size)
-        rounds: dict[str, list[Case]] = {}
         # Rounds interleave the cases, so a machine that slows down mid-run skews them alike.
         for n in range(args.repeat):
             for key, step in steps(n):
@@ -512,7 +533,7 @@ def main(argv: list[str] | None = None) -> None:
         cases = {key: median_case(runs) for key, runs in rounds.items()}
     finally:
         svc.close()
-    r = ratios(cases, args.bots)
+    r = ratios(cases, args.bots, rounds)
     print(render(cases, r, args.bots, args.days, concurrency))
     if args.json:
         Path(args.json).write_text(json.dumps({

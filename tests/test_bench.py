@@ -25,7 +25,7 @@ def _bench(*args: str) -> subprocess.CompletedProcess[str]:
 def test_harvest_bench_measures_every_case_on_the_same_data(tmp_path: Path) -> None:
     out = tmp_path / "harvest.json"
     proc = _bench("bench/harvest.py", "--bots", "30", "--days", "3", "--skip-dlt",
-                  "--repeat", "1", "--json", str(out))
+                  "--repeat", "2", "--json", str(out))
     assert proc.returncode == 0, proc.stderr
     figures = json.loads(out.read_text())
     cases = figures["cases"]
@@ -43,6 +43,10 @@ def test_harvest_bench_measures_every_case_on_the_same_data(tmp_path: Path) -> N
     assert figures["ratios"]["full_vs_bare_bound"] > 0
     assert "(b)/(a) throughput" in proc.stdout and "on this machine" in proc.stdout
     assert figures["ratios"]["full_vs_lanes"] > 0 and "(b)/(a') throughput" in proc.stdout
+    # Each round's pair, measured seconds apart, besides the ratio of the medians.
+    per_round = figures["ratios"]["full_vs_bare_rounds"]
+    assert len(per_round) == 2 and all(x > 0 for x in per_round)
+    assert "round by round" in proc.stdout
 
 
 def test_trends_bench_compares_trends_with_plain_sql(tmp_path: Path) -> None:
