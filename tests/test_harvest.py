@@ -139,6 +139,28 @@ def test_full_rereads_everything_and_still_duplicates_nothing(harvested: Harvest
     assert_archive_has_no_duplicates(harvested.settings)
 
 
+def test_records_deleted_by_hand_come_back_with_full(harvested: Harvested) -> None:
+    # An incremental run compares a bot's newest record only (kept in bot_latest_stat), so it
+    # cannot see older records deleted by hand; --full reads every bot again and restores them.
+    import duckdb
+
+    from pipeline.store import ArchivePaths
+
+    settings = harvested.settings
+    bot_id = query(settings, "SELECT bot_id FROM bot_latest_stat ORDER BY bot_id LIMIT 1")[0][0]
+    with duckdb.connect(str(ArchivePaths.of(settings).primary)) as con:
+        older = ("WHERE bot_id = ? AND stat_id NOT IN "
+                 "(SELECT stat_id FROM bot_latest_stat WHERE bot_id = ?)")
+        con.execute(f"DELETE FROM bot_stat_custom {older}", [bot_id, bot_id])  # with its records
+        (deleted,) = con.execute(f"DELETE FROM bot_stats {older}", [bot_id, bot_id]).fetchone()
+    assert deleted > 0
+    report, _ = harvested.run(full=True)
+    assert report.stats_added == deleted
+    assert archived_stat_rows(settings) == service_stat_rows(harvested.svc.directory)
+    assert archived_custom_rows(settings) == service_custom_rows(harvested.svc.directory)
+    assert_archive_has_no_duplicates(settings)
+
+
 def test_a_record_changed_since_archiving_is_rewritten_with_its_custom_fields(
         harvested: Harvested) -> None:
     # Make the archive disagree with the service about one record that has custom fields, as
