@@ -662,14 +662,20 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
 
 def env_proxy(url: str, env: dict[str, str] | None = None) -> str | None:
     """The proxy that ``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY`` name for ``url``, unless
-    ``NO_PROXY`` exempts its host; None for a direct connection. (What httpx reads from the
-    environment too.)"""
-    proxies = urllib.request.getproxies_environment() if env is None else {
-        k.lower()[:-6]: v for k, v in env.items() if k.lower().endswith("_proxy") and v}
-    parts = urlsplit(url)
-    if not proxies or urllib.request.proxy_bypass_environment(parts.hostname or "", proxies):
-        return None
-    return proxies.get(parts.scheme) or proxies.get("all")
+    ``NO_PROXY`` exempts its host; None for a direct connection. What httpx reads too: the
+    environment, and on macOS and Windows the system's proxy settings (``urllib``'s
+    ``getproxies``). ``env`` replaces the environment (tests)."""
+    host = urlsplit(url).hostname or ""
+    if env is None:
+        proxies = urllib.request.getproxies()
+        bypass = not proxies or urllib.request.proxy_bypass(host)
+    else:
+        proxies = {k.lower()[:-6]: v for k, v in env.items()
+                   if k.lower().endswith("_proxy") and v}
+        bypass = not proxies or urllib.request.proxy_bypass_environment(host, proxies)
+    proxy = None if bypass else proxies.get(urlsplit(url).scheme) or proxies.get("all")
+    # "proxy:3128" means an HTTP proxy, as curl and httpx read it.
+    return proxy if proxy is None or "://" in proxy else f"http://{proxy}"
 
 
 def redact_url(url: str) -> str:

@@ -716,6 +716,7 @@ def test_requests_go_through_the_proxy_the_environment_names(
         ({"HTTP_PROXY": "http://p:3128", "no_proxy": ".example"}, None),
         ({"HTTP_PROXY": "http://p:3128", "NO_PROXY": "other.example"}, "http://p:3128"),
         ({"HTTP_PROXY": "http://p:3128", "NO_PROXY": "*"}, None),
+        ({"HTTP_PROXY": "p:3128"}, "http://p:3128"),
     ],
 )
 def test_env_proxy(env: dict[str, str], proxy: str | None) -> None:
