@@ -515,7 +515,7 @@ def sql_cmd(ctx: Ctx, query: str | None, sql_file: str | None, params: tuple[str
     """
     from pathlib import Path
 
-    from .exports import to_json, write_frame
+    from .exports import to_json, write_frame, write_text
     from .trends import run_query
 
     if (query is None) == (sql_file is None):
@@ -537,7 +537,7 @@ def sql_cmd(ctx: Ctx, query: str | None, sql_file: str | None, params: tuple[str
     if fmt == "table":
         table = _format_table(frame.head(max_rows), more=frame.height > max_rows)
         if output:
-            Path(output).write_text(table + "\n", encoding="utf-8")
+            write_text(table + "\n", Path(output))
         else:
             click.echo(table)
     elif output:

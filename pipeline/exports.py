@@ -32,7 +32,7 @@ import json
 import os
 import shutil
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -282,7 +282,25 @@ def write_frame(frame: pl.DataFrame, path: Path, fmt: str) -> None:
     except pl.exceptions.PolarsError as exc:
         raise ExportError(f"cannot write the result as {fmt} to {path}: {exc}") from exc
     finally:
-        tmp.unlink(missing_ok=True)
+        _remove(tmp)
+
+
+def write_text(text: str, path: Path) -> None:
+    """Write ``text`` (a formatted result) to ``path``, atomically (aside, then rename)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}{_TMP_SUFFIX}")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise ExportError(f"cannot write {path}: {exc.strerror or exc}.") from exc
+    finally:
+        _remove(tmp)
+
+
+def _remove(path: Path) -> None:
+    # A temp file that was never created may sit under a path that is not even a directory.
+    with suppress(OSError):
+        path.unlink(missing_ok=True)
 
 
 def to_json(frame: pl.DataFrame) -> str:
@@ -430,4 +448,5 @@ __all__ = [
     "read_manifest",
     "to_json",
     "write_frame",
+    "write_text",
 ]

@@ -27,7 +27,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from .config import Settings
-from .errors import LockTimeout
+from .errors import ConfigError, LockTimeout
 
 log = logging.getLogger("botstats.lock")
 
@@ -105,6 +105,24 @@ def _is_stale(previous: dict[str, Any] | None) -> bool:
     return isinstance(pid, int) and pid != os.getpid() and not pid_alive(pid)
 
 
+def _create(path: Path) -> None:
+    """The lock file and its directory, or a clear error: filelock takes a lock file it cannot
+    open for one held by another process, and would wait out the whole timeout, then blame it."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o644))
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        blocker = next((p for p in path.parents if p.exists()), None)
+        if blocker is not None and not blocker.is_dir():
+            reason = f"{blocker} is a file, not a directory"
+        raise ConfigError(
+            f"cannot create the archive's lock file {path}: {reason}. The archive "
+            f"([store].db, --db) must be in a directory this user can write: fix its "
+            f"permissions, or point --db elsewhere."
+        ) from exc
+
+
 def _acquire(lock: FileLock, wait: float, stop: threading.Event | None) -> bool:
     """Wait up to ``wait`` seconds (a negative wait: forever); False if it ran out or ``stop``."""
     if stop is None:
@@ -140,7 +158,7 @@ def run_lock(
     out, or as soon as ``stop`` is set while waiting.
     """
     path = settings.lock_path
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _create(path)
     wait = settings.run.lock_timeout if timeout is None else timeout
     lock = FileLock(str(path))
     started = time.monotonic()

@@ -73,7 +73,13 @@ def connect(
     if threads:
         config["threads"] = threads
     if not read_only:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot create the archive's directory {path.parent}: {exc.strerror or exc}. "
+                f"Point [store].db (--db) at a writable place."
+            ) from exc
     deadline = time.monotonic() + timeout
     delay = 0.05
     while True:

@@ -131,6 +131,36 @@ def test_a_second_run_gives_up_with_75_naming_the_holder(tmp_path: Path, service
     assert not settings.db_path.exists()  # it never touched the archive
 
 
+@pytest.mark.parametrize("job", [["harvest"], ["trends"], ["run"], ["demo", "--dir", "{db}"]],
+                         ids=["harvest", "trends", "run", "demo"])
+def test_an_archive_path_under_a_file_is_refused_clearly(tmp_path: Path, job: list[str]) -> None:
+    (tmp_path / "notes.txt").write_text("not a directory")
+    db = tmp_path / "notes.txt" / "a.duckdb"
+    args = [a.format(db=db.parent / "demo") for a in job]
+    proc = _botstats(tmp_path, "--db", str(db), "--base-url", "http://127.0.0.1:9", *args)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, err
+    assert "Traceback" not in err
+    assert "cannot create the archive's lock file" in err
+    assert f"{tmp_path / 'notes.txt'} is a file, not a directory" in err
+    assert "--db" in err
+    assert (tmp_path / "notes.txt").read_text() == "not a directory"
+
+
+def test_a_lock_file_that_cannot_be_opened_is_refused_not_waited_on(tmp_path: Path) -> None:
+    # filelock takes a lock file it cannot open for one another process holds: the run would
+    # wait out the whole lock timeout (here longer than the test allows) and then blame a holder.
+    db = tmp_path / "a.duckdb"
+    (tmp_path / "a.duckdb.lock").mkdir()
+    proc = _botstats(tmp_path, "--db", str(db), "--base-url", "http://127.0.0.1:9", "run",
+                     "--lock-timeout", "600")
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, err
+    assert "Traceback" not in err and "another botstats job" not in err
+    assert f"cannot create the archive's lock file {db}.lock: Is a directory" in err
+    assert not db.exists()
+
+
 def test_a_waiting_run_takes_the_lock_when_it_is_released(tmp_path: Path, service: Any) -> None:
     settings = _settings(tmp_path, service.base_url)
     release = threading.Event()

@@ -143,6 +143,27 @@ def test_directory_growth(built_config: Path) -> None:
     assert [r["bots_listed_net"] for r in got] == [3, 3, 5, 5, 5, 4, 4, 4, 4, 4]
 
 
+@pytest.mark.parametrize("fmt", ["table", "csv", "json", "parquet"])
+def test_sql_output_to_an_unusable_path_is_an_error_not_a_traceback(built_config: Path,
+                                                                     tmp_path: Path,
+                                                                     fmt: str) -> None:
+    (tmp_path / "notes.txt").write_text("keep me")
+    target = tmp_path / "notes.txt" / f"out.{fmt}"
+    result = botstats("sql", "--config", built_config, "--format", fmt, "--output", target,
+                      "SELECT 1 AS one")
+    assert result.exit_code == 1
+    assert f"cannot write {target}" in result.output
+    assert (tmp_path / "notes.txt").read_text() == "keep me"
+    good = tmp_path / f"good.{fmt}"
+    assert botstats("sql", "--config", built_config, "--format", fmt, "--output", good,
+                    "SELECT 1 AS one").exit_code == 0
+    if fmt == "parquet":
+        assert pl.read_parquet(good).rows() == [(1,)]
+    else:
+        assert "one" in good.read_text()
+    assert not [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp")]  # none left aside
+
+
 def test_sql_writes_csv_json_and_parquet(built_config: Path, tmp_path: Path) -> None:
     query = "SELECT bot_id, day, guilds FROM trend_bot_daily WHERE bot_id = 'delta' ORDER BY day"
     csv = botstats("sql", "--config", built_config, "--format", "csv", query)

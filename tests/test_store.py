@@ -130,3 +130,10 @@ def test_a_failing_migration_is_rolled_back_whole_and_says_which(
         assert _applied(con) == shipped
         tables = {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
         assert "half_done" not in tables and "bot_stats" in tables
+
+
+def test_an_archive_whose_directory_cannot_be_made_is_a_store_error(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("keep me")
+    with pytest.raises(StoreError, match=r"cannot create the archive's directory .*notes\.txt"):
+        store.connect(tmp_path / "notes.txt" / "sub" / "a.duckdb")
+    assert (tmp_path / "notes.txt").read_text() == "keep me"
