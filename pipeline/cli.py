@@ -516,7 +516,7 @@ def sql_cmd(ctx: Ctx, query: str | None, sql_file: str | None, params: tuple[str
     from pathlib import Path
 
     from .exports import to_json, write_frame, write_text
-    from .trends import run_query
+    from .trends import read_query_file, run_query
 
     if (query is None) == (sql_file is None):
         raise click.UsageError("give a QUERY or -f FILE (one of them).")
@@ -528,7 +528,7 @@ def sql_cmd(ctx: Ctx, query: str | None, sql_file: str | None, params: tuple[str
         if not sep:
             raise click.BadParameter(f"{item!r} is not NAME=VALUE.", param_hint="--param")
         variables[name.strip()] = value
-    text = Path(sql_file).read_text(encoding="utf-8") if sql_file else str(query)
+    text = read_query_file(sql_file) if sql_file else str(query)
     settings = settings_from(ctx, config_file, base_url, db)
     limit = max_rows + 1 if fmt == "table" else None
     frame = run_query(settings, text, variables, limit=limit)

@@ -272,6 +272,9 @@ def _read_toml(path: Path) -> dict[str, Any]:
         ) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}. Fix the file and run again.") from exc
+    except UnicodeDecodeError as exc:  # TOML is UTF-8 by definition
+        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); TOML files "
+                          f"are UTF-8. Save it as UTF-8 and run again.") from exc
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the config file: {exc.strerror}.") from exc
 

@@ -800,6 +800,17 @@ def load_dataset(settings: Settings, name: str) -> pl.DataFrame:
 _PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+def read_query_file(path: str | Path) -> str:
+    """The SQL in a file given to `botstats sql --file`, as UTF-8 text."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise QueryError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}). Save the "
+                         f"query as UTF-8 and run again.") from exc
+    except OSError as exc:
+        raise QueryError(f"cannot read the query file {path}: {exc.strerror or exc}.") from exc
+
+
 def run_query(settings: Settings, query: str, params: Mapping[str, str] | None = None,
               *, limit: int | None = None) -> pl.DataFrame | None:
     """Run SQL against the published archive (read-only, closed before returning).

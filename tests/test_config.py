@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def expected_words(path: Path) -> list[str]:
-    first = path.read_text().splitlines()[0]
+    first = path.read_bytes().splitlines()[0].decode()  # the rest may not even be UTF-8
     assert first.startswith("# expect:"), f"{path.name} must start with '# expect: words | words'"
     return [w.strip() for w in first.removeprefix("# expect:").split("|")]
 

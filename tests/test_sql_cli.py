@@ -164,6 +164,18 @@ def test_sql_output_to_an_unusable_path_is_an_error_not_a_traceback(built_config
     assert not [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp")]  # none left aside
 
 
+def test_a_query_file_that_is_not_utf8_is_refused_clearly(built_config: Path,
+                                                          tmp_path: Path) -> None:
+    query = tmp_path / "latin1.sql"
+    query.write_bytes("SELECT 'café' AS word".encode("latin-1"))
+    result = botstats("sql", "--config", built_config, "--file", query)
+    assert result.exit_code == 2
+    assert f"{query}: not UTF-8 text" in result.output and "Save the query as UTF-8" in result.output
+    query.write_text("SELECT 'café' AS word", encoding="utf-8")
+    result = botstats("sql", "--config", built_config, "--file", query, "--format", "csv")
+    assert (result.exit_code, result.output) == (0, "word\ncafé\n")
+
+
 def test_sql_writes_csv_json_and_parquet(built_config: Path, tmp_path: Path) -> None:
     query = "SELECT bot_id, day, guilds FROM trend_bot_daily WHERE bot_id = 'delta' ORDER BY day"
     csv = botstats("sql", "--config", built_config, "--format", "csv", query)
