@@ -105,7 +105,7 @@ def _is_stale(previous: dict[str, Any] | None) -> bool:
     return isinstance(pid, int) and pid != os.getpid() and not pid_alive(pid)
 
 
-def _create(path: Path) -> None:
+def create_lock_file(path: Path) -> None:
     """The lock file and its directory, or a clear error: filelock takes a lock file it cannot
     open for one held by another process, and would wait out the whole timeout, then blame it."""
     try:
@@ -158,7 +158,7 @@ def run_lock(
     out, or as soon as ``stop`` is set while waiting.
     """
     path = settings.lock_path
-    _create(path)
+    create_lock_file(path)
     wait = settings.run.lock_timeout if timeout is None else timeout
     lock = FileLock(str(path))
     started = time.monotonic()
@@ -193,4 +193,4 @@ def run_lock(
         lock.release()
 
 
-__all__ = ["LockHandle", "describe", "holder", "pid_alive", "run_lock"]
+__all__ = ["LockHandle", "create_lock_file", "describe", "holder", "pid_alive", "run_lock"]

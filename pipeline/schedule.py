@@ -38,6 +38,7 @@ from zoneinfo import ZoneInfo
 
 from .config import Settings
 from .errors import BotstatsError, ConfigError
+from .lock import create_lock_file
 
 log = logging.getLogger("botstats.schedule")
 
@@ -520,6 +521,8 @@ def run_scheduler(
     jobs: dict[str, JobFn] | None = None,
 ) -> int:
     """Run the daemon until SIGTERM/SIGINT; return the exit code (0 after a clean stop)."""
+    # An archive path no job could write fails every job at every fire time: say so now.
+    create_lock_file(settings.lock_path)
     stop = threading.Event()
     running = _Running()
     scheduler = build_scheduler(settings, stop, harvest_cron=harvest_cron,

@@ -191,6 +191,19 @@ def test_schedule_refuses_a_bad_override_with_exit_2(tmp_path: Path,
     assert "--harvest-cron" in result.output and "out of range" in result.output
 
 
+def test_schedule_refuses_an_archive_it_could_never_write_before_starting(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Otherwise the daemon would start and log a failed job at every fire time, forever.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("not a directory")
+    result = CliRunner().invoke(cli, ["schedule", "--db", str(tmp_path / "notes.txt" / "a.duckdb"),
+                                      "--harvest-cron", "* * * * * *"])
+    assert result.exit_code == 2
+    assert "cannot create the archive's lock file" in result.output
+    assert "is a file, not a directory" in result.output
+    assert "scheduled" not in result.output  # refused before any job was set up
+
+
 # --- the daemon, for real --------------------------------------------------------------------
 def _env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("BOTSTATS_")}
