@@ -7,6 +7,7 @@ Exit codes: 0 ok; 1 the service answered with an error or could not be reached;
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import sys
 import threading
@@ -192,8 +193,11 @@ def serve_cmd(host: str, port: int, bots: int, users: int, seed: int, history_da
     try:
         serve(cfg, host, port, credentials_file, access_log=access_log)
     except OSError as exc:
-        raise click.UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; "
-                               "choose another --port (0 = any free port)") from exc
+        fix = ("choose another --port (0 = any free port)" if exc.errno == errno.EADDRINUSE
+               else "check --host (an address of this machine, e.g. 127.0.0.1 or 0.0.0.0) "
+                    "and --port")
+        raise click.UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; {fix}"
+                               ) from exc
 
 
 

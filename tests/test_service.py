@@ -7,6 +7,7 @@ import ast
 import concurrent.futures
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -643,6 +644,23 @@ def test_serve_refuses_bad_flags_with_a_usage_error(args: list[str], words: str)
     result = CliRunner().invoke(cli, ["serve", *args])
     assert result.exit_code == 2
     assert words in result.output and "Traceback" not in result.output
+
+
+def test_serve_on_a_port_in_use_or_a_foreign_host_says_which_to_change() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        busy = CliRunner().invoke(cli, ["serve", "--host", "127.0.0.1", "--port", str(port),
+                                        "--bots", "3", "--history-days", "1"])
+    assert busy.exit_code == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in busy.output
+    assert "choose another --port (0 = any free port)" in busy.output
+    foreign = CliRunner().invoke(cli, ["serve", "--host", "999.1.1.1", "--port", "0", "--bots", "3",
+                                       "--history-days", "1"])
+    assert foreign.exit_code == 2
+    assert "cannot listen on 999.1.1.1:0" in foreign.output and "check --host" in foreign.output
+    assert "Traceback" not in busy.output + foreign.output
 
 
 @pytest.mark.slow
