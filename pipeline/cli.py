@@ -141,6 +141,9 @@ def config_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str 
               help="Stat records per bot per day; must divide 86400 (1, 2, 4, 24, 96, ...).")
 @click.option("--max-page-size", type=click.IntRange(min=1), default=100, show_default=True,
               help="Most bots GET /bots returns; a larger limit is silently capped.")
+@click.option("--stats-page-size", type=click.IntRange(min=0), default=0, show_default=True,
+              help="0: GET /bots/:id/stats sends the whole list. N: it pages with limit "
+                   "(default and cap N) and skip, oldest first.")
 @click.option("--end", type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%SZ"]),
               metavar="YYYY-MM-DD[THH:MM:SS]",
               help="Virtual clock at start, UTC (default: now, truncated to the hour).")
@@ -166,7 +169,8 @@ def config_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str 
               help="Real seconds per stat interval, so new records keep arriving. 0 = only on POST /_admin/advance.")
 @click.option("--access-log", is_flag=True, help="Log every request to stderr (slows the service down).")
 def serve_cmd(host: str, port: int, bots: int, users: int, seed: int, history_days: int,
-              stats_per_day: int, max_page_size: int, end: Any, credentials_file: str | None,
+              stats_per_day: int, max_page_size: int, stats_page_size: int, end: Any,
+              credentials_file: str | None,
               rate_limit: float, error_rate: float, latency_ms: float, latency_jitter_ms: float,
               churn_every: int, malformed_rate: float, bad_json_rate: float, ignore_skip: bool,
               live_interval: float, access_log: bool) -> None:
@@ -183,7 +187,8 @@ def serve_cmd(host: str, port: int, bots: int, users: int, seed: int, history_da
                         malformed_rate=malformed_rate, bad_json_rate=bad_json_rate,
                         ignore_skip=ignore_skip, live_interval=live_interval)
         cfg = ServiceConfig(bots=bots, users=users, seed=seed, history_days=history_days,
-                            stats_per_day=stats_per_day, max_page_size=max_page_size, end=end,
+                            stats_per_day=stats_per_day, max_page_size=max_page_size,
+                            stats_page_size=stats_page_size, end=end,
                             faults=faults)
     except ValueError as exc:
         # "stats_per_day=7 is not allowed: ..." -> Invalid value for '--stats-per-day': 7 ...
@@ -303,14 +308,19 @@ def bots_get(ctx: Ctx, bot_id: str, config_file: str | None, base_url: str | Non
 
 @bots_group.command("stats")
 @click.argument("bot_id")
+@click.option("--limit", type=click.IntRange(min=1),
+              help="Ask one page of this many records (limit/skip), for a service that pages "
+                   "/stats; default: no paging parameters sent.")
+@click.option("--skip", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Records to skip (with --limit).")
 @common_options
 @pass_ctx
 @handle_errors
-def bots_stats(ctx: Ctx, bot_id: str, config_file: str | None, base_url: str | None,
-               db: str | None) -> None:
-    """Print every stat record of bot BOT_ID (GET /bots/:bot_id/stats)."""
+def bots_stats(ctx: Ctx, bot_id: str, limit: int | None, skip: int, config_file: str | None,
+               base_url: str | None, db: str | None) -> None:
+    """Print the stat records of bot BOT_ID (GET /bots/:bot_id/stats)."""
     settings = settings_from(ctx, config_file, base_url, db)
-    print_json(_call_client(settings, lambda c: c.bot_stats(bot_id)))
+    print_json(_call_client(settings, lambda c: c.bot_stats(bot_id, limit=limit, skip=skip)))
 
 
 @bots_group.command("stat")

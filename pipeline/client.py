@@ -249,14 +249,20 @@ class Client:
     async def bot(self, bot_id: str | int) -> dict[str, Any]:
         return await self._get(f"/bots/{_seg(bot_id)}", dict)
 
-    async def bot_stats(self, bot_id: str | int) -> list[Any]:
-        return await self._get(f"/bots/{_seg(bot_id)}/stats", list)
+    async def bot_stats(self, bot_id: str | int, *, limit: int | None = None,
+                        skip: int = 0) -> list[Any]:
+        """GET /bots/:bot_id/stats, decoded; with ``limit``, one page (``limit``/``skip``)."""
+        params = None if limit is None else {"limit": limit, "skip": skip}
+        return await self._get(f"/bots/{_seg(bot_id)}/stats", list, params=params)
 
-    async def bot_stats_raw(self, bot_id: str | int) -> RawArray | list[Any]:
+    async def bot_stats_raw(self, bot_id: str | int, *, limit: int | None = None,
+                            skip: int = 0) -> RawArray | list[Any]:
         """GET /bots/:bot_id/stats as received: a :class:`RawArray` (each record's JSON text,
         not decoded: the harvester decodes a whole page at once), or the decoded list when only
-        the lenient decoder reads the body (NaN, lone surrogates, UTF-16, ...)."""
-        return await self._get(f"/bots/{_seg(bot_id)}/stats", list, raw=True)
+        the lenient decoder reads the body (NaN, lone surrogates, UTF-16, ...). With ``limit``,
+        one page of a service that pages the list (``limit``/``skip``, as GET /bots)."""
+        params = None if limit is None else {"limit": limit, "skip": skip}
+        return await self._get(f"/bots/{_seg(bot_id)}/stats", list, raw=True, params=params)
 
     async def bot_last_stat(self, bot_id: str | int) -> dict[str, Any]:
         return await self._get(f"/bots/{_seg(bot_id)}/stat", dict)

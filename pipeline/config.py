@@ -66,6 +66,9 @@ class ServiceSettings:
     # 16 for a third less CPU. Raise it for a service far away (latency, not CPU, bounds it).
     concurrency: int = 8
     page_size: int = 100  # `limit` asked of GET /bots; the service may return fewer
+    # `limit` asked of GET /bots/:id/stats when the service pages it (the interface leaves it
+    # open); 0 = it sends each bot's whole list in one answer, as the embedded service does.
+    stats_page_size: int = 0
     request_budget: float = 0.0  # requests per second across the run; 0 = no client-side limit
     user_agent: str = "botstats/0.1"
 
@@ -360,6 +363,7 @@ def validate(settings: Settings) -> Settings:
     }
     non_negative = {
         "service.max_keepalive": s.max_keepalive,
+        "service.stats_page_size": s.stats_page_size,
         "service.request_budget": s.request_budget,
         "retry.backoff_base": settings.retry.backoff_base,
         "retry.backoff_max": settings.retry.backoff_max,

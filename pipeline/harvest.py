@@ -22,6 +22,7 @@ DuckDB work happens on one dedicated thread so HTTP never waits on a write.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import secrets
@@ -38,7 +39,7 @@ import duckdb
 import polars as pl
 
 from . import store
-from .client import Client, RawArray
+from .client import Client, RawArray, decode_json, split_array
 from .config import FieldSettings, Settings
 from .errors import ApiError, BadResponse, BotstatsError, NotFound, StoreError
 from .listing import ListingPager, ListingUnstable, SkipIgnored
@@ -204,8 +205,8 @@ async def _harvest(
     elif report.errors or not report.listing_complete:
         report.status = "partial"
         report.message = report.message or (
-            f"{report.errors} request(s) failed after retries; see harvest_errors. "
-            f"The next run tries them again."
+            f"{report.errors} request(s) failed after retries or read incomplete data; see "
+            f"harvest_errors. The next run tries them again."
         )
     else:
         report.status = "complete"
@@ -311,20 +312,27 @@ async def _harvest_bot(
 ) -> None:
     fields = settings.fields
     endpoint = f"GET /bots/{bot_id}/stat"
+    page_size = settings.service.stats_page_size
+    last_key = None
     try:
         if newest is not None and not full:
             # A bot with nothing archived skips this check: its /stats is needed anyway.
             last = await client.bot_last_stat(bot_id)
             try:
-                if stat_key(last, bot_id, fields) == newest:
-                    report.bots_up_to_date += 1
-                    return
+                last_key = stat_key(last, bot_id, fields)
             except Invalid:
                 pass  # the newest record is malformed: read them all, it lands in rejects
+            if last_key == newest:
+                report.bots_up_to_date += 1
+                return
         endpoint = f"GET /bots/{bot_id}/stats"
-        records = await client.bot_stats_raw(bot_id)
+        records = await (_stats_pages(client, bot_id, page_size) if page_size
+                         else client.bot_stats_raw(bot_id))
     except NotFound:
         return  # no records yet, or the bot left between the listing and now
+    except (SkipIgnored, ListingUnstable) as exc:
+        buffer.error(endpoint, bot_id, exc)  # paging /stats failed: nothing of it is kept
+        return
     except BadResponse as exc:
         buffer.reject(endpoint, bot_id, f"not a JSON list of records: {_first_line(exc)}",
                       exc.body or "")
@@ -337,9 +345,54 @@ async def _harvest_bot(
         page = parse_stats_raw(records.body, records.items, bot_id, fields)
     else:
         page = parse_stats(records, bot_id, fields)
+    if last_key is not None and not _holds(page, last_key, bot_id, fields):
+        buffer.error(endpoint, bot_id, BadResponse(
+            f"{endpoint} lacks the bot's newest record ({last_key}, which GET /bots/{bot_id}/stat "
+            f"returned): the service seems to page /stats. Set [service].stats_page_size to its "
+            f"page size (now {page_size}); the records read are archived and the bot is read "
+            f"again next run."))
     buffer.add_page(endpoint, bot_id, page)
     if buffer.full:
         await buffer.flush()
+
+
+def _holds(page: StatPage, key: str, bot_id: str, fields: FieldSettings) -> bool:
+    """Whether the record keyed ``key`` is in ``page``, archived or rejected (a record can have
+    a good key and a bad count)."""
+    if key in page.stat_id:
+        return True
+    for _, raw in page.rejects:
+        try:
+            if stat_key(decode_json(raw.encode()), bot_id, fields) == key:
+                return True
+        except (Invalid, ValueError):
+            continue
+    return False
+
+
+async def _stats_pages(client: Client, bot_id: str, page_size: int) -> RawArray | list[Any]:
+    """A bot's whole /stats list from a service that pages it, as one list: paged like the
+    listing (an overlap, an empty page to end, ``skip`` checked), each record kept once (the
+    overlap re-reads some). Records are told apart by their JSON text, valid or not."""
+    pager = ListingPager(
+        page_size=page_size, what=f"GET /bots/{bot_id}/stats", items="records",
+        skip_advice="the list cannot be paged: set [service].stats_page_size = 0 if the "
+                    "service sends each bot's whole list.",
+        unstable_advice="Nothing of this bot is archived this run; it is read again next run.")
+    kept: list[bytes] = []
+    while (request := pager.next_request()) is not None:
+        skip, limit = request
+        page = await client.bot_stats_raw(bot_id, limit=limit, skip=skip)
+        texts = ([bytes(item) for item in page.items] if isinstance(page, RawArray) else
+                 [json.dumps(r, separators=(",", ":"), ensure_ascii=False).encode() for r in page])
+        keys = [text.decode("utf-8", "replace") for text in texts]
+        new = set(pager.feed(skip, keys))
+        for text, key in zip(texts, keys, strict=True):
+            if key in new:
+                new.discard(key)  # a record twice in one page is kept once
+                kept.append(text)
+    body = b"[" + b",".join(kept) + b"]"
+    return split_array(body) or decode_json(body)
 
 
 def _first_line(exc: Exception) -> str:

@@ -1,4 +1,5 @@
-"""Offset paging of GET /bots that never loses or duplicates a bot, whatever the service does.
+"""Offset paging of GET /bots (and of a paged /stats list) that never loses or duplicates an
+item, whatever the service does.
 
 Peers lose records here (a short page taken for the last page; a listing that shifts while it is
 paged). So the pager trusts nothing about page sizes and re-reads a small overlap:
@@ -34,6 +35,12 @@ class ListingUnstable(BadResponse):
 @dataclass
 class ListingPager:
     page_size: int
+    # What is paged, for messages: the directory by default; a bot's /stats list too.
+    what: str = "GET /bots"
+    items: str = "bots"
+    skip_advice: str = ("the directory cannot be paged. Stopped instead of looping; check "
+                        "[service].base_url points at the bot-listing service.")
+    unstable_advice: str = "The bots seen are harvested; run again later."
     overlap: int = 5
     max_requests: int = 0  # 0 = derive from what has been seen
     seen: set[str] = field(default_factory=set)
@@ -60,16 +67,16 @@ class ListingPager:
         bound = self.max_requests or (2 * (len(self.seen) // max(self._largest_page, 1)) + 50)
         if self.wasted >= bound:
             raise ListingUnstable(
-                f"GET /bots kept shifting: gave up after {self.requests} requests with "
-                f"{len(self.seen)} bots seen. The bots seen are harvested; run again later."
+                f"{self.what} kept shifting: gave up after {self.requests} requests with "
+                f"{len(self.seen)} {self.items} seen. {self.unstable_advice}"
             )
         # Bots arriving at the front faster than the head walk reads them would keep it going
         # for ever (each page brings new bots, so `wasted` stays low): bound it by the walk.
         head_bound = (self.max_head_passes + 1) * self._walk_requests + 50
         if self._state == "head" and self.requests - self._walk_requests > head_bound:
             raise ListingUnstable(
-                f"GET /bots kept growing at the front: gave up after {self.requests} requests "
-                f"with {len(self.seen)} bots seen. The bots seen are harvested; run again later."
+                f"{self.what} kept growing at the front: gave up after {self.requests} requests "
+                f"with {len(self.seen)} {self.items} seen. {self.unstable_advice}"
             )
         return self._next_skip, self.page_size
 
@@ -152,7 +159,6 @@ class ListingPager:
         self._same_as_first = self._same_as_first + 1 if same else 0
         if self._same_as_first >= 2:
             raise SkipIgnored(
-                f"GET /bots?skip={skip} returned the same {len(ids)} bots as skip=0: the "
-                f"service ignores `skip`, so the directory cannot be paged. Stopped instead of "
-                f"looping; check [service].base_url points at the bot-listing service."
+                f"{self.what}?skip={skip} returned the same {len(ids)} {self.items} as skip=0: "
+                f"the service ignores `skip`, so {self.skip_advice}"
             )

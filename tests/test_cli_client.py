@@ -95,6 +95,19 @@ def test_bot_reads(listing: Any, bot_id: str, command: str, shape: type) -> None
     assert isinstance(json.loads(result.stdout), shape)
 
 
+def test_bots_stats_pages_by_hand_from_a_service_that_pages_stats(bot_id: str) -> None:
+    config = ServiceConfig(bots=30, seed=1, history_days=10, stats_per_day=2, stats_page_size=4,
+                           faults=Faults(rate_limit=0.0, error_rate=0.0, latency_ms=0.0))
+    with serve_in_thread(config, host="127.0.0.1", port=0) as svc:
+        everything = svc.directory.stats(bot_id)
+        whole = run("bots", "stats", bot_id, "--base-url", svc.base_url)
+        page = run("bots", "stats", bot_id, "--base-url", svc.base_url, "--limit", "3",
+                   "--skip", "5")
+    assert len(everything) > 8
+    assert json.loads(whole.stdout) == everything[:4]  # no limit sent: the service's first page
+    assert json.loads(page.stdout) == everything[5:8]
+
+
 @pytest.mark.parametrize(("command", "shape"),
                          [("get", dict), ("bots", list), ("servers", list), ("webhooks", list)])
 def test_user_reads_with_token_flag(listing: Any, user: tuple[str, str], command: str,

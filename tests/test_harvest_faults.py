@@ -242,6 +242,75 @@ def test_new_stats_arriving_between_runs_of_a_faulty_service_are_added_exactly(
     assert query(settings, "SELECT count(*) FROM rejects") == [(malformed,)]
 
 
+# --- a service that pages /stats (the interface leaves it open) ------------------------------------
+PAGED_STATS = {"bots": 30, "history_days": 5, "stats_per_day": 4, "stats_page_size": 6}
+
+
+def records_per_bot(directory: Directory) -> dict[str, int]:
+    return {b: len(directory.stats(b)) for b in directory.bot_ids()}
+
+
+@pytest.mark.parametrize("asked", [6, 4, 50], ids=["the service's size", "smaller", "larger"])
+def test_a_paged_stats_list_is_archived_whole_when_stats_page_size_is_set(
+        service_factory: Any, harvest_settings: Any, asked: int) -> None:
+    svc = service_factory(**PAGED_STATS, malformed_rate=0.05)
+    directory = svc.directory
+    assert sum(n > 12 for n in records_per_bot(directory).values()) > 20  # three pages or more
+    settings = harvest_settings(svc, {"service.stats_page_size": asked})
+    report = harvest(settings)
+    malformed = sum(len(directory.malformed_stats(b)) for b in directory.bot_ids())
+    assert (report.status, report.errors, report.rejects) == ("complete", 0, malformed)
+    assert_archive_equals_service(settings, directory)
+    assert query(settings, "SELECT count(*) FROM rejects") == [(malformed,)]  # each kept once
+    directory.advance(3)
+    again = harvest(settings)
+    assert (again.status, again.errors, again.stats_updated) == ("complete", 0, 0)
+    assert again.stats_added == len(archived_stat_rows(settings)) - report.stats_added > 0
+    assert_archive_equals_service(settings, directory)
+
+
+def test_a_paged_stats_list_read_unpaged_is_noticed_by_the_next_run(
+        service_factory: Any, harvest_settings: Any) -> None:
+    svc = service_factory(**PAGED_STATS)
+    directory = svc.directory
+    settings = harvest_settings(svc)  # [service].stats_page_size = 0: whole lists expected
+    counts = records_per_bot(directory)
+    cut = sorted(b for b, n in counts.items() if n > 6)
+    assert len(cut) > 20
+    first = harvest(settings)
+    # A first run cannot tell a cut list from a short one: each bot's first page only.
+    assert first.status == "complete"
+    assert first.stats_added == sum(min(n, 6) for n in counts.values())
+    second = harvest(settings)
+    assert (second.status, second.errors) == ("partial", len(cut))
+    assert EXIT_CODES[second.status] == 3
+    errors = query(settings, "SELECT bot_id, endpoint, error FROM harvest_errors "
+                             "WHERE run_id = ?", second.run_id)
+    assert sorted(b for b, _, _ in errors) == cut  # a bot whose list fits one page is whole
+    for bot_id, endpoint, error in errors:
+        assert endpoint == f"GET /bots/{bot_id}/stats"
+        assert "lacks the bot's newest record" in error and "[service].stats_page_size" in error
+    assert second.stats_added == 0  # what was read is archived once, nothing duplicated
+    assert_archive_has_no_duplicates(settings)
+    configured = harvest_settings(svc, {"service.stats_page_size": 6})
+    fixed = harvest(configured)
+    assert (fixed.status, fixed.errors) == ("complete", 0)
+    assert_archive_equals_service(configured, directory)
+
+
+def test_stats_page_size_against_a_service_sending_whole_lists_says_so(
+        service_factory: Any, harvest_settings: Any) -> None:
+    svc = service_factory(bots=10, history_days=5, stats_per_day=4)  # /stats ignores limit/skip
+    settings = harvest_settings(svc, {"service.stats_page_size": 6})
+    report = harvest(settings)
+    assert (report.status, report.errors) == ("partial", 10)
+    for (error,) in query(settings, "SELECT error FROM harvest_errors"):
+        assert "ignores `skip`" in error and "set [service].stats_page_size = 0" in error
+    assert query(settings, "SELECT count(*) FROM bot_stats") == [(0,)]  # nothing half-read
+    assert harvest(harvest_settings(svc)).status == "complete"
+    assert_archive_equals_service(settings, svc.directory)
+
+
 # --- a service that cannot be harvested: a clear error, nothing lost ---------------------------------
 def test_a_service_that_ignores_skip_fails_the_run_with_a_clear_error(
         service_factory: Any, harvest_settings: Any) -> None:

@@ -97,6 +97,24 @@ def test_limit_above_max_page_size_returns_fewer(service_factory: Factory) -> No
     assert page == svc.directory.listing()[3:10]
 
 
+def test_stats_page_size_pages_stats_like_the_listing(service_factory: Factory) -> None:
+    whole = service_factory(bots=3, history_days=20, seed=5)
+    paged = service_factory(bots=3, history_days=20, seed=5, stats_page_size=7)
+    bot_id = whole.directory.listing()[0]["id"]
+    with client_for(whole) as http:
+        everything = http.get(f"/bots/{bot_id}/stats").json()
+        assert http.get(f"/bots/{bot_id}/stats", params={"limit": 2}).json() == everything
+    with client_for(paged) as http:
+        stats = f"/bots/{bot_id}/stats"
+        assert http.get(stats).json() == everything[:7]  # no limit: the first page
+        assert http.get(stats, params={"limit": 50, "skip": 3}).json() == everything[3:10]
+        pages = [http.get(stats, params={"limit": 7, "skip": k}).json() for k in range(0, 28, 7)]
+        assert [r for page in pages for r in page] == everything and pages[-1] == []
+        assert http.get(f"/bots/{bot_id}/stat").json() == everything[-1]
+        assert_error(http.get(stats, params={"skip": "-1"}), 400)
+    assert len(everything) == 20
+
+
 @pytest.mark.parametrize(("param", "value"), [
     ("limit", "abc"), ("limit", "-1"), ("limit", "1.5"), ("limit", "1e3"), ("skip", ""),
     ("skip", "-5"), ("skip", " 3"),
@@ -618,7 +636,7 @@ def test_the_service_imports_nothing_else_of_pipeline() -> None:
 
 # --- botstats serve --------------------------------------------------------------------
 SERVE_FLAGS = ["--host", "--port", "--bots", "--users", "--seed", "--history-days", "--stats-per-day",
-               "--max-page-size", "--credentials-file", "--rate-limit", "--error-rate", "--latency-ms",
+               "--max-page-size", "--stats-page-size", "--credentials-file", "--rate-limit", "--error-rate", "--latency-ms",
                "--latency-jitter-ms", "--churn-every", "--malformed-rate", "--bad-json-rate",
                "--ignore-skip", "--live-interval"]
 

@@ -139,6 +139,15 @@ async def get_stats(request: Request) -> Response:
     if index is None:
         return _unknown_bot(bot_id)
     bodies: StatsBodies = directory.rendered_stats(index, _render_stats)
+    cap = directory.config.stats_page_size
+    if cap and not directory.is_bad_json(index):
+        limit = _query_int(request, "limit", cap)
+        skip = _query_int(request, "skip", DEFAULT_SKIP)
+        if isinstance(limit, Response):
+            return limit
+        if isinstance(skip, Response):
+            return skip
+        return JSONResponse(directory.served_stats(index)[skip:skip + min(limit, cap)])
     if bodies.stats is None:
         return JSONResponse(directory.served_stats(index))
     return _json_body(bodies.stats)

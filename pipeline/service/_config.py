@@ -84,6 +84,9 @@ class ServiceConfig:
     history_days: int = DEFAULT_HISTORY_DAYS
     stats_per_day: int = DEFAULT_STATS_PER_DAY
     max_page_size: int = DEFAULT_MAX_PAGE_SIZE
+    # 0: GET /bots/:id/stats sends the whole list. N: it pages like GET /bots (`limit`, default
+    # and cap N; `skip`), oldest first, as a service may: the interface leaves it open.
+    stats_page_size: int = 0
     end: datetime | None = None  # the virtual clock at start (UTC); None = now, truncated to the hour
     faults: Faults = field(default_factory=Faults)
 
@@ -101,6 +104,8 @@ class ServiceConfig:
                "(e.g. 1, 2, 4, 6, 12, 24, 96)")
         _check(_is_int(self.max_page_size) and self.max_page_size >= 1, "max_page_size",
                self.max_page_size, "an integer >= 1")
+        _check(_is_int(self.stats_page_size) and self.stats_page_size >= 0, "stats_page_size",
+               self.stats_page_size, "an integer >= 0 (0 = whole lists)")
         if self.end is not None:
             _check(isinstance(self.end, datetime), "end", self.end, "a datetime or None")
         _check(isinstance(self.faults, Faults), "faults", self.faults, "a Faults instance")
