@@ -244,16 +244,19 @@ class Client:
         not treat a short page as the last one.
         """
         limit = self.settings.service.page_size if limit is None else limit
-        return await self._get("/bots", list, params={"limit": limit, "skip": skip})
+        return await self._get("/bots", list, params={"limit": limit, "skip": skip},
+                               auth=self._read_auth("/bots"))
 
     async def bot(self, bot_id: str | int) -> dict[str, Any]:
-        return await self._get(f"/bots/{_seg(bot_id)}", dict)
+        path = f"/bots/{_seg(bot_id)}"
+        return await self._get(path, dict, auth=self._read_auth(path))
 
     async def bot_stats(self, bot_id: str | int, *, limit: int | None = None,
                         skip: int = 0) -> list[Any]:
         """GET /bots/:bot_id/stats, decoded; with ``limit``, one page (``limit``/``skip``)."""
         params = None if limit is None else {"limit": limit, "skip": skip}
-        return await self._get(f"/bots/{_seg(bot_id)}/stats", list, params=params)
+        path = f"/bots/{_seg(bot_id)}/stats"
+        return await self._get(path, list, params=params, auth=self._read_auth(path))
 
     async def bot_stats_raw(self, bot_id: str | int, *, limit: int | None = None,
                             skip: int = 0) -> RawArray | list[Any]:
@@ -262,10 +265,12 @@ class Client:
         the lenient decoder reads the body (NaN, lone surrogates, UTF-16, ...). With ``limit``,
         one page of a service that pages the list (``limit``/``skip``, as GET /bots)."""
         params = None if limit is None else {"limit": limit, "skip": skip}
-        return await self._get(f"/bots/{_seg(bot_id)}/stats", list, raw=True, params=params)
+        path = f"/bots/{_seg(bot_id)}/stats"
+        return await self._get(path, list, raw=True, params=params, auth=self._read_auth(path))
 
     async def bot_last_stat(self, bot_id: str | int) -> dict[str, Any]:
-        return await self._get(f"/bots/{_seg(bot_id)}/stat", dict)
+        path = f"/bots/{_seg(bot_id)}/stat"
+        return await self._get(path, dict, auth=self._read_auth(path))
 
     async def post_stat(
         self, bot_id: str | int, payload: dict[str, Any], bot_key: str | Secret | None = None
@@ -308,6 +313,11 @@ class Client:
     def _url(self, path: str) -> str:
         return redact_url(str(self._request("GET", path).url))
 
+    def _read_auth(self, path: str) -> dict[str, str] | None:
+        """Credentials of a bot read: none, unless [service].token_on_bot_reads sends the user
+        token there too."""
+        return self._user_auth(path) if self.settings.service.token_on_bot_reads else None
+
     def _user_auth(self, path: str) -> dict[str, str]:
         token = self.settings.user_token.get()
         if not token:
@@ -336,7 +346,9 @@ class Client:
         hint = (
             "check BOTSTATS_USER_TOKEN / --user-token"
             if auth
-            else "this read sends no credentials, yet the service wants some; check --base-url"
+            else "this read sends no credentials, yet the service wants some: if it wants the "
+                 "user token on bot reads, set [service].token_on_bot_reads = true (and "
+                 "BOTSTATS_USER_TOKEN); else check --base-url"
         )
         return await self._call(_Call(request, expect, idempotent=True, auth_hint=hint, raw=raw))
 

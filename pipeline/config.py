@@ -69,6 +69,9 @@ class ServiceSettings:
     # `limit` asked of GET /bots/:id/stats when the service pages it (the interface leaves it
     # open); 0 = it sends each bot's whole list in one answer, as the embedded service does.
     stats_page_size: int = 0
+    # Send the user token (`Authorization: Bearer`) on the bot reads too: the interface leaves
+    # their auth open, and some services want it there.
+    token_on_bot_reads: bool = False
     request_budget: float = 0.0  # requests per second across the run; 0 = no client-side limit
     user_agent: str = "botstats/0.1"
 

@@ -311,6 +311,23 @@ def test_stats_page_size_against_a_service_sending_whole_lists_says_so(
     assert_archive_equals_service(settings, svc.directory)
 
 
+# --- a service that wants the user token on the bot reads (the interface leaves it open) -----------
+def test_bot_reads_that_need_the_user_token_get_it_when_configured(
+        service_factory: Any, harvest_settings: Any) -> None:
+    svc = service_factory(**SMALL, bot_reads_need_token=True)
+    token = next(iter(svc.directory.user_tokens().values()))
+    refused = harvest(harvest_settings(svc, {"user_token": token}))
+    assert refused.status == "failed"
+    assert "401" in refused.message and "[service].token_on_bot_reads = true" in refused.message
+    no_token = harvest(harvest_settings(svc, {"service.token_on_bot_reads": True}))
+    assert no_token.status == "failed" and "needs a user token" in no_token.message
+    settings = harvest_settings(svc, {"service.token_on_bot_reads": True, "user_token": token})
+    report = harvest(settings)
+    assert (report.status, report.errors) == ("complete", 0)
+    assert_archive_equals_service(settings, svc.directory)
+    assert token not in refused.message + no_token.message
+
+
 # --- a service that cannot be harvested: a clear error, nothing lost ---------------------------------
 def test_a_service_that_ignores_skip_fails_the_run_with_a_clear_error(
         service_factory: Any, harvest_settings: Any) -> None:

@@ -31,8 +31,11 @@ def _text_columns(db: Path) -> list[tuple[str, str]]:
             "                   WHERE table_type = 'BASE TABLE')").fetchall()
 
 
-def test_no_secret_in_logs_outputs_tables_or_exports(tmp_path: Path, service_factory: Any) -> None:
-    svc = service_factory(bots=20, history_days=5, stats_per_day=2)
+@pytest.mark.parametrize("on_reads", [False, True], ids=["token on user reads",
+                                                      "token on every read"])
+def test_no_secret_in_logs_outputs_tables_or_exports(tmp_path: Path, service_factory: Any,
+                                                     on_reads: bool) -> None:
+    svc = service_factory(bots=20, history_days=5, stats_per_day=2, bot_reads_need_token=on_reads)
     d = svc.directory
     token = next(iter(d.user_tokens().values()))
     bot_id, other_bot = d.bot_ids()[:2]
@@ -41,7 +44,8 @@ def test_no_secret_in_logs_outputs_tables_or_exports(tmp_path: Path, service_fac
     env = {k: v for k, v in os.environ.items() if not k.startswith("BOTSTATS_")}
     env.update({"BOTSTATS_CONFIG": "", "BOTSTATS_USER_TOKEN": token, "BOTSTATS_BOT_KEY": key,
                 "BOTSTATS_LOG_LEVEL": "debug", "BOTSTATS_DB": str(tmp_path / "a.duckdb"),
-                "BOTSTATS_EXPORT_DIR": str(tmp_path / "exports"), "BOTSTATS_BASE_URL": svc.base_url})
+                "BOTSTATS_EXPORT_DIR": str(tmp_path / "exports"), "BOTSTATS_BASE_URL": svc.base_url,
+                "BOTSTATS_SERVICE_TOKEN_ON_BOT_READS": str(on_reads).lower()})
     log_file = tmp_path / "botstats.log"
     common = ["--log-format", "json", "--log-file", str(log_file)]
 

@@ -115,6 +115,21 @@ def test_stats_page_size_pages_stats_like_the_listing(service_factory: Factory) 
     assert len(everything) == 20
 
 
+def test_bot_reads_need_token_asks_a_user_token_on_every_bot_read(
+        service_factory: Factory) -> None:
+    svc = service_factory(bots=3, history_days=2, bot_reads_need_token=True)
+    bot_id = svc.directory.bot_ids()[0]
+    token = next(iter(svc.directory.user_tokens().values()))
+    reads = ["/bots", f"/bots/{bot_id}", f"/bots/{bot_id}/stats", f"/bots/{bot_id}/stat"]
+    with client_for(svc) as http:
+        for path in reads:
+            assert_error(http.get(path), 401)
+            assert_error(http.get(path, headers={"Authorization": "Bearer utok_wrong"}), 401)
+            assert http.get(path, headers={"Authorization": f"Bearer {token}"}).status_code == 200
+    with client_for(service_factory(bots=3, history_days=2)) as http:
+        assert http.get("/bots").status_code == 200  # by default the reads are open
+
+
 @pytest.mark.parametrize(("param", "value"), [
     ("limit", "abc"), ("limit", "-1"), ("limit", "1.5"), ("limit", "1e3"), ("skip", ""),
     ("skip", "-5"), ("skip", " 3"),
@@ -636,7 +651,8 @@ def test_the_service_imports_nothing_else_of_pipeline() -> None:
 
 # --- botstats serve --------------------------------------------------------------------
 SERVE_FLAGS = ["--host", "--port", "--bots", "--users", "--seed", "--history-days", "--stats-per-day",
-               "--max-page-size", "--stats-page-size", "--credentials-file", "--rate-limit", "--error-rate", "--latency-ms",
+               "--max-page-size", "--stats-page-size", "--bot-reads-need-token",
+               "--credentials-file", "--rate-limit", "--error-rate", "--latency-ms",
                "--latency-jitter-ms", "--churn-every", "--malformed-rate", "--bad-json-rate",
                "--ignore-skip", "--live-interval"]
 

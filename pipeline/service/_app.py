@@ -70,9 +70,20 @@ def _unknown_bot(bot_id: str) -> JSONResponse:
     return error(404, "unknown bot", {"bot_id": bot_id})
 
 
+def _read_refused(request: Request) -> JSONResponse | None:
+    """With ``bot_reads_need_token``, the bot reads want a user token like the user endpoints
+    (the interface leaves their auth open; many real services ask for one)."""
+    if not _directory(request).config.bot_reads_need_token:
+        return None
+    user = _authenticated_user(request)
+    return user if isinstance(user, JSONResponse) else None
+
+
 # --- bots ------------------------------------------------------------------------------
 @_interface
 async def list_bots(request: Request) -> Response:
+    if (refused := _read_refused(request)) is not None:
+        return refused
     directory = _directory(request)
     limit = _query_int(request, "limit", DEFAULT_LIMIT)
     skip = _query_int(request, "skip", DEFAULT_SKIP)
@@ -91,6 +102,8 @@ async def list_bots(request: Request) -> Response:
 
 @_interface
 async def get_bot(request: Request) -> Response:
+    if (refused := _read_refused(request)) is not None:
+        return refused
     directory = _directory(request)
     bot_id = request.path_params["bot_id"]
     bot = directory.bot(bot_id)
@@ -133,6 +146,8 @@ def _json_body(body: bytes) -> Response:
 
 @_interface
 async def get_stats(request: Request) -> Response:
+    if (refused := _read_refused(request)) is not None:
+        return refused
     directory = _directory(request)
     bot_id = request.path_params["bot_id"]
     index = directory.live_index(bot_id)
@@ -155,6 +170,8 @@ async def get_stats(request: Request) -> Response:
 
 @_interface
 async def get_last_stat(request: Request) -> Response:
+    if (refused := _read_refused(request)) is not None:
+        return refused
     directory = _directory(request)
     bot_id = request.path_params["bot_id"]
     index = directory.live_index(bot_id)

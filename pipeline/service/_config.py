@@ -87,6 +87,9 @@ class ServiceConfig:
     # 0: GET /bots/:id/stats sends the whole list. N: it pages like GET /bots (`limit`, default
     # and cap N; `skip`), oldest first, as a service may: the interface leaves it open.
     stats_page_size: int = 0
+    # The bot read endpoints want `Authorization: Bearer <user token>` too (the interface
+    # leaves their auth open).
+    bot_reads_need_token: bool = False
     end: datetime | None = None  # the virtual clock at start (UTC); None = now, truncated to the hour
     faults: Faults = field(default_factory=Faults)
 
@@ -106,6 +109,8 @@ class ServiceConfig:
                self.max_page_size, "an integer >= 1")
         _check(_is_int(self.stats_page_size) and self.stats_page_size >= 0, "stats_page_size",
                self.stats_page_size, "an integer >= 0 (0 = whole lists)")
+        _check(isinstance(self.bot_reads_need_token, bool), "bot_reads_need_token",
+               self.bot_reads_need_token, "a boolean")
         if self.end is not None:
             _check(isinstance(self.end, datetime), "end", self.end, "a datetime or None")
         _check(isinstance(self.faults, Faults), "faults", self.faults, "a Faults instance")
