@@ -383,8 +383,10 @@ async def _stats_pages(client: Client, bot_id: str, page_size: int) -> RawArray 
     while (request := pager.next_request()) is not None:
         skip, limit = request
         page = await client.bot_stats_raw(bot_id, limit=limit, skip=skip)
+        # A page only the lenient decoder read (NaN, lone surrogates, ...) is spelled again in
+        # ASCII JSON, which that decoder reads back as it was.
         texts = ([bytes(item) for item in page.items] if isinstance(page, RawArray) else
-                 [json.dumps(r, separators=(",", ":"), ensure_ascii=False).encode() for r in page])
+                 [json.dumps(r, separators=(",", ":")).encode() for r in page])
         keys = [text.decode("utf-8", "replace") for text in texts]
         new = set(pager.feed(skip, keys))
         for text, key in zip(texts, keys, strict=True):

@@ -5,14 +5,19 @@ nothing duplicated), and what cannot be archived is kept in `rejects` or reporte
 
 from __future__ import annotations
 
+import asyncio
 import json
+import math
 import os
 import subprocess
 import sys
+import threading
 from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from random import Random
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from conftest import (
@@ -24,8 +29,9 @@ from conftest import (
     service_stat_rows,
 )
 
-from pipeline.config import Settings
-from pipeline.harvest import EXIT_CODES, harvest
+from pipeline.client import Client
+from pipeline.config import Settings, load_settings
+from pipeline.harvest import EXIT_CODES, _stats_pages, harvest
 from pipeline.service import Directory
 
 SMALL = {"bots": 30, "history_days": 5, "stats_per_day": 2}
@@ -309,6 +315,46 @@ def test_stats_page_size_against_a_service_sending_whole_lists_says_so(
     assert query(settings, "SELECT count(*) FROM bot_stats") == [(0,)]  # nothing half-read
     assert harvest(harvest_settings(svc)).status == "complete"
     assert_archive_equals_service(settings, svc.directory)
+
+
+def test_paged_stats_that_only_the_lenient_decoder_reads_come_back_whole(tmp_path: Path) -> None:
+    # NaN and a lone surrogate escape: JSON that orjson refuses and Python's json reads. A
+    # plain HTTP server on loopback pages them by limit/skip, three at a time at most.
+    texts = [f'{{"id":"r{i}","timestamp":"2026-01-0{i + 1}T00:00:00Z","users":{i},'
+             f'"guilds":1,"load":{"NaN" if i % 2 else i},"note":"\\ud800{i}"}}' for i in range(8)]
+
+    class Pages(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            query = parse_qs(urlsplit(self.path).query)
+            skip, limit = int(query["skip"][0]), min(int(query["limit"][0]), 3)
+            body = ("[" + ",".join(texts[skip:skip + limit]) + "]").encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Pages)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        settings = load_settings(None, env={}, overrides={
+            "service.base_url": f"http://127.0.0.1:{server.server_address[1]}"})
+
+        async def read() -> Any:
+            async with Client(settings) as client:
+                return await _stats_pages(client, "b1", 4)
+
+        records = asyncio.run(read())
+    finally:
+        server.shutdown()
+        server.server_close()
+    expected = [json.loads(t) for t in texts]
+    assert [r["id"] for r in records] == [f"r{i}" for i in range(8)]  # each once, in order
+    assert [r["note"] for r in records] == [e["note"] for e in expected]  # surrogates kept
+    assert [math.isnan(r["load"]) for r in records] == [bool(i % 2) for i in range(8)]
 
 
 # --- a service that wants the user token on the bot reads (the interface leaves it open) -----------
