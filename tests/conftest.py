@@ -6,6 +6,7 @@ import dataclasses
 import json
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +89,15 @@ def harvest_settings(tmp_path: Path) -> Callable[..., Settings]:
         return harvest_settings_for(svc, tmp_path / "archive.duckdb", overrides)
 
     return make
+
+
+def answer_json(handler: BaseHTTPRequestHandler, body: bytes, status: int = 200) -> None:
+    """Send ``body`` as a JSON response from a test's own ``http.server`` handler."""
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
 
 
 def query(settings: Settings, sql: str, *params: Any) -> list[tuple[Any, ...]]:

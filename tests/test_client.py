@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
+from conftest import answer_json
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -664,13 +665,7 @@ class _ForwardProxy(http.server.BaseHTTPRequestHandler):
         self.seen.append(self.path)
         direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         with direct.open(self.path) as upstream:
-            body = upstream.read()
-            status = upstream.status
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+            answer_json(self, upstream.read(), upstream.status)
 
     def log_message(self, *args: Any) -> None:
         pass

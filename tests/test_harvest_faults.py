@@ -21,6 +21,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from conftest import (
+    answer_json,
     archived_custom_rows,
     archived_stat_rows,
     assert_archive_has_no_duplicates,
@@ -327,12 +328,7 @@ def test_paged_stats_that_only_the_lenient_decoder_reads_come_back_whole(tmp_pat
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
             query = parse_qs(urlsplit(self.path).query)
             skip, limit = int(query["skip"][0]), min(int(query["limit"][0]), 3)
-            body = ("[" + ",".join(texts[skip:skip + limit]) + "]").encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            answer_json(self, ("[" + ",".join(texts[skip:skip + limit]) + "]").encode())
 
         def log_message(self, *args: Any) -> None:
             pass

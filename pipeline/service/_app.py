@@ -66,6 +66,17 @@ def _query_int(request: Request, name: str, default: int) -> int | JSONResponse:
     return int(raw)
 
 
+def _paging(request: Request, default_limit: int) -> tuple[int, int] | JSONResponse:
+    """(limit, skip) of a paged read, or the 400 for a bad one."""
+    limit = _query_int(request, "limit", default_limit)
+    if isinstance(limit, Response):
+        return limit
+    skip = _query_int(request, "skip", DEFAULT_SKIP)
+    if isinstance(skip, Response):
+        return skip
+    return limit, skip
+
+
 def _unknown_bot(bot_id: str) -> JSONResponse:
     return error(404, "unknown bot", {"bot_id": bot_id})
 
@@ -85,12 +96,10 @@ async def list_bots(request: Request) -> Response:
     if (refused := _read_refused(request)) is not None:
         return refused
     directory = _directory(request)
-    limit = _query_int(request, "limit", DEFAULT_LIMIT)
-    skip = _query_int(request, "skip", DEFAULT_SKIP)
-    if isinstance(limit, Response):
-        return limit
-    if isinstance(skip, Response):
-        return skip
+    paging = _paging(request, DEFAULT_LIMIT)
+    if isinstance(paging, Response):
+        return paging
+    limit, skip = paging
     if directory.config.faults.ignore_skip:
         skip = 0
     # Asking for more than the cap silently returns fewer: clients must not read a short
@@ -156,12 +165,10 @@ async def get_stats(request: Request) -> Response:
     bodies: StatsBodies = directory.rendered_stats(index, _render_stats)
     cap = directory.config.stats_page_size
     if cap and not directory.is_bad_json(index):
-        limit = _query_int(request, "limit", cap)
-        skip = _query_int(request, "skip", DEFAULT_SKIP)
-        if isinstance(limit, Response):
-            return limit
-        if isinstance(skip, Response):
-            return skip
+        paging = _paging(request, cap)
+        if isinstance(paging, Response):
+            return paging
+        limit, skip = paging
         return JSONResponse(directory.served_stats(index)[skip:skip + min(limit, cap)])
     if bodies.stats is None:
         return JSONResponse(directory.served_stats(index))
