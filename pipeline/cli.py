@@ -451,7 +451,7 @@ def status_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str 
                runs: int, as_json: bool) -> None:
     """Show recent harvest runs and the archive's size (reads the published archive)."""
     from .console import print_table
-    from .status import archive_status
+    from .status import archive_status, describe_latest
 
     settings = settings_from(ctx, config_file, base_url, db)
     info = archive_status(settings, runs=runs)
@@ -461,6 +461,8 @@ def status_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str 
     click.echo(f"archive {info['path']}  ({info['size_mb']:.1f} MB, published {info['published_at']})")
     print_table([tuple(r.values()) for r in info["runs"]], list(info["runs"][0]) if info["runs"] else
                 ["run_id"], title="recent runs")
+    for line in describe_latest(info["latest_run"]) if info["latest_run"] else []:
+        click.echo(line)
     print_table(list(info["tables"].items()), ["table", "rows"], title="tables")
 
 

@@ -12,6 +12,9 @@ RUN_COLUMNS = ("run_id", "status", "mode", "started_at", "seconds", "bots_seen",
                "stats_added", "rejects", "errors", "requests")
 
 
+SHOWN = 5  # errors and reject reasons shown of the latest run
+
+
 def archive_status(settings: Settings, *, runs: int = 10) -> dict[str, Any]:
     path = settings.db_path
     with store.reader(settings) as con:
@@ -22,11 +25,55 @@ def archive_status(settings: Settings, *, runs: int = 10) -> dict[str, Any]:
             [runs],
         ).fetchall()
         tables = store.table_counts(con)
+        latest = _latest_run(con, rows[0][0]) if rows else None
     stat = path.stat()
     return {
         "path": str(path),
         "size_mb": stat.st_size / 1e6,
         "published_at": datetime.fromtimestamp(stat.st_mtime, UTC).isoformat(timespec="seconds"),
         "runs": [dict(zip(RUN_COLUMNS, r, strict=True)) for r in rows],
+        "latest_run": latest,
         "tables": tables,
     }
+
+
+def _latest_run(con: Any, run_id: str) -> dict[str, Any]:
+    """Why the latest run ended as it did: its message, its errors (how many, the latest few)
+    and the reasons of the records it kept aside, so a partial run needs no query to explain."""
+    ((status, message),) = con.execute(
+        "SELECT status, message FROM harvest_runs WHERE run_id = ?", [run_id]).fetchall()
+    ((errors,),) = con.execute(
+        "SELECT count(*) FROM harvest_errors WHERE run_id = ?", [run_id]).fetchall()
+    latest_errors = con.execute(
+        "SELECT endpoint, error FROM harvest_errors WHERE run_id = ? "
+        "ORDER BY seen_at DESC, endpoint LIMIT ?", [run_id, SHOWN]).fetchall()
+    reasons = con.execute(
+        "SELECT reason, count(*) FROM rejects WHERE run_id = ? GROUP BY reason "
+        "ORDER BY count(*) DESC, reason LIMIT ?", [run_id, SHOWN]).fetchall()
+    return {
+        "run_id": run_id, "status": status, "message": message or "", "errors": errors,
+        "latest_errors": [{"endpoint": e, "error": m} for e, m in latest_errors],
+        "reject_reasons": [{"reason": r, "records": n} for r, n in reasons],
+    }
+
+
+def describe_latest(latest: dict[str, Any]) -> list[str]:
+    """``latest`` (from :func:`archive_status`) as lines for a terminal; none for a run with
+    nothing to explain."""
+    if not (latest["message"] or latest["errors"] or latest["reject_reasons"]):
+        return []
+    lines = [f"latest run {latest['run_id']}: {latest['status']}"
+             + (f": {latest['message']}" if latest["message"] else "")]
+    if latest["errors"]:
+        lines.append(f"  {latest['errors']} error(s) in harvest_errors; the latest:")
+        lines += [f"    {_error_line(e['endpoint'], e['error'])}" for e in latest["latest_errors"]]
+    if latest["reject_reasons"]:
+        lines.append("  records it kept aside in rejects, by reason (most frequent first):")
+        lines += [f"    {r['records']:>6}  {r['reason']}" for r in latest["reject_reasons"]]
+    return lines
+
+
+def _error_line(endpoint: str, error: str) -> str:
+    # Most errors name their request already ("GET http://host/bots/1/stats could not ...").
+    path = endpoint.partition(" ")[2].partition("?")[0]
+    return error if path and path in error else f"{endpoint}: {error}"

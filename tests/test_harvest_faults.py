@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from click.testing import CliRunner
 from conftest import (
     answer_json,
     archived_custom_rows,
@@ -30,6 +31,7 @@ from conftest import (
     service_stat_rows,
 )
 
+from pipeline.cli import cli
 from pipeline.client import Client
 from pipeline.config import Settings, load_settings
 from pipeline.harvest import EXIT_CODES, _stats_pages, harvest
@@ -351,6 +353,37 @@ def test_paged_stats_that_only_the_lenient_decoder_reads_come_back_whole(tmp_pat
     assert [r["id"] for r in records] == [f"r{i}" for i in range(8)]  # each once, in order
     assert [r["note"] for r in records] == [e["note"] for e in expected]  # surrogates kept
     assert [math.isnan(r["load"]) for r in records] == [bool(i % 2) for i in range(8)]
+
+
+def test_status_explains_a_partial_run_and_what_it_kept_aside(service_factory: Any,
+                                                              harvest_settings: Any) -> None:
+    svc = service_factory(**PAGED_STATS, malformed_rate=0.1)
+    settings = harvest_settings(svc)
+    clean = harvest(settings)
+    status = CliRunner().invoke(cli, ["status", "--db", str(settings.db_path), "--json"])
+    info = json.loads(status.output)
+    assert info["runs"][0]["run_id"] == clean.run_id and info["runs"][0]["status"] == "complete"
+    assert info["tables"]["bot_stats"] == clean.stats_added and info["size_mb"] > 0
+    reasons = query(settings, "SELECT reason, count(*) FROM rejects GROUP BY reason "
+                              "ORDER BY count(*) DESC, reason LIMIT 5")
+    assert [(r["reason"], r["records"]) for r in info["latest_run"]["reject_reasons"]] == reasons
+    assert info["latest_run"]["errors"] == 0
+
+    partial = harvest(settings)  # /stats is paged and read unpaged: the cut lists are errors
+    assert partial.status == "partial"
+    info = json.loads(CliRunner().invoke(
+        cli, ["status", "--db", str(settings.db_path), "--json"]).output)
+    latest = info["latest_run"]
+    assert (latest["run_id"], latest["status"], latest["errors"]) == (
+        partial.run_id, "partial", partial.errors)
+    assert latest["message"] == partial.message
+    assert len(latest["latest_errors"]) == 5
+    assert all("lacks the bot's newest record" in e["error"] for e in latest["latest_errors"])
+    text = CliRunner().invoke(cli, ["status", "--db", str(settings.db_path)]).output
+    assert f"latest run {partial.run_id}: partial: {partial.message}" in text
+    assert f"{partial.errors} error(s) in harvest_errors; the latest:" in text
+    assert text.count("lacks the bot's newest record") == 5
+    assert "recent runs" in text and "bot_stats" in text
 
 
 # --- a service that wants the user token on the bot reads (the interface leaves it open) -----------
