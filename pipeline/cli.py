@@ -144,6 +144,9 @@ def config_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str 
 @click.option("--stats-page-size", type=click.IntRange(min=0), default=0, show_default=True,
               help="0: GET /bots/:id/stats sends the whole list. N: it pages with limit "
                    "(default and cap N) and skip, oldest first.")
+@click.option("--user-lists-page-size", type=click.IntRange(min=0), default=0, show_default=True,
+              help="0: a user's bots, servers and webhooks come whole. N: they page with limit "
+                   "(default and cap N) and skip.")
 @click.option("--bot-reads-need-token", is_flag=True,
               help="GET /bots, /bots/:id, /stats and /stat want Authorization: Bearer <user "
                    "token> too (401 without).")
@@ -173,7 +176,8 @@ def config_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str 
 @click.option("--access-log", is_flag=True, help="Log every request to stderr (slows the service down).")
 def serve_cmd(host: str, port: int, bots: int, users: int, seed: int, history_days: int,
               stats_per_day: int, max_page_size: int, stats_page_size: int,
-              bot_reads_need_token: bool, end: Any, credentials_file: str | None,
+              user_lists_page_size: int, bot_reads_need_token: bool, end: Any,
+              credentials_file: str | None,
               rate_limit: float, error_rate: float, latency_ms: float, latency_jitter_ms: float,
               churn_every: int, malformed_rate: float, bad_json_rate: float, ignore_skip: bool,
               live_interval: float, access_log: bool) -> None:
@@ -192,6 +196,7 @@ def serve_cmd(host: str, port: int, bots: int, users: int, seed: int, history_da
         cfg = ServiceConfig(bots=bots, users=users, seed=seed, history_days=history_days,
                             stats_per_day=stats_per_day, max_page_size=max_page_size,
                             stats_page_size=stats_page_size,
+                            user_lists_page_size=user_lists_page_size,
                             bot_reads_need_token=bot_reads_need_token, end=end,
                             faults=faults)
     except ValueError as exc:

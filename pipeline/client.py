@@ -224,17 +224,24 @@ class Client:
         path = f"/users/{_seg(user_id)}"
         return await self._get(path, dict, auth=self._user_auth(path))
 
-    async def user_bots(self, user_id: str | int) -> list[Any]:
-        path = f"/users/{_seg(user_id)}/bots"
-        return await self._get(path, list, auth=self._user_auth(path))
+    async def user_bots(self, user_id: str | int, *, limit: int | None = None,
+                        skip: int = 0) -> list[Any]:
+        return await self._user_list(user_id, "bots", limit, skip)
 
-    async def user_servers(self, user_id: str | int) -> list[Any]:
-        path = f"/users/{_seg(user_id)}/servers"
-        return await self._get(path, list, auth=self._user_auth(path))
+    async def user_servers(self, user_id: str | int, *, limit: int | None = None,
+                           skip: int = 0) -> list[Any]:
+        return await self._user_list(user_id, "servers", limit, skip)
 
-    async def user_webhooks(self, user_id: str | int) -> list[Any]:
-        path = f"/users/{_seg(user_id)}/webhooks"
-        return await self._get(path, list, auth=self._user_auth(path))
+    async def user_webhooks(self, user_id: str | int, *, limit: int | None = None,
+                            skip: int = 0) -> list[Any]:
+        return await self._user_list(user_id, "webhooks", limit, skip)
+
+    async def _user_list(self, user_id: str | int, what: str, limit: int | None,
+                         skip: int) -> list[Any]:
+        """A user's bots, servers or webhooks; with ``limit``, one page (``limit``/``skip``)."""
+        path = f"/users/{_seg(user_id)}/{what}"
+        params = None if limit is None else {"limit": limit, "skip": skip}
+        return await self._get(path, list, params=params, auth=self._user_auth(path))
 
     # --- bot endpoints (reads send no credentials) ------------------------------------------
     async def list_bots(self, limit: int | None = None, skip: int = 0) -> list[Any]:

@@ -69,6 +69,8 @@ class ServiceSettings:
     # `limit` asked of GET /bots/:id/stats when the service pages it (the interface leaves it
     # open); 0 = it sends each bot's whole list in one answer, as the embedded service does.
     stats_page_size: int = 0
+    # The same for a user's bots, servers and webhooks (the snapshot a user token takes).
+    user_lists_page_size: int = 0
     # Send the user token (`Authorization: Bearer`) on the bot reads too: the interface leaves
     # their auth open, and some services want it there.
     token_on_bot_reads: bool = False
@@ -367,6 +369,7 @@ def validate(settings: Settings) -> Settings:
     non_negative = {
         "service.max_keepalive": s.max_keepalive,
         "service.stats_page_size": s.stats_page_size,
+        "service.user_lists_page_size": s.user_lists_page_size,
         "service.request_budget": s.request_budget,
         "retry.backoff_base": settings.retry.backoff_base,
         "retry.backoff_max": settings.retry.backoff_max,

@@ -28,7 +28,7 @@ import os
 import secrets
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -370,31 +370,60 @@ def _holds(page: StatPage, key: str, bot_id: str, fields: FieldSettings) -> bool
     return False
 
 
-async def _stats_pages(client: Client, bot_id: str, page_size: int) -> RawArray | list[Any]:
-    """A bot's whole /stats list from a service that pages it, as one list: paged like the
-    listing (an overlap, an empty page to end, ``skip`` checked), each record kept once (the
-    overlap re-reads some). Records are told apart by their JSON text, valid or not."""
-    pager = ListingPager(
-        page_size=page_size, what=f"GET /bots/{bot_id}/stats", items="records",
-        skip_advice="the list cannot be paged: set [service].stats_page_size = 0 if the "
-                    "service sends each bot's whole list.",
-        unstable_advice="Nothing of this bot is archived this run; it is read again next run.")
-    kept: list[bytes] = []
+async def _read_paged(fetch: Callable[[int, int], Awaitable[list[T]]], key: Callable[[T], str],
+                      pager: ListingPager) -> list[T]:
+    """Every item of a list the service pages, once each and in order: ``fetch(limit, skip)``
+    reads a page, ``pager`` pages as the listing is paged (an overlap, an empty page to end,
+    ``skip`` checked), ``key`` tells items apart (the overlap re-reads some)."""
+    kept: list[T] = []
     while (request := pager.next_request()) is not None:
         skip, limit = request
+        items = await fetch(limit, skip)
+        keys = [key(item) for item in items]
+        new = set(pager.feed(skip, keys))
+        for item, item_key in zip(items, keys, strict=True):
+            if item_key in new:
+                new.discard(item_key)  # an item twice in one page is kept once
+                kept.append(item)
+    return kept
+
+
+def _paged_list(what: str, items: str, setting: str, page_size: int) -> ListingPager:
+    return ListingPager(
+        page_size=page_size, what=what, items=items,
+        skip_advice=f"the list cannot be paged: set [service].{setting} = 0 if the service "
+                    f"sends whole lists.",
+        unstable_advice="Nothing of this list is archived this run; it is read again next run.")
+
+
+async def _stats_pages(client: Client, bot_id: str, page_size: int) -> RawArray | list[Any]:
+    """A bot's whole /stats list from a service that pages it, as one list. Records are told
+    apart by their JSON text, valid or not."""
+
+    async def texts(limit: int, skip: int) -> list[bytes]:
         page = await client.bot_stats_raw(bot_id, limit=limit, skip=skip)
+        if isinstance(page, RawArray):
+            return [bytes(item) for item in page.items]
         # A page only the lenient decoder read (NaN, lone surrogates, ...) is spelled again in
         # ASCII JSON, which that decoder reads back as it was.
-        texts = ([bytes(item) for item in page.items] if isinstance(page, RawArray) else
-                 [json.dumps(r, separators=(",", ":")).encode() for r in page])
-        keys = [text.decode("utf-8", "replace") for text in texts]
-        new = set(pager.feed(skip, keys))
-        for text, key in zip(texts, keys, strict=True):
-            if key in new:
-                new.discard(key)  # a record twice in one page is kept once
-                kept.append(text)
+        return [json.dumps(r, separators=(",", ":")).encode() for r in page]
+
+    kept = await _read_paged(
+        texts, lambda text: text.decode("utf-8", "replace"),
+        _paged_list(f"GET /bots/{bot_id}/stats", "records", "stats_page_size", page_size))
     body = b"[" + b",".join(kept) + b"]"
     return split_array(body) or decode_json(body)
+
+
+async def _user_list(fetch: Callable[..., Awaitable[list[Any]]], user_id: str, what: str,
+                     page_size: int) -> list[Any]:
+    """A user's bots, servers or webhooks (``fetch`` is the client's method), whole or paged."""
+    if not page_size:
+        return await fetch(user_id)
+    return await _read_paged(
+        lambda limit, skip: fetch(user_id, limit=limit, skip=skip),
+        lambda record: json.dumps(record, sort_keys=True, separators=(",", ":")),
+        _paged_list(f"GET /users/{user_id}/{what}", what, "user_lists_page_size", page_size))
 
 
 def _first_line(exc: Exception) -> str:
@@ -407,8 +436,10 @@ async def _snapshot_user(client: Client, settings: Settings, report: HarvestRepo
     try:
         me = await client.me()
         user_id = entity_id(me, fields.user_id, "user")
-        lists = await asyncio.gather(client.user_bots(user_id), client.user_servers(user_id),
-                                     client.user_webhooks(user_id))
+        size = settings.service.user_lists_page_size
+        lists = await asyncio.gather(_user_list(client.user_bots, user_id, "bots", size),
+                                     _user_list(client.user_servers, user_id, "servers", size),
+                                     _user_list(client.user_webhooks, user_id, "webhooks", size))
     except Invalid as exc:
         buffer.reject("GET /users/@me", None, str(exc), raw_text(me))
         return

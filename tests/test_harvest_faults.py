@@ -26,6 +26,7 @@ from conftest import (
     archived_custom_rows,
     archived_stat_rows,
     assert_archive_has_no_duplicates,
+    harvest_settings_for,
     query,
     service_custom_rows,
     service_stat_rows,
@@ -384,6 +385,48 @@ def test_status_explains_a_partial_run_and_what_it_kept_aside(service_factory: A
     assert f"{partial.errors} error(s) in harvest_errors; the latest:" in text
     assert text.count("lacks the bot's newest record") == 5
     assert "recent runs" in text and "bot_stats" in text
+
+
+def snapshot_ids(settings: Settings, run_id: str) -> dict[str, set[str]]:
+    return {table: {i for (i,) in query(settings, f"SELECT {key} FROM {table} WHERE run_id = ?",
+                                        run_id)}
+            for table, key in (("user_bots", "bot_id"), ("user_servers", "server_id"),
+                               ("user_webhooks", "webhook_id"))}
+
+
+def test_paged_user_lists_are_snapshotted_whole_when_user_lists_page_size_is_set(
+        service_factory: Any, harvest_settings: Any, tmp_path: Path) -> None:
+    svc = service_factory(bots=60, history_days=2, users=5, user_lists_page_size=2)
+    directory = svc.directory
+
+    def whole(user_id: str) -> dict[str, set[str]]:
+        index = directory.user_index(user_id)
+        return {"user_bots": {b["id"] for b in directory.user_bots(index)},
+                "user_servers": {x["id"] for x in directory.user_servers(index)},
+                "user_webhooks": {w["id"] for w in directory.user_webhooks(index)}}
+
+    user_id, token = max(directory.user_tokens().items(),
+                         key=lambda item: min(map(len, whole(item[0]).values())))
+    expected = whole(user_id)
+    assert min(len(ids) for ids in expected.values()) > 2  # every list takes two pages or more
+
+    unpaged = harvest(harvest_settings(svc, {"user_token": token}))
+    cut = snapshot_ids(harvest_settings(svc), unpaged.run_id)
+    assert all(len(ids) == 2 for ids in cut.values())  # what a paged list read whole gives
+
+    settings = harvest_settings(svc, {"user_token": token, "service.user_lists_page_size": 2})
+    report = harvest(settings)
+    assert (report.status, report.errors) == ("complete", 0)
+    assert snapshot_ids(settings, report.run_id) == expected
+
+    whole_lists = service_factory(bots=60, history_days=2, users=5)  # pages nothing
+    other = harvest_settings_for(whole_lists, tmp_path / "other.duckdb",
+                                 {"user_token": token, "service.user_lists_page_size": 2})
+    misread = harvest(other)
+    assert (misread.status, misread.errors) == ("partial", 1)
+    ((error,),) = query(other, "SELECT error FROM harvest_errors")
+    assert "ignores `skip`" in error and "[service].user_lists_page_size = 0" in error
+    assert snapshot_ids(other, misread.run_id) == {t: set() for t in expected}  # none half-read
 
 
 # --- a service that wants the user token on the bot reads (the interface leaves it open) -----------

@@ -115,6 +115,26 @@ def test_stats_page_size_pages_stats_like_the_listing(service_factory: Factory) 
     assert len(everything) == 20
 
 
+def test_user_lists_page_size_pages_a_users_lists(service_factory: Factory) -> None:
+    whole = service_factory(bots=60, history_days=1, users=5)
+    paged = service_factory(bots=60, history_days=1, users=5, user_lists_page_size=2)
+    d = whole.directory
+    _, token = max(d.user_tokens().items(),
+                   key=lambda item: len(d.user_servers(d.user_index(item[0]))))
+    auth = {"Authorization": f"Bearer {token}"}
+    for what in ("bots", "servers", "webhooks"):
+        with client_for(whole) as http:
+            everything = http.get(f"/users/@me/{what}", headers=auth).json()
+        assert len(everything) > 2 or what == "webhooks"  # (0-3 webhooks a user)
+        with client_for(paged) as http:
+            path = f"/users/@me/{what}"
+            assert http.get(path, headers=auth).json() == everything[:2]
+            pages = [http.get(path, headers=auth, params={"limit": 5, "skip": k}).json()
+                     for k in range(0, len(everything) + 2, 2)]  # limit capped at 2
+            assert [x for page in pages for x in page] == everything, what
+            assert http.get("/users/@me", headers=auth).json()["id"]  # not a list: unchanged
+
+
 def test_bot_reads_need_token_asks_a_user_token_on_every_bot_read(
         service_factory: Factory) -> None:
     svc = service_factory(bots=3, history_days=2, bot_reads_need_token=True)
@@ -651,7 +671,8 @@ def test_the_service_imports_nothing_else_of_pipeline() -> None:
 
 # --- botstats serve --------------------------------------------------------------------
 SERVE_FLAGS = ["--host", "--port", "--bots", "--users", "--seed", "--history-days", "--stats-per-day",
-               "--max-page-size", "--stats-page-size", "--bot-reads-need-token",
+               "--max-page-size", "--stats-page-size", "--user-lists-page-size",
+               "--bot-reads-need-token",
                "--credentials-file", "--rate-limit", "--error-rate", "--latency-ms",
                "--latency-jitter-ms", "--churn-every", "--malformed-rate", "--bad-json-rate",
                "--ignore-skip", "--live-interval"]

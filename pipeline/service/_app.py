@@ -254,22 +254,31 @@ def _target_user(request: Request) -> int | JSONResponse:
     return error(404, "unknown user", {"user_id": user_id}) if user is None else user
 
 
-def _user_endpoint(render: Callable[[Directory, int], Any]) -> Endpoint:
+def _user_endpoint(render: Callable[[Directory, int], Any], *, a_list: bool = False) -> Endpoint:
     @_interface
     async def endpoint(request: Request) -> Response:
         user = _target_user(request)
         if isinstance(user, Response):
             return user
-        return JSONResponse(render(_directory(request), user))
+        directory = _directory(request)
+        content = render(directory, user)
+        cap = directory.config.user_lists_page_size
+        if a_list and cap:
+            paging = _paging(request, cap)
+            if isinstance(paging, Response):
+                return paging
+            limit, skip = paging
+            content = content[skip:skip + min(limit, cap)]
+        return JSONResponse(content)
 
     return endpoint
 
 
 get_me = _user_endpoint(Directory.user_record)
 get_user = _user_endpoint(Directory.user_record)
-get_user_bots = _user_endpoint(Directory.user_bots)
-get_user_servers = _user_endpoint(Directory.user_servers)
-get_user_webhooks = _user_endpoint(Directory.user_webhooks)
+get_user_bots = _user_endpoint(Directory.user_bots, a_list=True)
+get_user_servers = _user_endpoint(Directory.user_servers, a_list=True)
+get_user_webhooks = _user_endpoint(Directory.user_webhooks, a_list=True)
 
 
 # --- admin (outside the interface, never faulted) -------------------------------------

@@ -87,6 +87,8 @@ class ServiceConfig:
     # 0: GET /bots/:id/stats sends the whole list. N: it pages like GET /bots (`limit`, default
     # and cap N; `skip`), oldest first, as a service may: the interface leaves it open.
     stats_page_size: int = 0
+    # The same for a user's bots, servers and webhooks (0: whole lists).
+    user_lists_page_size: int = 0
     # The bot read endpoints want `Authorization: Bearer <user token>` too (the interface
     # leaves their auth open).
     bot_reads_need_token: bool = False
@@ -109,6 +111,9 @@ class ServiceConfig:
                self.max_page_size, "an integer >= 1")
         _check(_is_int(self.stats_page_size) and self.stats_page_size >= 0, "stats_page_size",
                self.stats_page_size, "an integer >= 0 (0 = whole lists)")
+        _check(_is_int(self.user_lists_page_size) and self.user_lists_page_size >= 0,
+               "user_lists_page_size", self.user_lists_page_size,
+               "an integer >= 0 (0 = whole lists)")
         _check(isinstance(self.bot_reads_need_token, bool), "bot_reads_need_token",
                self.bot_reads_need_token, "a boolean")
         if self.end is not None:
