@@ -259,28 +259,40 @@ def users_me(ctx: Ctx, config_file: str | None, base_url: str | None, db: str | 
     print_json(_call_client(settings, lambda c: c.me()))
 
 
-def _user_read_command(name: str, method: str, help_text: str) -> None:
-    """`botstats users NAME USER_ID`: one GET of a user endpoint, printed as JSON."""
+def _user_read_command(name: str, method: str, help_text: str, *, a_list: bool) -> None:
+    """`botstats users NAME USER_ID`: one GET of a user endpoint, printed as JSON; a list takes
+    --limit/--skip, for a service that pages it."""
 
-    @users_group.command(name, help=help_text)
-    @click.argument("user_id")
-    @_user_options
-    @pass_ctx
-    @handle_errors
     def command(ctx: Ctx, user_id: str, config_file: str | None, base_url: str | None,
-                db: str | None, user_token: str | None) -> None:
+                db: str | None, user_token: str | None, limit: int | None = None,
+                skip: int = 0) -> None:
         settings = _user_settings(ctx, config_file, base_url, db, user_token)
-        print_json(_call_client(settings, lambda c: getattr(c, method)(user_id)))
+        paging = {"limit": limit, "skip": skip} if a_list else {}
+        print_json(_call_client(settings, lambda c: getattr(c, method)(user_id, **paging)))
+
+    decorators = [users_group.command(name, help=help_text), click.argument("user_id")]
+    if a_list:
+        decorators += [
+            click.option("--limit", type=click.IntRange(min=1),
+                         help="Ask one page of this many (limit/skip), for a service that pages "
+                              "the list; default: no paging parameters sent."),
+            click.option("--skip", type=click.IntRange(min=0), default=0, show_default=True,
+                         help="Items to skip (with --limit)."),
+        ]
+    decorators += [_user_options, pass_ctx, handle_errors]
+    for decorate in reversed(decorators):
+        command = decorate(command)
 
 
-for _name, _method, _help in (
-    ("get", "user", "Print the user USER_ID (GET /users/:user_id)."),
-    ("bots", "user_bots", "Print the bots of user USER_ID (GET /users/:user_id/bots)."),
-    ("servers", "user_servers", "Print the servers of user USER_ID (GET /users/:user_id/servers)."),
+for _name, _method, _help, _list in (
+    ("get", "user", "Print the user USER_ID (GET /users/:user_id).", False),
+    ("bots", "user_bots", "Print the bots of user USER_ID (GET /users/:user_id/bots).", True),
+    ("servers", "user_servers", "Print the servers of user USER_ID (GET /users/:user_id/servers).",
+     True),
     ("webhooks", "user_webhooks",
-     "Print the webhooks of user USER_ID (GET /users/:user_id/webhooks)."),
+     "Print the webhooks of user USER_ID (GET /users/:user_id/webhooks).", True),
 ):
-    _user_read_command(_name, _method, _help)
+    _user_read_command(_name, _method, _help, a_list=_list)
 
 
 @cli.group("bots")

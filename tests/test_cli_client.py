@@ -108,6 +108,24 @@ def test_bots_stats_pages_by_hand_from_a_service_that_pages_stats(bot_id: str) -
     assert json.loads(page.stdout) == everything[5:8]
 
 
+def test_users_lists_page_by_hand_from_a_service_that_pages_them() -> None:
+    config = ServiceConfig(bots=30, seed=1, history_days=2, user_lists_page_size=2,
+                           faults=Faults(rate_limit=0.0, error_rate=0.0, latency_ms=0.0))
+    with serve_in_thread(config, host="127.0.0.1", port=0) as svc:
+        d = svc.directory
+        uid, token = max(d.user_tokens().items(), key=lambda t: len(d.user_bots(d.user_index(t[0]))))
+        everything = d.user_bots(d.user_index(uid))
+        first = run("users", "bots", str(uid), "--base-url", svc.base_url, "--user-token", token)
+        page = run("users", "bots", str(uid), "--base-url", svc.base_url, "--user-token", token,
+                   "--limit", "2", "--skip", "1")
+        get = run("users", "get", str(uid), "--base-url", svc.base_url, "--user-token", token,
+                  "--limit", "2")
+    assert len(everything) > 3
+    assert json.loads(first.stdout) == everything[:2]  # no limit sent: the service's first page
+    assert json.loads(page.stdout) == everything[1:3]
+    assert get.exit_code == 2 and "No such option '--limit'" in get.output  # a user is no list
+
+
 @pytest.mark.parametrize(("command", "shape"),
                          [("get", dict), ("bots", list), ("servers", list), ("webhooks", list)])
 def test_user_reads_with_token_flag(listing: Any, user: tuple[str, str], command: str,
