@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -128,14 +128,16 @@ def test_systemd_on_calendar_agrees_with_the_scheduler(expr: str) -> None:
         pytest.skip("systemd-analyze is not installed")
     tz = "Europe/Berlin"
     calendars = on_calendar(expr, tz)
-    # systemd counts from its own clock: a minute turning while it runs (say 21:59 -> 22:00 for
-    # an hourly timer) shifts its answer, so such a reading is taken again.
+    # systemd counts from its own clock, strictly after it: both sides count from the moment
+    # just before it runs (a fire time at that very minute has passed once its second does),
+    # and a minute turning while it runs (21:59 -> 22:00 for an hourly timer) means read again.
     for _ in range(3):
-        now = datetime.now(UTC).replace(second=0, microsecond=0)
+        started = datetime.now(UTC)
         got = _systemd_next(calendars)
-        if datetime.now(UTC).replace(second=0, microsecond=0) == now:
+        if datetime.now(UTC).replace(second=0, microsecond=0) == started.replace(
+                second=0, microsecond=0):
             break
-    expected = sorted(_next(expr, tz, now, 6))[:6]
+    expected = sorted(_next(expr, tz, started + timedelta(milliseconds=1), 6))[:6]
     assert sorted(got, key=lambda s: s[4:])[:6] == sorted(expected, key=lambda s: s[4:])
 
 
