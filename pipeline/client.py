@@ -240,10 +240,9 @@ class Client:
                          skip: int) -> list[Any]:
         """A user's bots, servers or webhooks; with ``limit``, one page (``limit``/``skip``)."""
         path = f"/users/{_seg(user_id)}/{what}"
-        params = None if limit is None else {"limit": limit, "skip": skip}
-        return await self._get(path, list, params=params, auth=self._user_auth(path))
+        return await self._get(path, list, params=_page(limit, skip), auth=self._user_auth(path))
 
-    # --- bot endpoints (reads send no credentials) ------------------------------------------
+    # --- bot endpoints (no credentials, unless [service].token_on_bot_reads) ----------------
     async def list_bots(self, limit: int | None = None, skip: int = 0) -> list[Any]:
         """One page of GET /bots; ``limit`` defaults to [service].page_size.
 
@@ -261,9 +260,8 @@ class Client:
     async def bot_stats(self, bot_id: str | int, *, limit: int | None = None,
                         skip: int = 0) -> list[Any]:
         """GET /bots/:bot_id/stats, decoded; with ``limit``, one page (``limit``/``skip``)."""
-        params = None if limit is None else {"limit": limit, "skip": skip}
         path = f"/bots/{_seg(bot_id)}/stats"
-        return await self._get(path, list, params=params, auth=self._read_auth(path))
+        return await self._get(path, list, params=_page(limit, skip), auth=self._read_auth(path))
 
     async def bot_stats_raw(self, bot_id: str | int, *, limit: int | None = None,
                             skip: int = 0) -> RawArray | list[Any]:
@@ -271,9 +269,9 @@ class Client:
         not decoded: the harvester decodes a whole page at once), or the decoded list when only
         the lenient decoder reads the body (NaN, lone surrogates, UTF-16, ...). With ``limit``,
         one page of a service that pages the list (``limit``/``skip``, as GET /bots)."""
-        params = None if limit is None else {"limit": limit, "skip": skip}
         path = f"/bots/{_seg(bot_id)}/stats"
-        return await self._get(path, list, raw=True, params=params, auth=self._read_auth(path))
+        return await self._get(path, list, raw=True, params=_page(limit, skip),
+                               auth=self._read_auth(path))
 
     async def bot_last_stat(self, bot_id: str | int) -> dict[str, Any]:
         path = f"/bots/{_seg(bot_id)}/stat"
@@ -629,6 +627,12 @@ def decode_json(body: bytes) -> Any:
         return orjson.loads(body)
     except orjson.JSONDecodeError:
         return json.loads(body)
+def _page(limit: int | None, skip: int) -> dict[str, int] | None:
+    """The query of one page of a list the service pages; none without a ``limit``: a list
+    asked whole sends no paging parameters."""
+    return None if limit is None else {"limit": limit, "skip": skip}
+
+
 def _seg(value: str | int) -> str:
     """A path parameter as one URL segment (a '/' in an id must not change the route)."""
     return quote(str(value), safe="@")
