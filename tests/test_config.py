@@ -3,6 +3,7 @@ before any I/O with the file, the key, what was expected and a did-you-mean."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -119,6 +120,21 @@ def test_cli_config_prints_effective_settings(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert '"base_url": "http://10.1.2.3:9"' in result.output
     assert '"user_token": "set"' in result.output and "utok_zzz" not in result.output
+
+
+def test_the_command_exits_at_once_yet_flushes_its_logs_and_output(tmp_path: Path) -> None:
+    # botstats leaves with os._exit (no interpreter teardown): what it wrote must be out first.
+    log = tmp_path / "botstats.log"
+    code = ("import logging, sys; from pipeline.cli import _exit; "
+            f"logging.getLogger('botstats').addHandler(logging.FileHandler({str(log)!r})); "
+            "logging.getLogger('botstats').warning('kept'); sys.stdout.write('out'); _exit(3)")
+    buffered = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=REPO, timeout=60, env=buffered)
+    assert (proc.returncode, proc.stdout, log.read_text()) == (3, "out", "kept\n")
+    proc = subprocess.run([sys.executable, "-c", "from pipeline.cli import _exit; _exit('why')"],
+                          capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert (proc.returncode, proc.stderr) == (1, "why\n")  # as SystemExit('why') would
 
 
 def test_bad_config_in_a_real_subprocess_has_no_traceback() -> None:
