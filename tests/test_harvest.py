@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+import duckdb
 import pytest
 from conftest import (
     archived_custom_rows,
@@ -25,10 +28,12 @@ from conftest import (
     stat_keys,
 )
 
+from pipeline import store
 from pipeline.client import Client
 from pipeline.config import Secret, Settings
 from pipeline.harvest import HarvestReport, harvest
 from pipeline.service import RunningService
+from pipeline.store import ArchivePaths
 
 BOTS = 30
 FIXED_END = datetime(2024, 6, 1, tzinfo=UTC)  # two services with this config hold the same data
@@ -139,16 +144,23 @@ def test_full_rereads_everything_and_still_duplicates_nothing(harvested: Harvest
     assert_archive_has_no_duplicates(harvested.settings)
 
 
+@contextmanager
+def archive_by_hand(settings: Settings, *, publish: bool = False
+                    ) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The archive's primary, read-write, as an operator's own duckdb shell opens it; with
+    ``publish`` the edit is published after, so readers (and ``query``) see it too."""
+    with duckdb.connect(str(ArchivePaths.of(settings).primary)) as con:
+        yield con
+    if publish:
+        store.publish(ArchivePaths.of(settings))
+
+
 def test_records_deleted_by_hand_come_back_with_full(harvested: Harvested) -> None:
     # An incremental run compares a bot's newest record only (kept in bot_latest_stat), so it
     # cannot see older records deleted by hand; --full reads every bot again and restores them.
-    import duckdb
-
-    from pipeline.store import ArchivePaths
-
     settings = harvested.settings
     bot_id = query(settings, "SELECT bot_id FROM bot_latest_stat ORDER BY bot_id LIMIT 1")[0][0]
-    with duckdb.connect(str(ArchivePaths.of(settings).primary)) as con:
+    with archive_by_hand(settings) as con:
         older = ("WHERE bot_id = ? AND stat_id NOT IN "
                  "(SELECT stat_id FROM bot_latest_stat WHERE bot_id = ?)")
         con.execute(f"DELETE FROM bot_stat_custom {older}", [bot_id, bot_id])  # with its records
@@ -166,15 +178,10 @@ def test_a_record_changed_since_archiving_is_rewritten_with_its_custom_fields(
     # Make the archive disagree with the service about one record that has custom fields, as
     # if the service had corrected it since: the next --full run rewrites that record (and
     # only it) and replaces its custom fields, duplicating nothing.
-    import duckdb
-
-    from pipeline.store import ArchivePaths
-
     settings = harvested.settings
     bot_id, stat_id = query(settings, "SELECT bot_id, stat_id FROM bot_stat_custom "
                                       "ORDER BY bot_id, stat_id LIMIT 1")[0]
-    primary = ArchivePaths.of(settings).primary
-    with duckdb.connect(str(primary)) as con:
+    with archive_by_hand(settings) as con:
         con.execute("UPDATE bot_stats SET raw = '{\"stale\":true}', guilds = 0 "
                     "WHERE bot_id = ? AND stat_id = ?", [bot_id, stat_id])
         con.execute("UPDATE bot_stat_custom SET value_text = 'stale', value_num = -1 "
@@ -198,21 +205,15 @@ def test_a_record_moved_back_in_time_leaves_the_bots_true_newest_for_the_next_ru
     # The service corrected a bot's newest record to an earlier time: after the rewrite, what
     # incremental runs compare with (bot_latest_stat) is the newest record the archive now
     # holds, not the stale time.
-    import duckdb
-
-    from pipeline.store import ArchivePaths, publish
-
     settings = harvested.settings
     bot_id, stat_id = query(settings, "SELECT bot_id, stat_id FROM bot_latest_stat "
                                       "ORDER BY bot_id LIMIT 1")[0]
-    primary = ArchivePaths.of(settings).primary
-    with duckdb.connect(str(primary)) as con:  # as archived before the correction
+    with archive_by_hand(settings, publish=True) as con:  # as archived before the correction
         for table in ("bot_stats", "bot_latest_stat"):
             con.execute(f"UPDATE {table} SET recorded_at = recorded_at + INTERVAL 1 YEAR "
                         "WHERE bot_id = ? AND stat_id = ?", [bot_id, stat_id])
         con.execute("UPDATE bot_stats SET raw = '{\"timestamp\":\"a year later\"}' "
                     "WHERE bot_id = ? AND stat_id = ?", [bot_id, stat_id])
-    publish(ArchivePaths.of(settings))
 
     report, _ = harvested.run(full=True)
 
@@ -227,18 +228,12 @@ def test_a_record_archived_in_another_spelling_is_not_rewritten(harvested: Harve
     # raw keeps each record as the service sent it; an archive written by an older botstats
     # (canonical JSON, sorted keys) or a service that reorders keys spells the same record
     # differently. That is no change: nothing is rewritten.
-    import duckdb
-
-    from pipeline.store import ArchivePaths, publish
-
     settings = harvested.settings
-    primary = ArchivePaths.of(settings).primary
-    with duckdb.connect(str(primary)) as con:
+    with archive_by_hand(settings, publish=True) as con:
         rows = con.execute("SELECT bot_id, stat_id, raw::VARCHAR FROM bot_stats").fetchall()
         respelled = [(json.dumps(json.loads(raw), sort_keys=True, indent=1), b, s)
                      for b, s, raw in rows]
         con.executemany("UPDATE bot_stats SET raw = ? WHERE bot_id = ? AND stat_id = ?", respelled)
-    publish(ArchivePaths.of(settings))
     before = stored_versions(settings)
 
     report, _ = harvested.run(full=True)
