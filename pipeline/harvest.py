@@ -582,6 +582,7 @@ def _write(con: duckdb.DuckDBPyConnection, f: _Frames, report: HarvestReport,
     """One transaction: the batch's rows and the run's counters land together or not at all."""
     now = datetime.now(UTC)
     run_id = report.run_id
+    counted = {c: getattr(report, c) for c in _WRITE_COUNTERS}
     try:
         con.execute("BEGIN TRANSACTION")
         if f.bots:
@@ -606,8 +607,14 @@ def _write(con: duckdb.DuckDBPyConnection, f: _Frames, report: HarvestReport,
         _save_counters(con, report)
         con.execute("COMMIT")
     except duckdb.Error as exc:
-        con.execute("ROLLBACK")
-        raise StoreError(f"writing a batch of run {run_id} failed: {exc}") from exc
+        store.rollback(con)
+        for name, value in counted.items():  # the summary counts committed rows only
+            setattr(report, name, value)
+        raise StoreError(
+            f"writing a batch of run {run_id} failed: {exc}. The archive keeps every batch "
+            f"committed before this one and none of this one: fix what the error says (a full "
+            f"disk, say) and run again, and the next run completes the work."
+        ) from exc
 
 
 def _write_bots(con: duckdb.DuckDBPyConnection, rows: list[BotRow], run_id: str,
@@ -784,11 +791,13 @@ def _newest_keys(con: duckdb.DuckDBPyConnection, bot_ids: list[str]) -> dict[str
 def _begin_run(con: duckdb.DuckDBPyConnection, report: HarvestReport) -> None:
     stale = con.execute(
         "UPDATE harvest_runs SET status = 'interrupted', finished_at = now(), "
-        "message = 'the process ended before the run finished (killed?); its whole batches "
-        "are kept and this run completes the work' WHERE status = 'running' RETURNING run_id"
+        "message = 'the run ended without recording its end (its process was killed, or the "
+        "archive could not be written: see its log); its whole batches are kept and a later run "
+        "completes the work' WHERE status = 'running' RETURNING run_id"
     ).fetchall()
     for (run_id,) in stale:
-        log.warning("run %s had not finished (its process was killed); marked interrupted", run_id)
+        log.warning("run %s had not recorded its end (killed, or the archive could not be "
+                    "written); marked interrupted", run_id)
     con.execute(
         "INSERT INTO harvest_runs (run_id, started_at, status, mode, base_url, pid, host) "
         "VALUES (?, ?, 'running', ?, ?, ?, ?)",
@@ -799,6 +808,10 @@ def _begin_run(con: duckdb.DuckDBPyConnection, report: HarvestReport) -> None:
 
 _COUNTERS = ("bots_seen", "bots_new", "bots_removed", "bots_fetched", "stats_added",
              "stats_updated", "requests", "retries", "rejects", "errors")
+
+
+# The counters a batch's write adds to (the others are counted as requests are made).
+_WRITE_COUNTERS = ("bots_new", "stats_added", "stats_updated", "rejects")
 
 
 def _save_counters(con: duckdb.DuckDBPyConnection, report: HarvestReport) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 from . import store
 from .config import Settings
+from .errors import StoreError
 
 RUN_COLUMNS = ("run_id", "status", "mode", "started_at", "seconds", "bots_seen",
                "stats_added", "rejects", "errors", "requests")
@@ -18,6 +19,10 @@ SHOWN = 5  # errors and reject reasons shown of the latest run
 def archive_status(settings: Settings, *, runs: int = 10) -> dict[str, Any]:
     path = settings.db_path
     with store.reader(settings) as con:
+        if "harvest_runs" not in store.table_counts(con):
+            raise StoreError(
+                f"{path} holds no harvest_runs table: it is not a botstats archive, or no "
+                f"harvest has published it yet. Check --db, or run `botstats harvest`.")
         rows = con.execute(
             "SELECT run_id, status, mode, strftime(started_at, '%Y-%m-%d %H:%M:%S'), "
             "round(epoch(finished_at) - epoch(started_at), 1), bots_seen, stats_added, rejects, "

@@ -15,6 +15,7 @@ writer holds, not even read-only). So there are two files:
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import time
@@ -29,6 +30,8 @@ import duckdb
 
 from .config import Settings
 from .errors import StoreError
+
+log = logging.getLogger("botstats.store")
 
 if TYPE_CHECKING:
     import polars as pl
@@ -137,11 +140,20 @@ def run(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = Non
     """
     for name, frame in frames.items():
         con.register(name, _ArrowStream(_no_null_columns(frame)))
+    failed = True
     try:
-        return con.execute(sql, params).fetchall()
+        rows = con.execute(sql, params).fetchall()
+        failed = False
+        return rows
     finally:
         for name in frames:
-            con.unregister(name)
+            try:
+                con.unregister(name)
+            except duckdb.Error:
+                # After a failed statement the transaction refuses even this ("Current
+                # transaction is aborted"): the statement's own error is the one to report.
+                if not failed:
+                    raise
 
 
 def _no_null_columns(frame: pl.DataFrame) -> pl.DataFrame:
@@ -173,7 +185,7 @@ def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
             )
             con.execute("COMMIT")
         except duckdb.Error as exc:
-            con.execute("ROLLBACK")
+            rollback(con)
             raise StoreError(f"migration {file.name} failed: {exc}") from exc
         applied.append(file.name)
     return applied
@@ -202,12 +214,36 @@ def writer(settings: Settings, *, publish_after: bool = True) -> Iterator[duckdb
         migrate(con)
         yield con
     finally:
-        try:
-            con.close()
-        except duckdb.Error:
-            pass
-        if publish_after:
+        closed = close(con)
+        wal = paths.primary.with_name(paths.primary.name + ".wal")
+        if publish_after and closed and not wal.exists():
             publish(paths)
+        elif publish_after:
+            # The primary's file alone lacks what its WAL holds (a close that could not
+            # checkpoint, e.g. a full disk): a copy of it would show readers less than before.
+            log.warning("the archive was not published: its last changes are only in %s; "
+                        "readers keep the previous copy until a run closes the archive cleanly",
+                        wal)
+
+
+def close(con: duckdb.DuckDBPyConnection) -> bool:
+    """Close ``con``, checkpointing its WAL into the file; False when that failed."""
+    try:
+        con.close()
+    except duckdb.Error as exc:
+        log.warning("closing the archive failed: %s", exc)
+        return False
+    return True
+
+
+def rollback(con: duckdb.DuckDBPyConnection) -> None:
+    """Roll back the open transaction, if the connection can still do anything: after a fatal
+    error (a write the disk refused) DuckDB has invalidated the database, and dropping the
+    connection discards the transaction."""
+    try:
+        con.execute("ROLLBACK")
+    except duckdb.Error:
+        pass
 
 
 def _adopt_legacy(paths: ArchivePaths) -> None:

@@ -149,3 +149,88 @@ def test_runs_killed_one_after_another_leave_nothing_for_the_last_to_duplicate(
     report = harvest(harvest_settings_for(slow_service, db))
     assert report.status == "complete"
     assert_exactly_once_after_crashes(slow_service, db, sorted(killed), report.run_id)
+
+
+def _file_size_limit(limit: int) -> Callable[[], None]:
+    """For a child process: files may grow to ``limit`` bytes, and a write past it fails with
+    EFBIG instead of killing the process: what a full disk looks like to DuckDB."""
+    import resource
+
+    def apply() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return apply
+
+
+def harvest_limited(svc: RunningService, db: Path, limit: int) -> str:
+    """`botstats harvest` in a child whose files cannot grow past ``limit`` bytes; its exit
+    code checked (1: failed) and its output returned, whitespace folded."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BOTSTATS_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "harvest", "--base-url", svc.base_url, "--db", str(db),
+         "--no-progress"],
+        cwd=db.parent, env=env, capture_output=True, text=True, timeout=120,
+        preexec_fn=_file_size_limit(limit))
+    out = " ".join((done.stdout + done.stderr).split())  # the summary wraps its lines
+    assert done.returncode == 1, out
+    assert "Traceback" not in out
+    assert "writing a batch of run" in out and "File too large" in out
+    assert "run again, and the next run completes the work" in out
+    assert "records 0 new" in out  # the summary counts committed rows only
+    return out
+
+
+def assert_completed_after_a_refused_write(svc: RunningService, settings: Any) -> str:
+    """The next run, with room to write, completes the archive; the refused run's status."""
+    report = harvest(settings)
+    assert report.status == "complete"
+    assert archived_stat_rows(settings) == service_stat_rows(svc.directory)
+    assert archived_custom_rows(settings) == service_custom_rows(svc.directory)
+    assert_archive_has_no_duplicates(settings)
+    (status, message), = query(settings, "SELECT status, message FROM harvest_runs WHERE "
+                                         "run_id NOT IN (SELECT run_id FROM bot_stats)")
+    assert message
+    return f"{status}: {message}"
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGXFSZ"), reason="needs RLIMIT_FSIZE (POSIX)")
+def test_a_commit_the_disk_refuses_fails_the_run_and_keeps_the_published_copy(
+        service_factory: Callable[..., RunningService], tmp_path: Path) -> None:
+    svc = service_factory(bots=BOTS, history_days=2, stats_per_day=2)
+    db = tmp_path / "archive.duckdb"
+    settings = harvest_settings_for(svc, db)
+    assert harvest(settings).status == "complete"
+    published = archived_stat_rows(settings)
+    svc.directory.advance(300)  # 18,000 new records: far more than any free space in the file
+
+    primary = db.with_name(db.name + ".primary")
+    out = harvest_limited(svc, db, primary.stat().st_size)
+    # The primary's file lacks what only its WAL holds: it is not published, and readers keep
+    # the last good copy rather than one with less in it.
+    assert "the archive was not published" in out
+    assert archived_stat_rows(settings) == published
+
+    refused = assert_completed_after_a_refused_write(svc, settings)
+    assert refused.startswith("failed: writing a batch of run") and "File too large" in refused
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGXFSZ"), reason="needs RLIMIT_FSIZE (POSIX)")
+def test_a_checkpoint_the_disk_refuses_invalidates_nothing_already_committed(
+        service_factory: Callable[..., RunningService], tmp_path: Path) -> None:
+    # ~57,000 records in one batch: its commit skips the WAL and checkpoints straight into the
+    # file; DuckDB, failing there, invalidates the database (every later statement of the
+    # process fails, a ROLLBACK too). Half the room the whole archive needs fails it there.
+    svc = service_factory(bots=300, history_days=100, stats_per_day=2)
+    scratch = harvest_settings_for(svc, tmp_path / "scratch.duckdb")
+    assert harvest(scratch).status == "complete"
+    db = tmp_path / "archive.duckdb"
+    settings = harvest_settings_for(svc, db)
+
+    out = harvest_limited(svc, db, scratch.db_path.stat().st_size // 2)
+    assert "FATAL Error: Failed to create checkpoint" in out
+    assert not db.exists()  # nothing was ever published: readers are told there is no archive
+
+    refused = assert_completed_after_a_refused_write(svc, settings)
+    assert refused.startswith("interrupted: the run ended without recording its end")
+    assert "could not be written" in refused

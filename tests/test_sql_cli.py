@@ -212,7 +212,7 @@ def test_sql_errors_exit_2_with_a_message(built_config: Path, args: list[str], w
     assert "Traceback" not in result.output
 
 
-@pytest.mark.parametrize("command", [["sql", "SELECT 1"], ["trends"]])
+@pytest.mark.parametrize("command", [["sql", "SELECT 1"], ["trends"], ["status"]])
 def test_without_an_archive_says_what_to_run(tmp_path: Path, command: list[str]) -> None:
     empty = tmp_path / "empty.toml"
     empty.touch()
@@ -221,6 +221,17 @@ def test_without_an_archive_says_what_to_run(tmp_path: Path, command: list[str])
     assert "there is no archive at" in result.output and "botstats harvest" in result.output
     assert not (tmp_path / "none.duckdb").exists()
     assert not (tmp_path / "none.duckdb.primary").exists()
+
+
+def test_status_of_a_duckdb_file_that_is_no_archive_says_so(tmp_path: Path) -> None:
+    other = tmp_path / "other.duckdb"
+    duckdb.connect(str(other)).close()
+    empty = tmp_path / "empty.toml"
+    empty.touch()
+    result = botstats("status", "--config", empty, "--db", other)
+    assert result.exit_code == 1
+    assert "holds no harvest_runs table: it is not a botstats archive" in result.output
+    assert "Traceback" not in result.output
 
 
 def test_views_are_in_the_published_archive(built_config: Path, trend_archive: Settings) -> None:

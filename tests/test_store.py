@@ -33,6 +33,21 @@ def test_frames_are_read_under_their_names_and_unregistered_after(tmp_path: Path
     con.close()
 
 
+def test_a_failing_statement_inside_a_transaction_reports_its_own_error(tmp_path: Path) -> None:
+    # The frames are unregistered after a failure too, which an aborted transaction refuses
+    # ("Current transaction is aborted"): that must not hide why the statement failed (a full
+    # disk, once, showed up as nothing but "please ROLLBACK").
+    con = store.connect(tmp_path / "a.duckdb")
+    con.execute("CREATE TABLE t (a INTEGER PRIMARY KEY)")
+    con.execute("INSERT INTO t VALUES (1)")
+    con.execute("BEGIN TRANSACTION")
+    with pytest.raises(duckdb.ConstraintException, match="Duplicate key"):
+        store.run(con, "INSERT INTO t SELECT a FROM f", f=pl.DataFrame({"a": [1]}))
+    store.rollback(con)
+    assert con.execute("SELECT count(*) FROM t").fetchall() == [(1,)]
+    con.close()
+
+
 def test_a_column_of_nothing_but_nulls_is_written_as_null(tmp_path: Path) -> None:
     # polars types an all-None column Null, which DuckDB refuses from an Arrow stream as is.
     con = store.connect(tmp_path / "a.duckdb")
