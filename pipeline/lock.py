@@ -105,6 +105,17 @@ def _is_stale(previous: dict[str, Any] | None) -> bool:
     return isinstance(pid, int) and pid != os.getpid() and not pid_alive(pid)
 
 
+def prepare_archive_place(settings: Settings) -> None:
+    """What a writer job needs before it waits for anything: an archive path that names a file,
+    and the lock file beside it; else a clear error now."""
+    db = settings.db_path
+    if db.is_dir():
+        raise ConfigError(
+            f"the archive ([store].db, --db) {db} is a directory: name the file, e.g. "
+            f"{db / 'archive.duckdb'}.")
+    create_lock_file(settings.lock_path)
+
+
 def create_lock_file(path: Path) -> None:
     """The lock file and its directory, or a clear error: filelock takes a lock file it cannot
     open for one held by another process, and would wait out the whole timeout, then blame it."""
@@ -158,7 +169,7 @@ def run_lock(
     out, or as soon as ``stop`` is set while waiting.
     """
     path = settings.lock_path
-    create_lock_file(path)
+    prepare_archive_place(settings)
     wait = settings.run.lock_timeout if timeout is None else timeout
     lock = FileLock(str(path))
     started = time.monotonic()
@@ -193,4 +204,5 @@ def run_lock(
         lock.release()
 
 
-__all__ = ["LockHandle", "create_lock_file", "describe", "holder", "pid_alive", "run_lock"]
+__all__ = ["LockHandle", "create_lock_file", "describe", "holder", "pid_alive",
+           "prepare_archive_place", "run_lock"]

@@ -38,7 +38,7 @@ from zoneinfo import ZoneInfo
 
 from .config import Settings
 from .errors import BotstatsError, ConfigError
-from .lock import create_lock_file
+from .lock import prepare_archive_place
 
 log = logging.getLogger("botstats.schedule")
 
@@ -522,7 +522,7 @@ def run_scheduler(
 ) -> int:
     """Run the daemon until SIGTERM/SIGINT; return the exit code (0 after a clean stop)."""
     # An archive path no job could write fails every job at every fire time: say so now.
-    create_lock_file(settings.lock_path)
+    prepare_archive_place(settings)
     stop = threading.Event()
     running = _Running()
     scheduler = build_scheduler(settings, stop, harvest_cron=harvest_cron,

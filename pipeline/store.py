@@ -264,7 +264,10 @@ def publish(paths: ArchivePaths) -> None:
         os.replace(tmp, paths.published)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        raise StoreError(f"cannot publish the archive to {paths.published}: {exc}") from exc
+        raise StoreError(
+            f"cannot publish the archive to {paths.published}: {exc}. What the job wrote is "
+            f"safe in {paths.primary}; readers keep the previous copy. Fix that (free space, "
+            f"say) and the next job publishes it.") from exc
 
 
 @contextmanager

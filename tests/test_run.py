@@ -147,6 +147,20 @@ def test_an_archive_path_under_a_file_is_refused_clearly(tmp_path: Path, job: li
     assert (tmp_path / "notes.txt").read_text() == "not a directory"
 
 
+@pytest.mark.parametrize("job", ["harvest", "trends", "run"])
+def test_an_archive_path_that_is_a_directory_is_refused_clearly(tmp_path: Path, job: str) -> None:
+    # It once went as far as copying the "published archive" (the directory) to a primary.
+    folder = tmp_path / "data"
+    folder.mkdir()
+    proc = _botstats(tmp_path, "--db", str(folder), "--base-url", "http://127.0.0.1:9", job)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, err
+    assert "Traceback" not in err
+    assert f"the archive ([store].db, --db) {folder} is a directory" in err
+    assert f"e.g. {folder / 'archive.duckdb'}" in err
+    assert list(tmp_path.iterdir()) == [folder] and not any(folder.iterdir())
+
+
 def test_a_lock_file_that_cannot_be_opened_is_refused_not_waited_on(tmp_path: Path) -> None:
     # filelock takes a lock file it cannot open for one another process holds: the run would
     # wait out the whole lock timeout (here longer than the test allows) and then blame a holder.
