@@ -14,7 +14,7 @@ import difflib
 import os
 import tomllib
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -178,6 +178,9 @@ class Settings:
     bot_key: Secret = field(default_factory=lambda: Secret(""))
     # Where the settings came from, for messages ("" = defaults only).
     source: str = ""
+    # Where each value set by other than the config file came from ("service.base_url" ->
+    # "flag --base-url"), so a bad value is blamed on what the user typed.
+    origins: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def db_path(self) -> Path:
@@ -195,7 +198,7 @@ class Settings:
 SECTIONS: dict[str, type] = {
     f.name: f.type if isinstance(f.type, type) else f.default_factory().__class__  # type: ignore[misc]
     for f in fields(Settings)
-    if f.name not in ("user_token", "bot_key", "source")
+    if f.name not in ("user_token", "bot_key", "source", "origins")
 }
 SECRET_ENV = {"user_token": "BOTSTATS_USER_TOKEN", "bot_key": "BOTSTATS_BOT_KEY"}
 # Short environment names for the settings operators change most; every setting also has
@@ -324,7 +327,8 @@ def _from_env(settings: Settings, env: Mapping[str, str]) -> Settings:
             sec = getattr(settings, section)
             tp = _field_types(type(sec))[key]
             value = _parse_env(env[name], tp, f"environment: {name}")
-            settings = replace(settings, **{section: replace(sec, **{key: value})})
+            settings = replace(settings, **{section: replace(sec, **{key: value})},
+                               origins={**settings.origins, f"{section}.{key}": f"environment: {name}"})
     secrets = {k: Secret(env[v]) for k, v in SECRET_ENV.items() if env.get(v)}
     return replace(settings, **secrets)
 
@@ -340,19 +344,25 @@ def _overrides(settings: Settings, overrides: Mapping[str, Any]) -> Settings:
         section, key = dotted.split(".", 1)
         sec = getattr(settings, section)
         tp = _field_types(type(sec))[key]
-        value = _coerce(value, tp, f"flag --{key.replace('_', '-')}")
-        settings = replace(settings, **{section: replace(sec, **{key: value})})
+        flag = f"flag --{key.replace('_', '-')}"
+        value = _coerce(value, tp, flag)
+        settings = replace(settings, **{section: replace(sec, **{key: value})},
+                           origins={**settings.origins, dotted: flag})
     return settings
 
 
 def validate(settings: Settings) -> Settings:
     """Check values that types alone do not catch. Returns the settings unchanged."""
-    where = settings.source or "settings"
+    file = settings.source or "settings"
+
+    def where(dotted: str) -> str:
+        return settings.origins.get(dotted, file)
+
     s = settings.service
     url = urlsplit(s.base_url)
     if url.scheme not in ("http", "https") or not url.netloc:
         raise ConfigError(
-            f"{where}: [service].base_url must be an http(s) URL like "
+            f"{where('service.base_url')}: [service].base_url must be an http(s) URL like "
             f"http://127.0.0.1:8000, got {s.base_url!r}."
         )
     positive = {
@@ -386,40 +396,41 @@ def validate(settings: Settings) -> Settings:
     for dotted, value in positive.items():
         if value <= 0:
             sec, key = dotted.split(".")
-            raise ConfigError(f"{where}: [{sec}].{key} must be greater than 0, got {value}.")
+            raise ConfigError(f"{where(dotted)}: [{sec}].{key} must be greater than 0, got {value}.")
     for dotted, value in non_negative.items():
         if value < 0:
             sec, key = dotted.split(".")
-            raise ConfigError(f"{where}: [{sec}].{key} must be 0 or more, got {value}.")
+            raise ConfigError(f"{where(dotted)}: [{sec}].{key} must be 0 or more, got {value}.")
     if not 0 <= settings.trends.health_threshold <= 100:
         raise ConfigError(
-            f"{where}: [trends].health_threshold is a percentage from 0 to 100, "
+            f"{where('trends.health_threshold')}: [trends].health_threshold is a percentage from 0 to 100, "
             f"got {settings.trends.health_threshold}."
         )
     for (sec, key), allowed in CHOICES.items():
         value = getattr(getattr(settings, sec), key)
         if value not in allowed:
             raise ConfigError(
-                f"{where}: [{sec}].{key} must be one of {', '.join(allowed)}, "
+                f"{where(f'{sec}.{key}')}: [{sec}].{key} must be one of {', '.join(allowed)}, "
                 f"got {value!r}.{_suggest(str(value), allowed)}"
             )
     for key in ("bot_id", "stat_time", "custom_name", "custom_value"):
         if not getattr(settings.fields, key):
-            raise ConfigError(f"{where}: [fields].{key} must name a record field, got ''.")
+            raise ConfigError(f"{where(f'fields.{key}')}: [fields].{key} must name a record field, "
+                              f"got ''.")
     if not settings.store.db:
-        raise ConfigError(f"{where}: [store].db must be a file path, got ''.")
+        raise ConfigError(f"{where('store.db')}: [store].db must be a file path, got ''.")
     _validate_schedule(settings, where)
     return settings
 
 
-def _validate_schedule(settings: Settings, where: str) -> None:
+def _validate_schedule(settings: Settings, where: Callable[[str], str]) -> None:
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
     try:
         ZoneInfo(settings.schedule.timezone)
     except (ZoneInfoNotFoundError, ValueError):
         raise ConfigError(
-            f"{where}: [schedule].timezone {settings.schedule.timezone!r} is not a known "
+            f"{where('schedule.timezone')}: [schedule].timezone {settings.schedule.timezone!r} is not a known "
             f"IANA zone; use a name like 'UTC' or 'Europe/Berlin'."
         ) from None
     from .schedule import parse_crontab  # schedule imports config: import here, not at the top
@@ -428,11 +439,11 @@ def _validate_schedule(settings: Settings, where: str) -> None:
         expr = getattr(settings.schedule, key)
         if expr and len(expr.split()) != 5 and not expr.startswith("@"):
             raise ConfigError(
-                f"{where}: [schedule].{key} must be a 5-field crontab expression like "
+                f"{where(f'schedule.{key}')}: [schedule].{key} must be a 5-field crontab expression like "
                 f"'0 * * * *' (or '' to disable), got {expr!r}."
             )
         if expr:
-            parse_crontab(expr, where=f"{where}: [schedule].{key}")
+            parse_crontab(expr, where=f"{where(f'schedule.{key}')}: [schedule].{key}")
 
 
 def load_settings(

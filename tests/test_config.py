@@ -95,6 +95,26 @@ def test_bad_environment_is_refused(env: dict[str, str], words: list[str]) -> No
         assert w in str(info.value)
 
 
+def test_a_bad_value_is_blamed_on_where_it_was_typed(tmp_path: Path) -> None:
+    # The value that fails validation may come from the file, the environment or a flag; the
+    # message names that one, not the config file that merely was read too.
+    config = tmp_path / "config.toml"
+    config.write_text('[service]\nbase_url = "http://x:1"\nconcurrency = 0\n')
+    cases = [
+        ({}, {}, f"{config}: [service].concurrency must be greater than 0"),
+        ({"BOTSTATS_SERVICE_CONCURRENCY": "2", "BOTSTATS_BASE_URL": "x"}, {},
+         "environment: BOTSTATS_BASE_URL: [service].base_url must be an http(s) URL"),
+        ({"BOTSTATS_SERVICE_CONCURRENCY": "2"}, {"service.base_url": "localhost:1"},
+         "flag --base-url: [service].base_url must be an http(s) URL"),
+        ({"BOTSTATS_SERVICE_CONCURRENCY": "-1"}, {},
+         "environment: BOTSTATS_SERVICE_CONCURRENCY: [service].concurrency must be greater"),
+    ]
+    for env, flags, message in cases:
+        with pytest.raises(ConfigError) as info:
+            load_settings(config, env=env, overrides=flags)
+        assert str(info.value).startswith(message), str(info.value)
+
+
 def test_secrets_come_from_the_environment_and_never_print() -> None:
     s = load_settings(REPO / "config.toml", env={"BOTSTATS_USER_TOKEN": "utok_secret1",
                                                  "BOTSTATS_BOT_KEY": "bkey_secret2"})
