@@ -171,10 +171,19 @@ def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
         "CREATE TABLE IF NOT EXISTS schema_migrations ("
         " version INTEGER PRIMARY KEY, name VARCHAR NOT NULL, applied_at TIMESTAMPTZ NOT NULL)"
     )
-    done = {row[0] for row in con.execute("SELECT version FROM schema_migrations").fetchall()}
+    done = dict(con.execute("SELECT version, name FROM schema_migrations").fetchall())
+    files = {int(f.name.split("_", 1)[0]): f for f in (sql_dir() / "migrations").glob("*.sql")}
+    unknown = sorted(set(done) - set(files))
+    if unknown:
+        # Written by a newer botstats: an older one writing there would miss what those
+        # migrations changed (a column it does not fill, a key it does not know).
+        raise StoreError(
+            f"the archive has schema migrations this botstats does not know "
+            f"({', '.join(done[v] for v in unknown)}; it knows up to {max(files):03d}): a newer "
+            f"botstats wrote it. Upgrade botstats to write to it (readers such as `botstats "
+            f"sql` still work).")
     applied = []
-    for file in sorted((sql_dir() / "migrations").glob("*.sql")):
-        version = int(file.name.split("_", 1)[0])
+    for version, file in sorted(files.items()):
         if version in done:
             continue
         con.execute("BEGIN TRANSACTION")
