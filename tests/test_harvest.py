@@ -256,6 +256,30 @@ def test_new_stats_between_runs_are_added_exactly(harvested: Harvested) -> None:
     assert archived_custom_rows(harvested.settings) == service_custom_rows(harvested.svc.directory)
 
 
+def test_an_archive_restored_from_a_backup_is_completed_by_the_next_run(
+        harvested: Harvested) -> None:
+    # The README's restore: copy the backup over [store].db, delete <db>.primary, run.
+    import shutil
+
+    settings = harvested.settings
+    paths = ArchivePaths.of(settings)
+    backup = paths.published.with_name("backup.duckdb")
+    shutil.copyfile(paths.published, backup)
+    harvested.svc.directory.advance(2)
+    lost, _ = harvested.run()
+    assert lost.stats_added == 2 * BOTS
+
+    shutil.copyfile(backup, paths.published)
+    paths.primary.unlink()
+    assert archived_stat_rows(settings) != service_stat_rows(harvested.svc.directory)
+    report, _ = harvested.run()
+    assert report.status == "complete" and report.stats_added == 2 * BOTS
+    assert archived_stat_rows(settings) == service_stat_rows(harvested.svc.directory)
+    assert_archive_has_no_duplicates(settings)
+    runs = {r for (r,) in query(settings, "SELECT run_id FROM harvest_runs")}
+    assert runs == {harvested.first.run_id, report.run_id}  # as the backup had it, plus this
+
+
 def test_a_posted_stat_is_archived_by_the_next_run(harvested: Harvested) -> None:
     directory = harvested.svc.directory
     bot_id = directory.bot_ids()[3]
