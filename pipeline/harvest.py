@@ -39,7 +39,7 @@ import duckdb
 import polars as pl
 
 from . import store
-from .client import Client, RawArray, decode_json, split_array
+from .client import Client, RawArray, decode_json, redact_url, split_array
 from .config import FieldSettings, Settings
 from .errors import ApiError, BadResponse, BotstatsError, NotFound, StoreError
 from .listing import ListingPager, ListingUnstable, SkipIgnored
@@ -122,7 +122,7 @@ def harvest(
     file lock alone would make a second writer wait and then fail.
     """
     report = HarvestReport(run_id=new_run_id(), mode="full" if full else "incremental",
-                           base_url=settings.service.base_url)
+                           base_url=redact_url(settings.service.base_url))
     with store.writer(settings) as con:
         _begin_run(con, report)
         db = _Db(con)
@@ -798,6 +798,13 @@ def _begin_run(con: duckdb.DuckDBPyConnection, report: HarvestReport) -> None:
     for (run_id,) in stale:
         log.warning("run %s had not recorded its end (killed, or the archive could not be "
                     "written); marked interrupted", run_id)
+    previous = con.execute("SELECT base_url FROM harvest_runs WHERE base_url IS NOT NULL "
+                           "ORDER BY started_at DESC LIMIT 1").fetchall()
+    if previous and previous[0][0] != report.base_url:
+        log.warning("this archive was last harvested from %s and this run reads %s: if that is "
+                    "another service, its bots will be marked removed once this listing is "
+                    "complete (their history is kept); point --db at another archive for it",
+                    previous[0][0], report.base_url)
     con.execute(
         "INSERT INTO harvest_runs (run_id, started_at, status, mode, base_url, pid, host) "
         "VALUES (?, ?, 'running', ?, ?, ?, ?)",

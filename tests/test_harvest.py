@@ -280,6 +280,31 @@ def test_an_archive_restored_from_a_backup_is_completed_by_the_next_run(
     assert runs == {harvested.first.run_id, report.run_id}  # as the backup had it, plus this
 
 
+def test_another_service_into_the_same_archive_is_warned_about_and_no_url_secret_is_kept(
+        harvested: Harvested, service_factory: Any, caplog: pytest.LogCaptureFixture) -> None:
+    other = service_factory(bots=3, history_days=2, seed=99)
+    host = other.base_url.split("://", 1)[1]
+    settings = replace(harvested.settings, service=replace(
+        harvested.settings.service, base_url=f"http://ops:hunter22@{host}"))
+    with caplog.at_level("WARNING", logger="botstats.harvest"):
+        report = harvest(settings)
+    assert report.status == "complete"
+    warned = [r.getMessage() for r in caplog.records if "last harvested from" in r.getMessage()]
+    assert warned == [f"this archive was last harvested from {harvested.svc.base_url} and this "
+                      f"run reads http://***@{host}: if that is another service, its bots will "
+                      f"be marked removed once this listing is complete (their history is "
+                      f"kept); point --db at another archive for it"]
+    # The first service's bots are marked, not deleted; the URL's password is nowhere.
+    assert query(settings, "SELECT count(*) FROM bots WHERE removed_at IS NOT NULL") == [(BOTS,)]
+    assert query(settings, "SELECT base_url FROM harvest_runs WHERE run_id = ?",
+                 report.run_id) == [(f"http://***@{host}",)]
+
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="botstats.harvest"):
+        harvest(settings)
+    assert not [r for r in caplog.records if "last harvested from" in r.getMessage()]
+
+
 def test_a_posted_stat_is_archived_by_the_next_run(harvested: Harvested) -> None:
     directory = harvested.svc.directory
     bot_id = directory.bot_ids()[3]
