@@ -19,7 +19,8 @@ SHOWN = 5  # errors and reject reasons shown of the latest run
 def archive_status(settings: Settings, *, runs: int = 10) -> dict[str, Any]:
     path = settings.db_path
     with store.reader(settings) as con:
-        if "harvest_runs" not in store.table_counts(con):
+        tables = store.table_counts(con)
+        if "harvest_runs" not in tables:
             raise StoreError(
                 f"{path} holds no harvest_runs table: it is not a botstats archive, or no "
                 f"harvest has published it yet. Check --db, or run `botstats harvest`.")
@@ -29,7 +30,6 @@ def archive_status(settings: Settings, *, runs: int = 10) -> dict[str, Any]:
             "errors, requests FROM harvest_runs ORDER BY started_at DESC LIMIT ?",
             [runs],
         ).fetchall()
-        tables = store.table_counts(con)
         latest = _latest_run(con, rows[0][0]) if rows else None
     stat = path.stat()
     return {
