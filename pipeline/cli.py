@@ -14,6 +14,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Coroutine
+from datetime import timedelta
 from functools import wraps
 from typing import Any, NoReturn, TypeVar
 
@@ -459,30 +460,51 @@ def harvest_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str
     sys.exit(report.exit_code)
 
 
+def _age_option(_ctx: click.Context, _param: click.Parameter,
+                value: str | None) -> timedelta | None:
+    from .status import parse_age
+
+    try:
+        return None if value is None else parse_age(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 @cli.command("status")
 @common_options
 @click.option("--runs", default=10, show_default=True, type=click.IntRange(1, 1000),
               help="How many recent runs to show.")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@click.option("--max-age", callback=_age_option, metavar="DURATION",
+              help="For monitoring: exit 1 unless a harvest completed within DURATION "
+                   "(90m, 2h, 1d).")
 @pass_ctx
 @handle_errors
 def status_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str | None,
-               runs: int, as_json: bool) -> None:
+               runs: int, as_json: bool, max_age: timedelta | None) -> None:
     """Show recent harvest runs and the archive's size (reads the published archive)."""
     from .console import print_table
-    from .status import archive_status, describe_latest
+    from .status import archive_status, describe_latest, freshness
 
     settings = settings_from(ctx, config_file, base_url, db)
     info = archive_status(settings, runs=runs)
+    stale = freshness(info["latest_complete_at"], max_age) if max_age is not None else ""
+    if max_age is not None:
+        info["max_age_s"], info["stale"] = max_age.total_seconds(), stale
     if as_json:
         print_json(info)
-        return
-    click.echo(f"archive {info['path']}  ({info['size_mb']:.1f} MB, published {info['published_at']})")
-    print_table([tuple(r.values()) for r in info["runs"]], list(info["runs"][0]) if info["runs"] else
-                ["run_id"], title="recent runs")
-    for line in describe_latest(info["latest_run"]) if info["latest_run"] else []:
-        click.echo(line)
-    print_table(list(info["tables"].items()), ["table", "rows"], title="tables")
+    else:
+        click.echo(f"archive {info['path']}  ({info['size_mb']:.1f} MB, published "
+                   f"{info['published_at']})")
+        print_table([tuple(r.values()) for r in info["runs"]], list(info["runs"][0])
+                    if info["runs"] else ["run_id"], title="recent runs")
+        for line in describe_latest(info["latest_run"]) if info["latest_run"] else []:
+            click.echo(line)
+        print_table(list(info["tables"].items()), ["table", "rows"], title="tables")
+    if stale:
+        click.echo(f"botstats: stale: {stale}", err=True)
+        sys.exit(1)
+
 
 
 # --- trends / sql ---------------------------------------------------------------------------

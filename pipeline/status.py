@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import re
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from . import store
@@ -14,6 +15,40 @@ RUN_COLUMNS = ("run_id", "status", "mode", "started_at", "seconds", "bots_seen",
 
 
 SHOWN = 5  # errors and reject reasons shown of the latest run
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_age(text: str) -> timedelta:
+    """'90m', '2h', '1d', '45s' (or plain seconds) as a duration; ValueError says what is wrong."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text.lower())
+    if not match:
+        raise ValueError(f"{text!r} is not a duration: use a number with s, m, h or d, like 90m or 2h")
+    return timedelta(seconds=float(match[1]) * _UNITS[match[2] or "s"])
+
+
+def freshness(latest_complete: datetime | None, max_age: timedelta,
+              now: datetime | None = None) -> str:
+    """Why the archive is stale for a monitor, or '' when its latest complete harvest ended
+    within ``max_age``."""
+    if latest_complete is None:
+        return "no harvest has completed in this archive yet"
+    age = (now or datetime.now(UTC)) - latest_complete
+    if age <= max_age:
+        return ""
+    return (f"the latest complete harvest finished {_span(age)} ago, more than {_span(max_age)}: "
+            f"check that cron or `botstats schedule` still runs the harvest (the recent runs "
+            f"show any that ended otherwise, and why)")
+
+
+def _span(delta: timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{n}{u}" for n, u in ((days, "d"), (hours, "h"), (minutes, "m")) if n]
+    return " ".join(parts[:2]) if parts else f"{secs}s"
 
 
 def archive_status(settings: Settings, *, runs: int = 10) -> dict[str, Any]:
@@ -31,6 +66,8 @@ def archive_status(settings: Settings, *, runs: int = 10) -> dict[str, Any]:
             [runs],
         ).fetchall()
         latest = _latest_run(con, rows[0][0]) if rows else None
+        ((complete,),) = con.execute(
+            "SELECT max(finished_at) FROM harvest_runs WHERE status = 'complete'").fetchall()
     stat = path.stat()
     return {
         "path": str(path),
@@ -38,6 +75,7 @@ def archive_status(settings: Settings, *, runs: int = 10) -> dict[str, Any]:
         "published_at": datetime.fromtimestamp(stat.st_mtime, UTC).isoformat(timespec="seconds"),
         "runs": [dict(zip(RUN_COLUMNS, r, strict=True)) for r in rows],
         "latest_run": latest,
+        "latest_complete_at": complete,
         "tables": tables,
     }
 
