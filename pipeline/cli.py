@@ -590,10 +590,17 @@ def sql_cmd(ctx: Ctx, query: str | None, sql_file: str | None, params: tuple[str
             raise click.BadParameter(f"{item!r} is not NAME=VALUE.", param_hint="--param")
         variables[name.strip()] = value
     text = read_query_file(sql_file) if sql_file else str(query)
+    if not text.strip():
+        where = f" in {sql_file}" if sql_file else ""
+        raise click.UsageError(f"the query{where} is empty: give a SELECT, e.g. "
+                               f"\"SELECT count(*) FROM bot_stats\".")
     settings = settings_from(ctx, config_file, base_url, db)
     limit = max_rows + 1 if fmt == "table" else None
     frame = run_query(settings, text, variables, limit=limit)
     if frame is None:
+        click.echo("botstats: the query returned no result set (only comments, or a statement "
+                   "such as SET): nothing to show" + (f" or write to {output}" if output else "")
+                   + ".", err=True)
         return
     if fmt == "table":
         table = _format_table(frame.head(max_rows), more=frame.height > max_rows)

@@ -204,12 +204,23 @@ def test_sql_writes_csv_json_and_parquet(built_config: Path, tmp_path: Path) -> 
     (["SELECT 1", "--format", "parquet"], "--format parquet needs --output"),
     (["SELECT 1", "--param", "bot_id"], "is not NAME=VALUE"),
     (["SELECT 1", "--param", "bot-id=1"], "a name must be letters, digits and _"),
+    (["  \n "], "the query is empty: give a SELECT"),
 ])
 def test_sql_errors_exit_2_with_a_message(built_config: Path, args: list[str], words: str) -> None:
     result = botstats("sql", "--config", built_config, *args)
     assert result.exit_code == 2
     assert words in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_query_with_no_result_set_says_so_and_writes_nothing(built_config: Path,
+                                                               tmp_path: Path) -> None:
+    out = tmp_path / "out.csv"
+    result = botstats("sql", "--config", built_config, "/* only a comment */", "--output", out,
+                      "--format", "csv")
+    assert result.exit_code == 0
+    assert "the query returned no result set" in result.output and str(out) in result.output
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("command", [["sql", "SELECT 1"], ["trends"], ["status"]])
