@@ -219,6 +219,21 @@ def serve_cmd(host: str, port: int, bots: int, users: int, seed: int, history_da
 
 
 # --- client (the interface by hand) --------------------------------------------------------
+class _Id(click.ParamType):
+    """A user or bot id: any text but an empty one (which would name another endpoint)."""
+
+    name = "id"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value)
+        if not text.strip():
+            self.fail("an id cannot be empty.", param, ctx)
+        return text
+
+
+ID = _Id()
+
+
 def _call_client(settings: Settings, method: Callable[[Any], Coroutine[Any, Any, T]]) -> T:
     """Open one client, make one call, close it: each command is one `asyncio.run`."""
     from .client import Client
@@ -273,7 +288,7 @@ def _user_read_command(name: str, method: str, help_text: str, *, a_list: bool) 
         paging = {"limit": limit, "skip": skip} if a_list else {}
         print_json(_call_client(settings, lambda c: getattr(c, method)(user_id, **paging)))
 
-    decorators = [users_group.command(name, help=help_text), click.argument("user_id")]
+    decorators = [users_group.command(name, help=help_text), click.argument("user_id", type=ID)]
     if a_list:
         decorators += [
             click.option("--limit", type=click.IntRange(min=1),
@@ -319,7 +334,7 @@ def bots_list(ctx: Ctx, limit: int | None, skip: int, config_file: str | None,
 
 
 @bots_group.command("get")
-@click.argument("bot_id")
+@click.argument("bot_id", type=ID)
 @common_options
 @pass_ctx
 @handle_errors
@@ -331,7 +346,7 @@ def bots_get(ctx: Ctx, bot_id: str, config_file: str | None, base_url: str | Non
 
 
 @bots_group.command("stats")
-@click.argument("bot_id")
+@click.argument("bot_id", type=ID)
 @click.option("--limit", type=click.IntRange(min=1),
               help="Ask one page of this many records (limit/skip), for a service that pages "
                    "/stats; default: no paging parameters sent.")
@@ -348,7 +363,7 @@ def bots_stats(ctx: Ctx, bot_id: str, limit: int | None, skip: int, config_file:
 
 
 @bots_group.command("stat")
-@click.argument("bot_id")
+@click.argument("bot_id", type=ID)
 @common_options
 @pass_ctx
 @handle_errors
@@ -389,7 +404,7 @@ def _parse_custom(_ctx: click.Context, _param: click.Parameter,
 
 
 @cli.command("post-stat")
-@click.argument("bot_id")
+@click.argument("bot_id", type=ID)
 @click.option("--users", type=click.IntRange(min=0), required=True, help="Count of bot users.")
 @click.option("--guilds", type=click.IntRange(min=0), required=True, help="Count of bot guilds.")
 @click.option("--shards", type=click.IntRange(min=0), help="Count of bot shards.")

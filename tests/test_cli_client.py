@@ -74,6 +74,17 @@ def assert_clean_failure(result: Result, code: int, *words: str, secrets: tuple[
         assert secret not in result.output
 
 
+@pytest.mark.parametrize("args", [["bots", "get", ""], ["bots", "stats", " "], ["bots", "stat", ""],
+                                  ["users", "get", ""], ["users", "webhooks", "  "],
+                                  ["post-stat", "", "--users", "1", "--guilds", "1"]])
+def test_an_empty_id_is_refused_before_any_request(listing: Any, args: list[str]) -> None:
+    # Sent, it would name another endpoint: `bots stats ''` asked GET /bots//stats.
+    before = listing.directory.summary()
+    result = run(*args[:2], "--base-url", listing.base_url, *args[2:])
+    assert_clean_failure(result, 2, "an id cannot be empty")
+    assert listing.directory.summary() == before
+
+
 # --- every command works ------------------------------------------------------------------------
 def test_bots_list(listing: Any) -> None:
     result = run("bots", "list", "--base-url", listing.base_url, "--limit", "5", "--skip", "2")
