@@ -21,6 +21,7 @@ scheduler shuts down and the process exits 0.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import shlex
@@ -31,7 +32,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -309,18 +310,36 @@ def _command(inst: Installation, *args: str) -> str:
     return " ".join([*words, *args])
 
 
-def crontab_text(settings: Settings, inst: Installation) -> str:
+def crontab_text(settings: Settings, inst: Installation, now: datetime | None = None) -> str:
     expr = settings.schedule.harvest or "0 * * * *"
     parse_crontab(expr, where="[schedule].harvest")
     run = _command(inst, "run")
+    age = max_age_for(expr, settings.schedule.timezone, now or datetime.now(UTC))
+    check = _command(inst, "status", "--max-age", age)
+    workdir = shlex.quote(inst.workdir)
     return "\n".join([
         "# botstats: harvest, then trends, on [schedule].harvest. Install with `crontab -e`.",
         "# CRON_TZ is honoured by cronie (Fedora, RHEL, Arch); Debian's cron uses the system zone.",
         "# Exit codes: 0 complete, 3 partial, 1 failed, 4 interrupted, 75 another run active.",
         f"CRON_TZ={settings.schedule.timezone}",
-        f"{expr} cd {shlex.quote(inst.workdir)} && {run} >> {shlex.quote(inst.log_file)} 2>&1",
+        f"{expr} cd {workdir} && {run} >> {shlex.quote(inst.log_file)} 2>&1",
+        "# Optional alert: prints (so cron mails it, with MAILTO set) only when no harvest has",
+        f"# completed for twice the longest gap between runs ({age}).",
+        f"# {expr} cd {workdir} && {check} > /dev/null",
         "",
     ])
+
+
+def max_age_for(expr: str, timezone: str, now: datetime) -> str:
+    """A `status --max-age` for a harvest on ``expr``: twice the longest gap between its runs
+    over the next weeks (a weekday-only schedule has a weekend in it), in one unit."""
+    fires = next_fire_times(cron_trigger(expr, timezone), 200, now)
+    gaps = [b - a for a, b in zip(fires, fires[1:], strict=False)]
+    minutes = math.ceil(2 * max(gaps, default=timedelta(hours=1)).total_seconds() / 60)
+    for unit, size in (("d", 1440), ("h", 60)):
+        if minutes % size == 0:
+            return f"{minutes // size}{unit}"
+    return f"{minutes}m"
 
 
 def systemd_units(settings: Settings, inst: Installation) -> tuple[str, str]:

@@ -175,6 +175,22 @@ def test_cron_prints_crontab_and_systemd_with_absolute_paths(tmp_path: Path,
     assert f"WorkingDirectory={tmp_path}" in out
     assert "OnCalendar=Mon..Fri *-*-* 00,02,04,06,08,10,12,14,16,18,20,22:05:00 Europe/Berlin" in out
     assert "SuccessExitStatus=3 75" in out and "WantedBy=timers.target" in out
+    # The optional stale-archive alert: weekdays every 2 h, so the longest gap is the weekend
+    # (Fri 22:05 to Mon 00:05, 50 h) and the alert waits twice that.
+    assert f"# 5 */2 * * 1-5 cd {tmp_path} && {botstats} --config {config} status --max-age " \
+           f"100h > /dev/null" in out
+
+
+@pytest.mark.parametrize(("expr", "age"), [("0 * * * *", "2h"), ("*/5 * * * *", "10m"),
+                                           ("30 2 * * *", "2d"), ("0 9 * * 1-5", "6d"),
+                                           ("15,45 * * * *", "1h"), ("0 0 1 * *", "62d")])
+def test_the_alert_waits_twice_the_longest_gap_between_harvests(expr: str, age: str) -> None:
+    from pipeline.schedule import max_age_for
+    from pipeline.status import parse_age
+
+    now = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+    assert max_age_for(expr, "UTC", now) == age
+    parse_age(age)  # what the line prints, `status --max-age` reads
 
 
 def test_cron_passes_on_a_db_given_as_a_flag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
