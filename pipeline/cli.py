@@ -503,8 +503,9 @@ def status_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str 
 
     settings = settings_from(ctx, config_file, base_url, db)
     info = archive_status(settings, runs=runs)
-    stale = freshness(info["latest_complete_at"], max_age) if max_age is not None else ""
+    stale = ""
     if max_age is not None:
+        stale = freshness(info["latest_complete_at"], max_age)
         info["max_age_s"], info["stale"] = max_age.total_seconds(), stale
     if as_json:
         print_json(info)
@@ -519,7 +520,6 @@ def status_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str 
     if stale:
         click.echo(f"botstats: stale: {stale}", err=True)
         sys.exit(1)
-
 
 
 # --- trends / sql ---------------------------------------------------------------------------

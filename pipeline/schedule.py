@@ -310,11 +310,11 @@ def _command(inst: Installation, *args: str) -> str:
     return " ".join([*words, *args])
 
 
-def crontab_text(settings: Settings, inst: Installation, now: datetime | None = None) -> str:
+def crontab_text(settings: Settings, inst: Installation) -> str:
     expr = settings.schedule.harvest or "0 * * * *"
     parse_crontab(expr, where="[schedule].harvest")
     run = _command(inst, "run")
-    age = max_age_for(expr, settings.schedule.timezone, now or datetime.now(UTC))
+    age = max_age_for(expr, settings.schedule.timezone, datetime.now(UTC))
     check = _command(inst, "status", "--max-age", age)
     workdir = shlex.quote(inst.workdir)
     return "\n".join([
