@@ -57,8 +57,16 @@ class ArchivePaths:
 
     @classmethod
     def of(cls, settings: Settings) -> ArchivePaths:
-        published = settings.db_path
+        return cls.at(settings.db_path)
+
+    @classmethod
+    def at(cls, published: Path) -> ArchivePaths:
         return cls(published=published, primary=published.with_name(published.name + ".primary"))
+
+    @property
+    def primary_wal(self) -> Path:
+        """DuckDB's WAL of the primary: what a clean close has not yet folded into the file."""
+        return self.primary.with_name(self.primary.name + ".wal")
 
 
 def connect(
@@ -224,15 +232,14 @@ def writer(settings: Settings, *, publish_after: bool = True) -> Iterator[duckdb
         yield con
     finally:
         closed = close(con)
-        wal = paths.primary.with_name(paths.primary.name + ".wal")
-        if publish_after and closed and not wal.exists():
+        if publish_after and closed and not paths.primary_wal.exists():
             publish(paths)
         elif publish_after:
             # The primary's file alone lacks what its WAL holds (a close that could not
             # checkpoint, e.g. a full disk): a copy of it would show readers less than before.
             log.warning("the archive was not published: its last changes are only in %s; "
                         "readers keep the previous copy until a run closes the archive cleanly",
-                        wal)
+                        paths.primary_wal)
 
 
 def close(con: duckdb.DuckDBPyConnection) -> bool:

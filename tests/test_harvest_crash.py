@@ -29,6 +29,7 @@ from conftest import (
     service_stat_rows,
 )
 
+from pipeline import store
 from pipeline.harvest import harvest
 from pipeline.service import RunningService
 
@@ -106,9 +107,7 @@ def assert_exactly_once_after_crashes(svc: RunningService, db: Path, killed: lis
 
 def killed_run_ids(db: Path, before: set[str]) -> set[str]:
     """Run ids of harvest_runs rows written since ``before`` (read once the writer is gone)."""
-    from pipeline import store
-
-    con = store.connect(db.with_name(db.name + ".primary"), read_only=True)
+    con = store.connect(store.ArchivePaths.at(db).primary, read_only=True)
     try:
         return {r for (r,) in con.execute("SELECT run_id FROM harvest_runs").fetchall()} - before
     finally:
@@ -204,8 +203,7 @@ def test_a_commit_the_disk_refuses_fails_the_run_and_keeps_the_published_copy(
     published = archived_stat_rows(settings)
     svc.directory.advance(300)  # 18,000 new records: far more than any free space in the file
 
-    primary = db.with_name(db.name + ".primary")
-    out = harvest_limited(svc, db, primary.stat().st_size)
+    out = harvest_limited(svc, db, store.ArchivePaths.at(db).primary.stat().st_size)
     # The primary's file lacks what only its WAL holds: it is not published, and readers keep
     # the last good copy rather than one with less in it.
     assert "the archive was not published" in out

@@ -137,12 +137,13 @@ def test_an_archive_a_newer_botstats_migrated_is_not_written_by_this_one(tmp_pat
     from pipeline.cli import cli
 
     db = tmp_path / "archive.duckdb"
-    with duckdb.connect(str(db.with_name(db.name + ".primary"))) as con:
+    paths = store.ArchivePaths.at(db)
+    with duckdb.connect(str(paths.primary)) as con:
         store.migrate(con)
         con.execute("INSERT INTO schema_migrations VALUES (900, '900_from_the_future.sql', now())")
         con.execute("INSERT INTO harvest_runs (run_id, started_at, status, mode) "
                     "VALUES ('r1', now(), 'complete', 'full')")
-    store.publish(store.ArchivePaths(published=db, primary=db.with_name(db.name + ".primary")))
+    store.publish(paths)
     (tmp_path / "empty.toml").touch()
     base = ["--config", str(tmp_path / "empty.toml"), "--db", str(db)]
 
@@ -150,7 +151,7 @@ def test_an_archive_a_newer_botstats_migrated_is_not_written_by_this_one(tmp_pat
     assert refused.exit_code == 1, refused.output
     assert "schema migrations this botstats does not know (900_from_the_future.sql" in refused.output
     assert "Upgrade botstats" in refused.output and "Traceback" not in refused.output
-    with duckdb.connect(str(db.with_name(db.name + ".primary")), read_only=True) as con:
+    with duckdb.connect(str(paths.primary), read_only=True) as con:
         assert con.execute("SELECT run_id FROM harvest_runs").fetchall() == [("r1",)]
     read = CliRunner().invoke(cli, [*base, "sql", "SELECT count(*) AS n FROM harvest_runs"])
     assert read.exit_code == 0 and "1" in read.output
