@@ -426,7 +426,11 @@ async def _stats_pages(client: Client, bot_id: str, page_size: int, fields: Fiel
     hourly run reads what is new plus a page; the records before it are not read at all.
     """
 
+    read: dict[tuple[int, int], list[bytes]] = {}  # the page _tail_start stood on, read once
+
     async def texts(limit: int, skip: int) -> list[bytes]:
+        if (limit, skip) in read:
+            return read.pop((limit, skip))
         page = await client.bot_stats_raw(bot_id, limit=limit, skip=skip)
         if isinstance(page, RawArray):
             return [bytes(item) for item in page.items]
@@ -437,7 +441,7 @@ async def _stats_pages(client: Client, bot_id: str, page_size: int, fields: Fiel
     what = f"GET /bots/{bot_id}/stats"
     start = 0
     if newest is not None and newest.listed:
-        start = await _tail_start(texts, page_size, newest, bot_id, fields)
+        start = await _tail_start(texts, page_size, newest, bot_id, fields, read)
     pager = _paged_list(what, "records", "stats_page_size", page_size, start=start,
                         reread_head=start == 0)
     kept = await _read_paged(texts, lambda text: text.decode("utf-8", "replace"), pager)
@@ -447,19 +451,23 @@ async def _stats_pages(client: Client, bot_id: str, page_size: int, fields: Fiel
 
 
 async def _tail_start(texts: Callable[[int, int], Awaitable[list[bytes]]], page_size: int,
-                      newest: archive.Newest, bot_id: str, fields: FieldSettings) -> int:
+                      newest: archive.Newest, bot_id: str, fields: FieldSettings,
+                      read: dict[tuple[int, int], list[bytes]]) -> int:
     """Where to start reading a paged /stats list so that the first page holds the bot's newest
     archived record: a page before the end of the last read, further back (doubling) while the
-    record is not there (records inserted or dropped before it), 0 at worst."""
+    record is not there (records inserted or dropped before it), 0 at worst. The page it
+    stands on is left in ``read`` for the pager."""
     assert newest.listed
     back = page_size
     while True:
         start = max(0, newest.listed - back)
         if start == 0:
             return 0
-        for text in await texts(page_size, start):
+        page = await texts(page_size, start)
+        for text in page:
             try:
                 if stat_key(decode_json(text), bot_id, fields) == newest.stat_id:
+                    read[(page_size, start)] = page
                     return start
             except (Invalid, ValueError):
                 continue
