@@ -173,7 +173,7 @@ def next_state(new: pl.LazyFrame, key: tuple[str, ...], columns: tuple[str, ...]
                .agg(first_day=pl.col("day").first(), last_day=pl.col("day").last(),
                     *[pl.col(c).last() for c in columns]))
     if firsts is None or lasts is None:
-        return summary.sort(*key).collect()
+        return summary.select(*key, "first_day", "last_day", *columns).sort(*key).collect()
     before = firsts.lazy().join(lasts.lazy(), on=list(key), how="left")
     merged = before.join(summary, on=list(key), how="full", coalesce=True, suffix="_new")
     has_new = pl.col("last_day_new").is_not_null()

@@ -673,7 +673,8 @@ def ranks_by_month(spill: MonthSpill, window: Window = FULL) -> Iterator[tuple[s
     for i, key in enumerate(months):
         first = date(int(key[6:10]), int(key[11:13]), 1)
         daily = spill.scan("bot_daily", months[max(0, i - 1) : i + 1])
-        if i == 0 and window.lookback is not None:
+        if window.lookback is not None and window.start is not None and (
+                first - reach < window.start):
             columns = daily.collect_schema().names()
             daily = pl.concat([window.lookback.select(columns), daily], how="vertical_relaxed")
         ranked = bot_ranks(daily.filter(pl.col("day") >= first - reach))
