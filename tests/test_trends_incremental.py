@@ -30,6 +30,8 @@ from pipeline.harvest import harvest
 from pipeline.service import RunningService
 from pipeline.trend_window import (
     Window,
+    WindowUnavailable,
+    carried,
     directory_change,
     next_state,
     week_start,
@@ -358,3 +360,24 @@ def test_window_since_keeps_the_recomputed_days() -> None:
     frame = pl.LazyFrame({"day": [date(2025, 3, 2), date(2025, 3, 3)]})
     assert Window(date(2025, 3, 3)).since(frame, "day").collect().height == 1
     assert Window(None).since(frame, "day").collect().height == 2
+
+
+def test_carried_reads_months_back_only_until_every_key_is_found(tmp_path: Path) -> None:
+    d = [date(2025, 3, 1), date(2025, 2, 10), date(2025, 1, 5)]
+    march, february = tmp_path / "march.parquet", tmp_path / "february.parquet"
+    pl.DataFrame({"bot_id": ["a", "a"], "day": [d[0], date(2025, 3, 20)],
+                  "commands_counter": [3, 4]}).write_parquet(march)
+    pl.DataFrame({"bot_id": ["a", "b"], "day": [d[1], d[1]],
+                  "commands_counter": [2, 7]}).write_parquet(february)
+    start = date(2025, 3, 10)
+    state = pl.DataFrame({  # a, b: rows on both sides of start; c: its last row long before
+        "bot_id": ["a", "b", "c", "d"], "first_day": [d[2], d[2], d[2], date(2025, 3, 12)],
+        "last_day": [date(2025, 3, 20), date(2025, 3, 11), d[2], date(2025, 3, 12)],
+        "commands_counter": [4, 8, 1, 9]})
+    gone = tmp_path / "january-that-is-not-there.parquet"
+    got = carried(state, ("bot_id",), start, [march, february, gone], "commands_counter")
+    # a from March (its row after start ignored), b from February, c from the state; d has
+    # no row before start. January was never opened (it does not even exist).
+    assert sorted(got.rows()) == [("a", d[0], 3), ("b", d[1], 7), ("c", d[2], 1)]
+    with pytest.raises(WindowUnavailable):
+        carried(state, ("bot_id",), start, [march], "commands_counter")  # b is nowhere
