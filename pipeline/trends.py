@@ -332,7 +332,8 @@ def rank_movers(candidates: pl.LazyFrame, *, top: int) -> pl.LazyFrame:
 
 
 def anomalies(
-    daily: pl.LazyFrame, *, window: int, threshold: float, min_days: int
+    daily: pl.LazyFrame, *, window: int, threshold: float, min_days: int,
+    since: date | None = None,
 ) -> pl.LazyFrame:
     """Bot-days whose daily delta is far outside the bot's own trailing behaviour.
 
@@ -341,6 +342,7 @@ def anomalies(
     delta across a gap would mix several days). The baseline is the deltas of the ``window``
     days before (the day itself excluded); with fewer than ``min_days`` of them there is no
     score. ``score`` is the robust z (see ``MAD_Z``); rows with ``|score| > threshold`` are kept.
+    With ``since``, only days from then on are scored (earlier rows are baseline only).
     """
     sized = ["guilds", "users"]
     had_yesterday = pl.col("records_1d_ago").is_not_null()
@@ -356,7 +358,8 @@ def anomalies(
             _key=bot_day_key(),
         )
     )
-    flag = partial(_flag_anomalies, window=window, threshold=threshold, min_days=min_days)
+    flag = partial(_flag_anomalies, window=window, threshold=threshold, min_days=min_days,
+                   since=since)
     return deltas.map_batches(flag, schema=_ANOMALY_SCHEMA)
 
 
@@ -368,12 +371,14 @@ _ANOMALY_SCHEMA = pl.Schema({
 
 
 def _flag_anomalies(deltas: pl.DataFrame, *, window: int, threshold: float,
-                    min_days: int) -> pl.DataFrame:
+                    min_days: int, since: date | None) -> pl.DataFrame:
     day = deltas["_key"].to_numpy()
+    scored = None if since is None else np.flatnonzero((deltas["day"] >= since).to_numpy())
     found = []
     for metric in ANOMALY_METRICS:
         values = deltas[metric].to_numpy().astype(np.float64)
-        hits = robust_outliers(values, day, window=window, min_days=min_days, threshold=threshold)
+        hits = robust_outliers(values, day, window=window, min_days=min_days, threshold=threshold,
+                               rows=scored)
         rows = pl.Series(hits.pop("row"))
         found.append(pl.DataFrame({
             "bot_id": deltas["bot_id"].gather(rows), "day": deltas["day"].gather(rows),
@@ -385,7 +390,8 @@ def _flag_anomalies(deltas: pl.DataFrame, *, window: int, threshold: float,
 
 
 def robust_outliers(
-    values: np.ndarray, day: np.ndarray, *, window: int, min_days: int, threshold: float
+    values: np.ndarray, day: np.ndarray, *, window: int, min_days: int, threshold: float,
+    rows: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Rows whose value is more than ``threshold`` robust z away from its trailing baseline.
 
@@ -395,7 +401,9 @@ def robust_outliers(
     ``window`` apart (``bot_day_key`` does that). So the baseline is always the last few of
     the ``window`` rows before i: a fixed sliding window with a prefix blanked out.
 
-    Returns ``row`` (indices), ``median``, ``mad``, ``count`` and ``score`` of the hits.
+    ``rows`` (sorted indices) limits the scoring to those rows; all others still make
+    baselines. Returns ``row`` (indices), ``median``, ``mad``, ``count`` and ``score`` of the
+    hits.
     """
     n = len(values)
     hits: dict[str, list[np.ndarray]] = {k: [] for k in ("row", "median", "mad", "count", "score")}
@@ -403,26 +411,30 @@ def robust_outliers(
     # How many of the rows before i are within the window (days only decrease going back).
     within = np.arange(n) - np.searchsorted(day, day - window, side="left")
     columns = np.arange(window)  # column j of a window row is the value window - j rows back
-    for a in range(0, n, _SCORE_BLOCK):
-        b = min(a + _SCORE_BLOCK, n)
-        win = sliding_window_view(padded[a : b + window - 1], window)
-        win = np.where(columns[None, :] < (window - within[a:b])[:, None], np.nan, win)
+    for a in range(0, n if rows is None else len(rows), _SCORE_BLOCK):
+        if rows is None:
+            at = np.arange(a, min(a + _SCORE_BLOCK, n))
+            win = sliding_window_view(padded[a : at[-1] + window], window)
+        else:  # row i's window is padded[i : i + window], as in the view above
+            at = rows[a : a + _SCORE_BLOCK]
+            win = padded[at[:, None] + columns[None, :]]
+        win = np.where(columns[None, :] < (window - within[at])[:, None], np.nan, win)
         k = np.count_nonzero(~np.isnan(win), axis=1)
         med = _median_of_sorted(np.sort(win, axis=1), k)
         dev = np.abs(win - med[:, None])
         mad = _median_of_sorted(np.sort(dev, axis=1), k)
         with np.errstate(invalid="ignore", divide="ignore"):
             mean_ad = np.nansum(dev, axis=1) / k
-            diff = values[a:b] - med
+            diff = values[at] - med
             score = np.where(
                 mad > 0, MAD_Z * diff / mad,
                 np.where(mean_ad > 0, diff / (MEAN_AD_Z * mean_ad),
                          np.where(diff == 0, 0.0, np.sign(diff) * np.inf)),
             )
             keep = (k >= max(min_days, 1)) & (np.abs(score) > threshold)  # NaN compares False
-        rows = np.flatnonzero(keep)
-        for name, column in (("row", rows + a), ("median", med[rows]), ("mad", mad[rows]),
-                             ("count", k[rows]), ("score", score[rows])):
+        hit = np.flatnonzero(keep)
+        for name, column in (("row", at[hit]), ("median", med[hit]), ("mad", mad[hit]),
+                             ("count", k[hit]), ("score", score[hit])):
             hits[name].append(column)
     empty = {"row": np.int64, "count": np.int64}
     return {name: np.concatenate(parts) if parts else np.empty(0, empty.get(name, np.float64))
@@ -654,7 +666,7 @@ def compute_slices(con: duckdb.DuckDBPyConnection, t: TrendSettings, spill: Mont
         ).collect(engine=IN_MEMORY)
         del growth
         odd = anomalies(history.lazy(), window=t.anomaly_window, threshold=t.anomaly_threshold,
-                        min_days=t.anomaly_min_days)
+                        min_days=t.anomaly_min_days, since=start)
         keep("anomalies", window.since(odd, "day").collect(engine=IN_MEMORY))
         custom = custom_daily(read_slice(con, _CUSTOM_SQL, lo, hi, since=start).lazy(),
                               window.carried_texts(lo, hi))

@@ -18,6 +18,7 @@ from typing import Any
 
 import duckdb
 import httpx
+import numpy as np
 import polars as pl
 import pytest
 from conftest import harvest_settings_for, write_trend_archive
@@ -37,7 +38,14 @@ from pipeline.trend_window import (
     week_start,
     with_rows_before,
 )
-from pipeline.trends import DATASETS, TrendsReport, bot_daily, build_trends, custom_daily
+from pipeline.trends import (
+    DATASETS,
+    TrendsReport,
+    bot_daily,
+    build_trends,
+    custom_daily,
+    robust_outliers,
+)
 
 END = datetime(2026, 3, 3, 12, tzinfo=UTC)  # the service's clock: 40 days span Jan-Mar
 
@@ -381,3 +389,18 @@ def test_carried_reads_months_back_only_until_every_key_is_found(tmp_path: Path)
     assert sorted(got.rows()) == [("a", d[0], 3), ("b", d[1], 7), ("c", d[2], 1)]
     with pytest.raises(WindowUnavailable):
         carried(state, ("bot_id",), start, [march], "commands_counter")  # b is nowhere
+
+
+def test_robust_outliers_of_some_rows_are_those_of_all_rows() -> None:
+    rng = np.random.default_rng(7)
+    days = np.concatenate([np.arange(40), (1 << 32) + np.arange(40)]).astype(np.int64)
+    values = rng.normal(0, 1, 80)
+    values[[30, 35, 75]] = [9.0, -8.0, 12.0]
+    values[[5, 50]] = np.nan
+    every = robust_outliers(values, days, window=7, min_days=3, threshold=2.0)
+    some = np.flatnonzero(days % (1 << 32) >= 25)
+    part = robust_outliers(values, days, window=7, min_days=3, threshold=2.0, rows=some)
+    keep = np.isin(every["row"], some)
+    assert {30, 35, 75} <= set(part["row"].tolist())
+    for name in every:
+        assert np.array_equal(part[name], every[name][keep]), name
