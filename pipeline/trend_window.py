@@ -155,7 +155,7 @@ def carried(state: pl.DataFrame, key: tuple[str, ...], start: date, files: list[
                 .sort(*key, "day").group_by(key).last()
                 .select(*key, pl.col("day").alias("last_day"), *columns)
                 .collect())
-        found.append(last.cast(direct.schema))  # type: ignore[arg-type]
+        found.append(last.cast(direct.schema))
         wanted = wanted.join(last, on=list(key), how="anti")
     if not wanted.is_empty():
         raise WindowUnavailable(f"the export has no row before {start} for {wanted.row(0)}, "
@@ -170,10 +170,10 @@ def next_state(new: pl.LazyFrame, key: tuple[str, ...], columns: tuple[str, ...]
     ``firsts``/``lasts`` are the keys with rows before the run's start, as the window
     carried them in (None for a full build)."""
     summary = (new.sort(*key, "day").group_by(key)
-               .agg(first_day=pl.col("day").first(), last_day=pl.col("day").last(),
-                    *[pl.col(c).last() for c in columns]))
+               .agg(pl.col("day").first().alias("first_day"),
+                    pl.col("day").last().alias("last_day"), *[pl.col(c).last() for c in columns]))
     if firsts is None or lasts is None:
-        return summary.select(*key, "first_day", "last_day", *columns).sort(*key).collect()
+        return summary.sort(*key).collect()
     before = firsts.lazy().join(lasts.lazy(), on=list(key), how="left")
     merged = before.join(summary, on=list(key), how="full", coalesce=True, suffix="_new")
     has_new = pl.col("last_day_new").is_not_null()
@@ -201,7 +201,7 @@ def directory_change(listed: pl.LazyFrame, exported: pl.LazyFrame) -> date | Non
     differs = pl.any_horizontal(
         pl.col(c).fill_null(0) != pl.col(f"{c}_old").fill_null(0) for c in counts)
     (day,) = joined.filter(differs).select(pl.col("day").min()).collect().row(0)
-    return day  # type: ignore[no-any-return]
+    return day
 
 
 def with_rows_before(parts: Iterator[tuple[str, pl.DataFrame]], old: pl.DataFrame | None,
@@ -211,7 +211,7 @@ def with_rows_before(parts: Iterator[tuple[str, pl.DataFrame]], old: pl.DataFram
     pending = old if old is not None and old.height else None
     for k, part in parts:
         if pending is not None and k == key:
-            part, pending = pl.concat([pending.cast(part.schema), part]), None  # type: ignore[arg-type]
+            part, pending = pl.concat([pending.cast(part.schema), part]), None
         elif pending is not None and (k == "empty" or k > key):
             yield key, pending
             pending = None

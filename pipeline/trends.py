@@ -8,6 +8,11 @@ per-bot jobs run on that slice; their rows go to month folders of scratch parque
 a time. Only bot_ranks (a month at a time) and directory_daily (streamed) look across bots;
 movers keep each slice's top and rank the union.
 
+Runs are incremental: :func:`plan_run` finds the first day the archive's changes since the
+previous export touch, and only the days from the Monday before it are recomputed, from the raw
+records of those days plus what :mod:`pipeline.trend_window` carries in from the export (see
+docs/trends.md). A full build is the same computation over every day.
+
 =================  ==========================================================================
 bot_daily          per bot and day: last users/guilds/shards, mean and p95 load, commands run
 bot_growth         per bot and day: 1/7/30-day change and percent, 7-day means, 30-day CDGR
@@ -634,7 +639,7 @@ def with_lookback(daily: pl.DataFrame, lookback: pl.LazyFrame | None) -> pl.Lazy
     """The recomputed daily rows after the exported ones the windows look back over."""
     if lookback is None:
         return daily.lazy()
-    return pl.concat([lookback.select(daily.columns).cast(daily.schema), daily.lazy()])  # type: ignore[arg-type]
+    return pl.concat([lookback.select(daily.columns).cast(daily.schema), daily.lazy()])
 
 
 def compute_slices(con: duckdb.DuckDBPyConnection, t: TrendSettings, spill: MonthSpill,
@@ -729,8 +734,8 @@ def dataset_parts(con: duckdb.DuckDBPyConnection, t: TrendSettings, spill: Month
     for name in ("bot_daily", "bot_growth", "anomalies", "resource_health", "custom_daily"):
         sources[name] = spill.parts(name)
     parts = {name: _ordered(sources[name], spec.order) for name, spec in DATASETS.items()}
-    return Computed(parts, bot_state.cast(trend_window.BOT_STATE_SCHEMA),  # type: ignore[arg-type]
-                    text_state.cast(trend_window.TEXT_STATE_SCHEMA))  # type: ignore[arg-type]
+    return Computed(parts, bot_state.cast(trend_window.BOT_STATE_SCHEMA),
+                    text_state.cast(trend_window.TEXT_STATE_SCHEMA))
 
 
 def _ordered(parts: Iterator[tuple[str, pl.DataFrame]],
