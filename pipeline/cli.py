@@ -623,15 +623,18 @@ def status_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str 
 @common_options
 @click.option("--out", "out_dir", type=click.Path(file_okay=False),
               help="Export directory (overrides [exports].dir).")
+@click.option("--full", is_flag=True, help="Recompute every day from the whole archive (default: "
+              "only the days the records archived since the last export touch).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of a summary.")
 @pass_ctx
 @handle_errors
 def trends_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str | None,
-               out_dir: str | None, as_json: bool) -> None:
+               out_dir: str | None, full: bool, as_json: bool) -> None:
     """Compute the trend datasets, export them as parquet and create the trend_* views.
 
-    Takes the archive's run lock (like `botstats run`), reads the archive, writes only the
-    month partitions whose content changed, and recreates the views in the archive.
+    Takes the archive's run lock (like `botstats run`), recomputes the days that records
+    archived since the last export touch (from the Monday before the first; --full: all),
+    writes only the month partitions whose content changed, and recreates the views.
     """
     from .lock import run_lock
     from .trends import build_trends
@@ -639,7 +642,7 @@ def trends_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str 
     settings = settings_from(ctx, config_file, base_url, db, **{"exports.dir": out_dir})
     setup_logging(settings)
     with run_lock(settings, "trends"):
-        report = build_trends(settings)
+        report = build_trends(settings, full=full)
     if as_json:
         print_json(report.as_dict())
     else:
@@ -778,6 +781,8 @@ def _print_run(report: Any) -> None:
 @cli.command("run")
 @common_options
 @click.option("--full", is_flag=True, help="Re-read every bot's whole /stats list (see `harvest --full`).")
+@click.option("--full-trends", is_flag=True, help="Recompute the trends from the whole archive "
+              "(see `trends --full`).")
 @click.option("--lock-timeout", type=click.FloatRange(min=0), metavar="SECONDS",
               help="Seconds to wait while another job holds the archive lock, then exit 75 "
                    "(overrides [run].lock_timeout).")
@@ -787,7 +792,7 @@ def _print_run(report: Any) -> None:
 @pass_ctx
 @handle_errors
 def run_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str | None, full: bool,
-            lock_timeout: float | None, progress: bool, as_json: bool) -> None:
+            full_trends: bool, lock_timeout: float | None, progress: bool, as_json: bool) -> None:
     """Harvest, then build trends: the one command a crontab calls.
 
     Takes the archive's run lock first, so two runs (or a run and `botstats schedule`) never
@@ -804,7 +809,8 @@ def run_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str | N
     settings = settings_from(ctx, config_file, base_url, db, **more)
     setup_logging(settings)
     with stop_on_signals(threading.Event()) as stop, harvest_progress(progress) as on_progress:
-        report = run(settings, full=full, stop=stop, on_progress=on_progress)
+        report = run(settings, full=full, full_trends=full_trends, stop=stop,
+                     on_progress=on_progress)
     if as_json:
         print_json(report.as_dict())
     else:

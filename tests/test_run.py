@@ -63,7 +63,7 @@ def test_run_status_and_when_trends_run(tmp_path: Path, monkeypatch: pytest.Monk
     def fake_harvest(settings: Settings, **kw: Any) -> HarvestReport:
         return HarvestReport(run_id="r1", mode="incremental", status=harvest_status)
 
-    def fake_trends(settings: Settings, run_id: str | None) -> Any:
+    def fake_trends(settings: Settings, run_id: str | None, **kw: Any) -> Any:
         calls.append(str(run_id))
         if trends_fails:
             raise ExportError("disk full")
@@ -110,11 +110,13 @@ def test_botstats_run_prints_a_summary_and_exits_0(tmp_path: Path, service: Any)
     assert "harvest " in out and ": complete" in out
     assert "bot_growth" in out  # the trends summary
     assert out.strip().splitlines()[-1].endswith(": complete (exit 0)")
-    proc = _botstats(tmp_path, "--db", "a.ducklake", "--base-url", service.base_url, "run", "--json")
+    proc = _botstats(tmp_path, "--db", "a.ducklake", "--base-url", service.base_url, "run", "--json",
+                     "--full-trends")
     out, err = proc.communicate(timeout=120)
     data = json.loads(out)
     assert proc.returncode == 0 and data["status"] == "complete" and data["exit_code"] == 0
     assert data["trends"]["datasets"] and data["harvest"]["stats_added"] == 0
+    assert (data["trends"]["mode"], data["trends"]["reason"]) == ("full", "--full")
 
 
 @pytest.mark.slow
@@ -165,7 +167,7 @@ def test_a_lock_file_that_cannot_be_opened_is_refused_not_waited_on(tmp_path: Pa
     # filelock takes a lock file it cannot open for one another process holds: the run would
     # wait out the whole lock timeout (here longer than the test allows) and then blame a holder.
     db = tmp_path / "a.ducklake"
-    (tmp_path / "a.duckdb.lock").mkdir()
+    (tmp_path / "a.ducklake.lock").mkdir()
     proc = _botstats(tmp_path, "--db", str(db), "--base-url", "http://127.0.0.1:9", "run",
                      "--lock-timeout", "600")
     _, err = proc.communicate(timeout=60)
@@ -235,7 +237,7 @@ def test_sigterm_finishes_the_batch_and_records_the_run_interrupted(tmp_path: Pa
     proc = _botstats(tmp_path, "--db", str(settings.db_path), "--base-url", svc.base_url, "run",
                      "--no-progress")
     deadline = time.monotonic() + 30
-    while not (tmp_path / "a.duckdb.primary").exists() and time.monotonic() < deadline:
+    while not (tmp_path / "a.ducklake").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(0.8)  # well inside the harvest (80 bots x 0.3 s / 16 workers)
     proc.send_signal(signal.SIGTERM)
