@@ -343,8 +343,12 @@ async def _harvest_bot(
         return
     report.bots_fetched += 1
     if isinstance(records, RawArray):
-        page = parse_stats_raw(records.body, records.items, bot_id, fields)
         length = len(records.items)
+        start = 0 if full or newest is None else _after_newest(records.items, newest, bot_id,
+                                                                 fields)
+        body, items = (records.body, records.items) if not start else \
+            _subarray(records.items[start:])
+        page = parse_stats_raw(body, items, bot_id, fields)
     else:
         page = parse_stats(records, bot_id, fields)
         length = len(records)
@@ -361,6 +365,36 @@ async def _harvest_bot(
                     listed=listed[0] if listed else length)
     if buffer.full:
         await buffer.flush()
+
+
+# How far from where the last read ended the newest archived record is looked for in a whole
+# /stats list: records dropped or inserted before it shift it by as many places.
+_ANCHOR_WINDOW = 8
+
+
+def _after_newest(items: list[Any], newest: archive.Newest, bot_id: str,
+                  fields: FieldSettings) -> int:
+    """Where the records after the bot's newest archived one start in a whole /stats list (0:
+    not found, decode them all). The list's length at the last read says where to look, so an
+    hourly run decodes what is new, not the bot's whole history."""
+    if not newest.listed:
+        return 0
+    lo = max(0, newest.listed - _ANCHOR_WINDOW)
+    for i in range(lo, min(len(items), newest.listed + _ANCHOR_WINDOW)):
+        try:
+            if stat_key(decode_json(bytes(items[i])), bot_id, fields) == newest.stat_id:
+                return i + 1
+        except (Invalid, ValueError):
+            continue
+    return 0
+
+
+def _subarray(items: list[Any]) -> tuple[bytes, list[Any]]:
+    """A JSON array of ``items`` (raw record texts) and its items, as the client splits one."""
+    body = b"[" + b",".join(bytes(item) for item in items) + b"]"
+    split = split_array(body)
+    assert split is not None  # each item was a JSON value of an array that split
+    return split.body, split.items
 
 
 def _newer(page: StatPage, newest: archive.Newest) -> tuple[StatPage, bool]:
