@@ -24,10 +24,11 @@ import asyncio
 import email.utils
 import json
 import logging
+import math
 import re
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from types import TracebackType
@@ -46,7 +47,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from .config import Secret, Settings
+from .config import FieldSettings, Secret, Settings
 from .errors import (
     ApiError,
     AuthError,
@@ -627,6 +628,45 @@ def decode_json(body: bytes) -> Any:
         return orjson.loads(body)
     except orjson.JSONDecodeError:
         return json.loads(body)
+def custom_value(raw: str) -> int | float | bool | str:
+    """A custom field's value typed on a command line: an integer, a finite number, true/false,
+    else the text itself."""
+    if re.fullmatch(r"[+-]?\d+", raw):
+        return int(raw)
+    try:
+        number = float(raw)
+    except ValueError:
+        number = math.nan
+    if math.isfinite(number):  # "nan"/"inf" are not JSON numbers: keep them as text
+        return number
+    if raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    return raw
+
+
+def parse_custom(pairs: Iterable[str]) -> list[tuple[str, int | float | bool | str]]:
+    """``NAME=VALUE`` texts as (name, typed value); ValueError names the one that is not."""
+    parsed = []
+    for pair in pairs:
+        name, sep, raw = pair.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"expected NAME=VALUE, got {pair!r}.")
+        parsed.append((name.strip(), custom_value(raw)))
+    return parsed
+
+
+def stat_payload(fields: FieldSettings, counts: Mapping[str, int | None],
+                 custom: Iterable[tuple[str, Any]] = ()) -> dict[str, Any]:
+    """The body of ``POST /bots/:id/stats``: the counts that are given (None: left out) and the
+    custom fields under the configured ``[fields]`` names."""
+    payload: dict[str, Any] = {k: v for k, v in counts.items() if v is not None}
+    pairs = list(custom)
+    if pairs:
+        payload["custom"] = [{fields.custom_name: name, fields.custom_value: value}
+                             for name, value in pairs]
+    return payload
+
+
 def _page(limit: int | None, skip: int) -> dict[str, int] | None:
     """The query of one page of a list the service pages; none without a ``limit``: a list
     asked whole sends no paging parameters."""
@@ -722,4 +762,5 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
-__all__ = ["Client", "ClientStats", "RawArray", "parse_retry_after", "redact_url", "split_array"]
+__all__ = ["Client", "ClientStats", "RawArray", "custom_value", "parse_custom", "parse_retry_after",
+           "redact_url", "split_array", "stat_payload"]

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from .crontab import parse_crontab
 from .errors import ConfigError
 
 DEFAULT_CONFIG_FILE = "config.toml"
@@ -433,8 +434,6 @@ def _validate_schedule(settings: Settings, where: Callable[[str], str]) -> None:
             f"{where('schedule.timezone')}: [schedule].timezone {settings.schedule.timezone!r} is not a known "
             f"IANA zone; use a name like 'UTC' or 'Europe/Berlin'."
         ) from None
-    from .schedule import parse_crontab  # schedule imports config: import here, not at the top
-
     for key in ("harvest", "trends"):
         expr = getattr(settings.schedule, key)
         if expr and len(expr.split()) != 5 and not expr.startswith("@"):

@@ -14,7 +14,7 @@ returning, so a notebook never holds the file between cells and never gets in a 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -68,6 +68,18 @@ def _under(root: Path, path: str) -> str:
     return str(p if p.is_absolute() else root / p)
 
 
+def parse_variables(items: Iterable[str]) -> dict[str, str]:
+    """``NAME=VALUE`` texts (``botstats sql --param``) as DuckDB variables; a repeated name: the
+    last wins. ValueError names the item that is not ``NAME=VALUE``."""
+    variables = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"{item!r} is not NAME=VALUE.")
+        variables[name.strip()] = value
+    return variables
+
+
 def query(
     settings: Settings, sql: str, params: Mapping[str, object] | None = None
 ) -> pl.DataFrame:
@@ -83,4 +95,4 @@ def query(
     return pl.DataFrame() if result is None else result
 
 
-__all__ = ["ROOT_MARKERS", "notebook_settings", "project_root", "query"]
+__all__ = ["ROOT_MARKERS", "notebook_settings", "parse_variables", "project_root", "query"]

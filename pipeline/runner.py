@@ -16,11 +16,8 @@ up waiting.
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -133,51 +130,49 @@ def _build_trends(settings: Settings, run_id: str | None) -> TrendsReport:
     from .trends import build_trends
 
     trends = build_trends(settings, run_id=run_id)
-    log.info("trends %s: %d datasets, %d partitions written, %d unchanged, %.1f s", trends.run_id,
-             len(trends.datasets), trends.written, trends.unchanged, trends.seconds)
+    _log_trends(trends)
     return trends
 
 
-# --- the scheduler's jobs -----------------------------------------------------------------------
-def harvest_job(settings: Settings, stop: threading.Event) -> str:
-    """One scheduled harvest under the run lock; returns a one-line result for the log."""
+def _log_trends(trends: TrendsReport) -> None:
+    log.info("trends %s: %d datasets, %d partitions written, %d unchanged, %.1f s", trends.run_id,
+             len(trends.datasets), trends.written, trends.unchanged, trends.seconds)
+
+
+# --- one step on its own: `botstats harvest`, `botstats trends` and the scheduler's jobs ---------
+def locked_harvest(settings: Settings, *, full: bool = False, stop: threading.Event | None = None,
+                   on_progress: ProgressFn | None = None) -> HarvestReport:
+    """One harvest under the run lock, its run id written into the lock holder file."""
+    stop = stop or threading.Event()
     with run_lock(settings, "harvest", stop=stop) as lock:
-        report = harvest(settings, stop=stop, on_progress=_noting(lock, None))
+        report = harvest(settings, full=full, stop=stop, on_progress=_noting(lock, on_progress))
         lock.note(run_id=report.run_id)
+    return report
+
+
+def locked_trends(settings: Settings, *, stop: threading.Event | None = None) -> TrendsReport:
+    """One trends build under the run lock."""
+    from .trends import build_trends
+
+    with run_lock(settings, "trends", stop=stop):
+        return build_trends(settings)
+
+
+def harvest_job(settings: Settings, stop: threading.Event) -> str:
+    """One scheduled harvest; returns a one-line result for the log."""
+    report = locked_harvest(settings, stop=stop)
     return (f"harvest {report.run_id} {report.status} (exit {report.exit_code}): "
             f"{report.bots_seen} bots, {report.stats_added} new records, {report.errors} errors, "
             f"{report.seconds:.1f} s")
 
 
 def trends_job(settings: Settings, stop: threading.Event) -> str:
-    """One scheduled trends build under the run lock."""
-    with run_lock(settings, "trends", stop=stop):
-        trends = _build_trends(settings, None)
+    """One scheduled trends build."""
+    trends = locked_trends(settings, stop=stop)
+    _log_trends(trends)
     return (f"trends {trends.run_id}: {len(trends.datasets)} datasets, "
             f"{trends.written} partitions written, {trends.unchanged} unchanged")
 
 
-# --- signals for `botstats run` -----------------------------------------------------------------
-@contextmanager
-def stop_on_signals(stop: threading.Event) -> Iterator[threading.Event]:
-    """While inside, SIGTERM/SIGINT set ``stop`` (finish the batch, exit 4); a second one aborts."""
-    if threading.current_thread() is not threading.main_thread():
-        yield stop
-        return
-
-    def handler(signum: int, _frame: Any) -> None:
-        log.warning("%s received: finishing the current batch, then stopping (send it again to "
-                    "abort at once)", signal.Signals(signum).name)
-        stop.set()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield stop
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-
-__all__ = ["RUN_EXIT_CODES", "RunReport", "harvest_job", "run", "stop_on_signals", "trends_job"]
+__all__ = ["RUN_EXIT_CODES", "RunReport", "harvest_job", "locked_harvest", "locked_trends", "run",
+           "trends_job"]

@@ -145,14 +145,14 @@ def test_cli_config_prints_effective_settings(tmp_path: Path) -> None:
 def test_the_command_exits_at_once_yet_flushes_its_logs_and_output(tmp_path: Path) -> None:
     # botstats leaves with os._exit (no interpreter teardown): what it wrote must be out first.
     log = tmp_path / "botstats.log"
-    code = ("import logging, sys; from pipeline.cli import _exit; "
+    code = ("import logging, sys; from pipeline.cli import exit_now; "
             f"logging.getLogger('botstats').addHandler(logging.FileHandler({str(log)!r})); "
-            "logging.getLogger('botstats').warning('kept'); sys.stdout.write('out'); _exit(3)")
+            "logging.getLogger('botstats').warning('kept'); sys.stdout.write('out'); exit_now(3)")
     buffered = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=REPO, timeout=60, env=buffered)
     assert (proc.returncode, proc.stdout, log.read_text()) == (3, "out", "kept\n")
-    proc = subprocess.run([sys.executable, "-c", "from pipeline.cli import _exit; _exit('why')"],
+    proc = subprocess.run([sys.executable, "-c", "from pipeline.cli import exit_now; exit_now('why')"],
                           capture_output=True, text=True, cwd=REPO, timeout=60)
     assert (proc.returncode, proc.stderr) == (1, "why\n")  # as SystemExit('why') would
 

@@ -117,6 +117,23 @@ def test_botstats_run_prints_a_summary_and_exits_0(tmp_path: Path, service: Any)
     assert data["trends"]["datasets"] and data["harvest"]["stats_added"] == 0
 
 
+@pytest.mark.parametrize("job", ["harvest", "trends"])
+def test_harvest_and_trends_on_their_own_take_the_lock_and_name_their_run(
+        tmp_path: Path, service: Any, job: str) -> None:
+    settings = _settings(tmp_path, service.base_url)
+    if job == "trends":
+        assert runner.run(settings).status == "complete"
+    proc = _botstats(tmp_path, "--db", str(settings.db_path), "--base-url", service.base_url,
+                     job, "--json", *(["--no-progress"] if job == "harvest" else []))
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    info = holder(settings)
+    assert info is not None and info["job"] == job and info["released_at"]
+    assert info["pid"] == proc.pid
+    if job == "harvest":  # a trends build has no run of its own to name
+        assert info["run_id"] == json.loads(out)["run_id"]
+
+
 @pytest.mark.slow
 def test_a_second_run_gives_up_with_75_naming_the_holder(tmp_path: Path, service: Any) -> None:
     settings = _settings(tmp_path, service.base_url)
