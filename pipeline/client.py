@@ -33,11 +33,10 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit
 
 import httpx
 import msgspec
-import orjson
 from aiolimiter import AsyncLimiter
 from tenacity import (
     AsyncRetrying,
@@ -59,18 +58,18 @@ from .errors import (
     ServerError,
     Unreachable,
 )
+from .json_codec import decode_json
+from .redact import Redactor, redact_url
 
 log = logging.getLogger("botstats.client")
 
 MAX_BODY_BYTES = 1_000_000  # raw body kept on an error (BadResponse.body etc.)
 SNIPPET_CHARS = 200  # of the body quoted in a message
-MIN_REDACTED = 4  # shortest token/key masked when the service echoes it back
 RETRY_STATUSES = frozenset({500, 502, 503, 504})
 # Failures where the request cannot have reached the server, so even a POST may be resent.
 NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 # Failures worth another try for an idempotent request (a bad URL scheme etc. is not).
 TRANSIENT = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
-SECRET_PARAM = re.compile(r"token|key|secret|password|passwd|auth|signature|sig", re.I)
 
 
 @dataclass
@@ -198,9 +197,8 @@ class Client:
         # One request per 1/budget seconds, no burst: a budget is a promise to the service.
         budget = svc.request_budget
         self._limiter = AsyncLimiter(1, 1.0 / budget) if budget > 0 else None
-        self._secrets: list[str] = []
-        for secret in (settings.user_token.get(), settings.bot_key.get()):
-            self._remember(secret)
+        # The service may echo a credential back in an error; never pass it on.
+        self._redactor = Redactor([settings.user_token.get(), settings.bot_key.get()], patterns=())
 
     async def __aenter__(self) -> Client:
         return self
@@ -296,7 +294,7 @@ class Client:
                 method="POST",
                 url=url,
             )
-        self._remember(key)
+        self._redactor.add(key)
         request = self._request(
             "POST", f"/bots/{_seg(bot_id)}/stats", json=payload, headers={"Authorization": key}
         )
@@ -336,7 +334,7 @@ class Client:
         # Tolerate a token pasted with its scheme so the header is never "Bearer Bearer ...".
         if token[:7].lower() == "bearer ":
             token = token[7:]
-            self._remember(token)
+            self._redactor.add(token)
         return {"Authorization": f"Bearer {token}"}
 
     async def _get(
@@ -541,7 +539,7 @@ class Client:
             advice = "check the service is up and try again"
         if not call.idempotent and not isinstance(exc, NEVER_SENT):
             advice = call.recheck
-        reason = self._redact(str(exc))
+        reason = self._redactor.text(str(exc))
         cause = f"{type(exc).__name__}: {reason}" if reason else type(exc).__name__
         return Unreachable(
             f"{call.where} {what} ({cause}){_after(attempt)}; {advice}.",
@@ -550,20 +548,9 @@ class Client:
         )
 
     # --- message helpers ----------------------------------------------------------------------
-    def _remember(self, secret: str) -> None:
-        # Masking a 1-3 character "secret" would mangle every message and protect nothing.
-        if len(secret) >= MIN_REDACTED and secret not in self._secrets:
-            self._secrets.append(secret)
-
-    def _redact(self, text: str) -> str:
-        # The service may echo a credential back in an error; never pass it on.
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
-
     def _body(self, response: httpx.Response) -> str:
         raw = response.content[:MAX_BODY_BYTES]
-        return self._redact(raw.decode(response.encoding or "utf-8", errors="replace"))
+        return self._redactor.text(raw.decode(response.encoding or "utf-8", errors="replace"))
 
     def _snippet(self, response: httpx.Response) -> str:
         text = " ".join(self._body(response)[: SNIPPET_CHARS * 4].split())
@@ -584,7 +571,7 @@ class Client:
                 text += f" ({_compact(data['details'])})"
         else:
             text = _compact(data)
-        text = self._redact(text)
+        text = self._redactor.text(text)
         return f": {text[:SNIPPET_CHARS * 2]}" if text else ""
 
     def _error_fields(self, call: _Call, response: httpx.Response) -> dict[str, Any]:
@@ -620,14 +607,7 @@ def split_array(body: bytes) -> RawArray | None:
     return RawArray(body, items)
 
 
-def decode_json(body: bytes) -> Any:
-    """A response body as JSON: orjson (3x faster, and this is every /stats page), else what
-    ``Response.json()`` reads (NaN, Infinity, lone surrogates, UTF-16/32 bodies), so every body
-    reads as before. orjson reads integers beyond 64 bits as floats (out of any count's range)."""
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return json.loads(body)
+
 def custom_value(raw: str) -> int | float | bool | str:
     """A custom field's value typed on a command line: an integer, a finite number, true/false,
     else the text itself."""
@@ -745,21 +725,6 @@ def env_proxy(url: str, env: dict[str, str] | None = None) -> str | None:
     proxy = None if bypass else proxies.get(urlsplit(url).scheme) or proxies.get("all")
     # "proxy:3128" means an HTTP proxy, as curl and httpx read it.
     return proxy if proxy is None or "://" in proxy else f"http://{proxy}"
-
-
-def redact_url(url: str) -> str:
-    """The URL with credentials in the userinfo and token/key-like query params masked."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        netloc = "***@" + netloc.rsplit("@", 1)[1]
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        query = urlencode(
-            [(k, "***" if SECRET_PARAM.search(k) else v) for k, v in pairs], safe="*@"
-        )
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 __all__ = ["Client", "ClientStats", "RawArray", "custom_value", "parse_custom", "parse_retry_after",

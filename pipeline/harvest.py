@@ -5,7 +5,7 @@ One run:
 1. records itself in ``harvest_runs`` (status ``running``) and marks any run a killed process
    left ``running`` as ``interrupted``;
 2. snapshots the configured user (me, bots, servers, webhooks) when a user token is set;
-3. pages through ``GET /bots`` with :class:`~pipeline.listing.ListingPager` (no bot lost or
+3. pages through ``GET /bots`` with :class:`~pipeline.listing.Pager` (no bot lost or
    read twice, whatever the service does), and for each listing page looks up, in one query,
    the newest archived record of its bots;
 4. hands bots to ``concurrency`` workers: a bot whose newest record (``GET /bots/:id/stat``) is
@@ -25,7 +25,6 @@ import asyncio
 import json
 import logging
 import os
-import secrets
 import socket
 import threading
 from collections.abc import Awaitable, Callable
@@ -39,10 +38,19 @@ import duckdb
 import polars as pl
 
 from . import store
-from .client import Client, RawArray, decode_json, redact_url, split_array
+from .client import Client, RawArray, split_array
 from .config import FieldSettings, Settings
-from .errors import ApiError, BadResponse, BotstatsError, NotFound, StoreError
-from .listing import ListingPager, ListingUnstable, SkipIgnored
+from .errors import (
+    ApiError,
+    BadResponse,
+    BotstatsError,
+    ListingUnstable,
+    NotFound,
+    SkipIgnored,
+    StoreError,
+)
+from .json_codec import decode_json
+from .listing import Pager
 from .records import (
     BotRow,
     Invalid,
@@ -55,6 +63,8 @@ from .records import (
     same_record,
     stat_key,
 )
+from .redact import redact_url
+from .run_id import new_run_id
 
 log = logging.getLogger("botstats.harvest")
 T = TypeVar("T")
@@ -103,10 +113,6 @@ class HarvestReport:
 
 
 ProgressFn = Callable[[HarvestReport], None]
-
-
-def new_run_id() -> str:
-    return f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
 
 
 def harvest(
@@ -222,7 +228,7 @@ async def _list(
     full: bool,
     stop: threading.Event,
 ) -> None:
-    pager = ListingPager(page_size=settings.service.page_size)
+    pager = Pager(page_size=settings.service.page_size)
     fields = settings.fields
     skip = 0
     while not stop.is_set():
@@ -371,7 +377,7 @@ def _holds(page: StatPage, key: str, bot_id: str, fields: FieldSettings) -> bool
 
 
 async def _read_paged(fetch: Callable[[int, int], Awaitable[list[T]]], key: Callable[[T], str],
-                      pager: ListingPager) -> list[T]:
+                      pager: Pager) -> list[T]:
     """Every item of a list the service pages, once each and in order: ``fetch(limit, skip)``
     reads a page, ``pager`` pages as the listing is paged (an overlap, an empty page to end,
     ``skip`` checked), ``key`` tells items apart (the overlap re-reads some)."""
@@ -388,8 +394,8 @@ async def _read_paged(fetch: Callable[[int, int], Awaitable[list[T]]], key: Call
     return kept
 
 
-def _paged_list(what: str, items: str, setting: str, page_size: int) -> ListingPager:
-    return ListingPager(
+def _paged_list(what: str, items: str, setting: str, page_size: int) -> Pager:
+    return Pager(
         page_size=page_size, what=what, items=items,
         skip_advice=f"the list cannot be paged: set [service].{setting} = 0 if the service "
                     f"sends whole lists.",
@@ -594,15 +600,15 @@ def _write(con: duckdb.DuckDBPyConnection, f: _Frames, report: HarvestReport,
         if f.rejects:
             report.rejects += _write_rejects(con, f.rejects, run_id, now)
         if f.errors:
-            store.run(con, "INSERT INTO harvest_errors BY NAME SELECT * FROM errors_in",
+            store.run_with_frames(con, "INSERT INTO harvest_errors BY NAME SELECT * FROM errors_in",
                       errors_in=pl.DataFrame(f.errors, schema=ERROR_SCHEMA).with_columns(
                           run_id=pl.lit(run_id), seen_at=pl.lit(now)))
         if f.users:
-            store.run(con, "INSERT INTO users BY NAME SELECT * FROM users_in ON CONFLICT DO NOTHING",
+            store.run_with_frames(con, "INSERT INTO users BY NAME SELECT * FROM users_in ON CONFLICT DO NOTHING",
                       users_in=pl.DataFrame(f.users))
         for table, rows in f.snapshots.items():
             keys = [c for c in rows[0] if c not in ("raw", "fetched_at")]
-            store.run(con, f"INSERT INTO {table} BY NAME SELECT * FROM snap_in ON CONFLICT DO NOTHING",
+            store.run_with_frames(con, f"INSERT INTO {table} BY NAME SELECT * FROM snap_in ON CONFLICT DO NOTHING",
                       snap_in=pl.DataFrame(rows).unique(subset=keys, keep="last"))
         _save_counters(con, report)
         con.execute("COMMIT")
@@ -626,9 +632,9 @@ def _write_bots(con: duckdb.DuckDBPyConnection, rows: list[BotRow], run_id: str,
         schema={"bot_id": pl.String, "name": pl.String, "raw": pl.String},
     ).unique(subset="bot_id", keep="last").with_columns(
         first_seen_at=pl.lit(now), last_seen_at=pl.lit(now), run_id=pl.lit(run_id))
-    ((new_count,),) = store.run(
+    ((new_count,),) = store.run_with_frames(
         con, "SELECT count(*) FROM bots_in n ANTI JOIN bots o USING (bot_id)", bots_in=bots_in)
-    store.run(
+    store.run_with_frames(
         con,
         "INSERT INTO bots BY NAME SELECT * FROM bots_in ON CONFLICT (bot_id) DO UPDATE SET "
         "name = excluded.name, raw = excluded.raw, last_seen_at = excluded.last_seen_at, "
@@ -652,7 +658,7 @@ def _update_latest(con: duckdb.DuckDBPyConnection, batch_in: pl.DataFrame,
                    changed: pl.DataFrame) -> None:
     """``bot_latest_stat`` after the batch: a bot's newest record in the batch replaces the one
     kept unless that one is newer (the service may have dropped records the archive keeps)."""
-    store.run(
+    store.run_with_frames(
         con, "INSERT INTO bot_latest_stat BY NAME SELECT bot_id, arg_max(stat_id, recorded_at) "
         "AS stat_id, max(recorded_at) AS recorded_at FROM batch_in GROUP BY bot_id "
         "ON CONFLICT (bot_id) DO UPDATE SET stat_id = excluded.stat_id, "
@@ -661,7 +667,7 @@ def _update_latest(con: duckdb.DuckDBPyConnection, batch_in: pl.DataFrame,
     if changed.height:
         # A rewritten record may have moved back in time: its bots' newest is looked up again
         # (a scan of bot_stats, only when the service changed records).
-        store.run(
+        store.run_with_frames(
             con, "INSERT OR REPLACE INTO bot_latest_stat SELECT bot_id, "
             "arg_max(stat_id, recorded_at), max(recorded_at) FROM bot_stats "
             "SEMI JOIN changed_in USING (bot_id) GROUP BY bot_id",
@@ -675,12 +681,12 @@ def _write_records(con: duckdb.DuckDBPyConnection, f: _Frames, batch_in: pl.Data
         # Nothing was archived when the run started and each bot is read once: every key is
         # new. DuckDB runs ON CONFLICT as a join against the whole table plus a group-by, a
         # third of the cost of a write, so plain INSERTs do here.
-        store.run(con, "INSERT INTO bot_stats BY NAME SELECT * FROM batch_in", batch_in=batch_in)
+        store.run_with_frames(con, "INSERT INTO bot_stats BY NAME SELECT * FROM batch_in", batch_in=batch_in)
         if custom.height:
-            store.run(con, "INSERT INTO bot_stat_custom BY NAME SELECT * FROM custom_in",
+            store.run_with_frames(con, "INSERT INTO bot_stat_custom BY NAME SELECT * FROM custom_in",
                       custom_in=_custom_in(custom, run_id, f.distinct))
         return batch_in.height, _keys([])
-    added = _keys(store.run(
+    added = _keys(store.run_with_frames(
         con, "INSERT INTO bot_stats BY NAME SELECT * FROM batch_in ON CONFLICT DO NOTHING "
         "RETURNING bot_id, stat_id", batch_in=batch_in))
     # Every record of the batch new (bots archived for the first time): nothing to compare.
@@ -705,9 +711,9 @@ def _write_custom(con: duckdb.DuckDBPyConnection, custom: pl.DataFrame, run_id: 
     custom_in = _custom_in(custom, run_id, distinct).join(
         touched, on=["bot_id", "stat_id"], how="semi", maintain_order="left")
     if changed.height:
-        store.run(con, "DELETE FROM bot_stat_custom AS c USING changed_in AS k "
+        store.run_with_frames(con, "DELETE FROM bot_stat_custom AS c USING changed_in AS k "
                   "WHERE c.bot_id = k.bot_id AND c.stat_id = k.stat_id", changed_in=changed)
-    store.run(con, "INSERT INTO bot_stat_custom BY NAME SELECT * FROM custom_in",
+    store.run_with_frames(con, "INSERT INTO bot_stat_custom BY NAME SELECT * FROM custom_in",
               custom_in=custom_in)
 
 
@@ -741,7 +747,7 @@ def _update_changed(con: duckdb.DuckDBPyConnection, batch_in: pl.DataFrame) -> p
 
     A record whose text differs is compared as JSON: the same record spelled another way (keys
     reordered, or archived canonically by an older botstats) is unchanged."""
-    spelled_apart = store.run(
+    spelled_apart = store.run_with_frames(
         con, "SELECT b.bot_id, b.stat_id, t.raw::VARCHAR, b.raw FROM batch_in AS b "
         "JOIN bot_stats AS t ON t.bot_id = b.bot_id AND t.stat_id = b.stat_id "
         "WHERE t.raw::VARCHAR <> b.raw", batch_in=batch_in)
@@ -749,7 +755,7 @@ def _update_changed(con: duckdb.DuckDBPyConnection, batch_in: pl.DataFrame) -> p
                      if not same_record(old, new)])
     if changed.is_empty():
         return changed
-    return _keys(store.run(
+    return _keys(store.run_with_frames(
         con, "UPDATE bot_stats AS t SET recorded_at = b.recorded_at, users = b.users, "
         "guilds = b.guilds, shards = b.shards, memory_load = b.memory_load, "
         "cpu_load = b.cpu_load, commands_executed = b.commands_executed, raw = b.raw, "
@@ -773,7 +779,7 @@ def _write_rejects(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]], r
             run_id=pl.lit(run_id), seen_at=pl.lit(now))
         .unique(subset="reject_key", keep="first")
     )
-    ((added,),) = store.run(
+    ((added,),) = store.run_with_frames(
         con, "INSERT INTO rejects BY NAME SELECT * FROM rejects_in ON CONFLICT DO NOTHING",
         rejects_in=rejects_in)
     return int(added)
@@ -782,7 +788,7 @@ def _write_rejects(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]], r
 def _newest_keys(con: duckdb.DuckDBPyConnection, bot_ids: list[str]) -> dict[str, str]:
     """The newest archived stat key of each bot in one listing page (one query per page, on
     ``bot_latest_stat``: one row per bot, whatever the size of ``bot_stats``)."""
-    rows = store.run(
+    rows = store.run_with_frames(
         con, "SELECT bot_id, stat_id FROM bot_latest_stat SEMI JOIN page_in USING (bot_id)",
         page_in=pl.DataFrame({"bot_id": bot_ids}, schema={"bot_id": pl.String}))
     return dict(rows)

@@ -28,6 +28,7 @@ import orjson
 from msgspec.structs import astuple
 
 from .config import FieldSettings
+from .json_codec import decode_json
 
 COUNT_FIELDS = ("users", "guilds", "shards", "commands_executed")
 REQUIRED_COUNTS = ("users", "guilds")  # required by the creation payload
@@ -361,7 +362,7 @@ def _raw_page_by_record(items: Sequence[Any], bot_id: str, fields: FieldSettings
     for item in items:
         text = _item_text(item)
         try:
-            page.add(parse_stat(_decode_item(text), bot_id, fields, raw=text))
+            page.add(parse_stat(decode_json(text), bot_id, fields, raw=text))
         except Invalid as exc:
             page.rejects.append((str(exc), text[:MAX_RAW_CHARS]))
         except ValueError as exc:  # not JSON after all (msgspec only skipped over it)
@@ -474,7 +475,7 @@ def same_record(a: str, b: str) -> bool:
     if a == b:
         return True
     try:
-        return canonical_json(_decode_item(a)) == canonical_json(_decode_item(b))
+        return canonical_json(decode_json(a)) == canonical_json(decode_json(b))
     except ValueError:
         return False
 
@@ -482,13 +483,6 @@ def same_record(a: str, b: str) -> bool:
 def _item_text(item: Any) -> str:
     """A record's JSON text as received (bytes that are not UTF-8 shown replaced)."""
     return item if isinstance(item, str) else bytes(item).decode("utf-8", errors="replace")
-
-
-def _decode_item(text: str) -> Any:
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return json.loads(text)  # integers beyond 64 bits etc., as Response.json() reads them
 
 
 def parse_bot(record: Any, fields: FieldSettings) -> BotRow:

@@ -16,7 +16,6 @@ writer holds, not even read-only). So there are two files:
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import time
 from collections.abc import Iterator
@@ -30,6 +29,7 @@ import duckdb
 
 from .config import Settings
 from .errors import StoreError
+from .files import replacing
 
 log = logging.getLogger("botstats.store")
 
@@ -139,8 +139,8 @@ class _ArrowStream:
         return self.frame.__arrow_c_stream__(requested_schema)
 
 
-def run(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None,
-        **frames: pl.DataFrame) -> list[tuple[Any, ...]]:
+def run_with_frames(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None,
+                    **frames: pl.DataFrame) -> list[tuple[Any, ...]]:
     """Run ``sql`` with each polars frame readable under its keyword name; return the rows.
 
     Handed a polars frame itself, DuckDB converts it through pyarrow under the GIL (and imports
@@ -272,14 +272,10 @@ def publish(paths: ArchivePaths) -> None:
     """Copy the closed primary beside the published file and rename it over in one step."""
     if not paths.primary.exists():
         return
-    tmp = paths.published.with_name(f".{paths.published.name}.{os.getpid()}.tmp")
     try:
-        shutil.copyfile(paths.primary, tmp)
-        with tmp.open("rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, paths.published)
+        with replacing(paths.published, durable=True) as tmp:
+            shutil.copyfile(paths.primary, tmp)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise StoreError(
             f"cannot publish the archive to {paths.published}: {exc}. What the job wrote is "
             f"safe in {paths.primary}; readers keep the previous copy. Fix that (free space, "

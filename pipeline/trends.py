@@ -31,13 +31,12 @@ from __future__ import annotations
 
 import difflib
 import re
-import secrets
 import string
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any, Final
@@ -51,6 +50,7 @@ from . import exports, store
 from .config import Settings, TrendSettings
 from .errors import ExportError, QueryError, StoreError
 from .exports import DatasetExport, MonthSpill
+from .run_id import new_run_id
 
 
 @dataclass(frozen=True)
@@ -700,11 +700,6 @@ class TrendsReport:
                 for d in self.datasets
             ],
         }
-
-
-def new_run_id(now: datetime | None = None) -> str:
-    now = now or datetime.now(UTC)
-    return f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
 
 
 def build_trends(settings: Settings, *, run_id: str | None = None) -> TrendsReport:

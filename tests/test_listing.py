@@ -1,6 +1,6 @@
 """Paging GET /bots: the pager returns every bot exactly once whatever the listing does.
 
-`ListingPager` is a pure state machine, so the service is a Python list here: `Listing` serves
+`Pager` is a pure state machine, so the service is a Python list here: `Listing` serves
 pages of it with an optional page cap below the `limit` asked, and changes it after given
 requests the way a churning service does (bots inserted at the front, bots removed behind or
 ahead of the pager). Each scenario checks the three promises:
@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from pipeline.listing import ListingPager, ListingUnstable, SkipIgnored
+from pipeline.errors import ListingUnstable, SkipIgnored
+from pipeline.listing import Pager
 
 REQUEST_LIMIT = 20_000  # far above any bound of the pager: reaching it is an endless loop
 
@@ -91,9 +92,9 @@ class Listing:
         return set(self.start) | set(self.inserted_at)
 
 
-def page_through(listing: Listing, page_size: int = 100) -> tuple[ListingPager, list[str]]:
+def page_through(listing: Listing, page_size: int = 100) -> tuple[Pager, list[str]]:
     """Drive a pager over the listing to the end; return it and the ids it returned, in order."""
-    pager = ListingPager(page_size=page_size)
+    pager = Pager(page_size=page_size)
     returned: list[str] = []
     while (request := pager.next_request()) is not None:
         assert listing.requests < REQUEST_LIMIT, "the pager never stops"
@@ -103,7 +104,7 @@ def page_through(listing: Listing, page_size: int = 100) -> tuple[ListingPager, 
     return pager, returned
 
 
-def assert_exactly_once(listing: Listing, pager: ListingPager, returned: list[str]) -> None:
+def assert_exactly_once(listing: Listing, pager: Pager, returned: list[str]) -> None:
     assert pager.complete
     assert len(returned) == len(set(returned)), "a bot was returned twice"
     assert set(returned) <= listing.ever_listed(), "a bot that was never listed was returned"
