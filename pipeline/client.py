@@ -118,10 +118,10 @@ class _Lanes:
     """Transports of one connection each, every one carrying one request at a time.
 
     One shared httpx pool re-checks the socket of every idle connection, in Python, whenever a
-    request starts or ends (httpcore's ``has_expired``, through anyio): with eight requests in
-    flight that was a sixth of the HTTP's CPU. A one-connection transport checks only its own.
-    Requests go to the transport itself, not through ``AsyncClient.send``: its auth, redirect
-    and cookie layers (none of which this client uses) cost a quarter of a request's CPU.
+    request starts or ends (httpcore's ``has_expired``, through anyio), a cost that grows with
+    the requests in flight. A one-connection transport checks only its own. Requests go to the
+    transport itself, not through ``AsyncClient.send``: its auth, redirect and cookie layers
+    (none of which this client uses) cost CPU on every request. Figures: bench/README.md.
     ``size``, ``keep`` and ``wait`` mean what httpx's max_connections, max_keepalive_connections
     and pool timeout mean.
     """
@@ -179,7 +179,7 @@ class Client:
         timeout = httpx.Timeout(svc.timeout, connect=svc.connect_timeout)
         tls = httpx.create_ssl_context()  # one for all: each costs milliseconds to build
         # What an httpx client would put on every request (its default headers with ours, the
-        # timeouts); :meth:`_request` builds them for a third of build_request's CPU.
+        # timeouts); :meth:`_request` builds them for less CPU than build_request does.
         self._template = template = httpx.AsyncClient(
             base_url=svc.base_url, timeout=timeout, verify=tls, transport=transport,
             headers={"User-Agent": svc.user_agent, "Accept": "application/json"},
@@ -358,7 +358,7 @@ class Client:
 
     async def _call(self, call: _Call) -> Any:
         try:
-            # The usual request pays nothing for the retry machinery (a fifth of its cost).
+            # The usual request pays nothing for the retry machinery (tenacity's per-call setup).
             return await self._attempt(call, 1)
         except ApiError as exc:
             if not call.retryable or self.settings.retry.attempts <= 1:

@@ -144,7 +144,7 @@ def run_with_frames(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] 
     """Run ``sql`` with each polars frame readable under its keyword name; return the rows.
 
     Handed a polars frame itself, DuckDB converts it through pyarrow under the GIL (and imports
-    pyarrow for it): a tenth of a harvest's wall time. The Arrow C stream is read directly.
+    pyarrow for it), which a harvest waits on. The Arrow C stream is read directly.
     """
     for name, frame in frames.items():
         con.register(name, _ArrowStream(_no_null_columns(frame)))
