@@ -9,8 +9,15 @@ from pathlib import Path
 import click
 
 from ..logs import setup_logging
-from ..signals import stop_on_signals
-from ._base import cli, common_options, handle_errors, print_json, settings_from_flags
+from ._base import (
+    cli,
+    common_options,
+    handle_errors,
+    harvesting,
+    print_json,
+    report_and_exit,
+    settings_from_flags,
+)
 
 
 @cli.command("harvest")
@@ -28,19 +35,14 @@ def harvest_cmd(full: bool, progress: bool, as_json: bool) -> None:
     Exit codes: 0 complete, 3 partial (some bots failed; the next run retries them),
     1 failed, 4 interrupted, 75 another job holds the archive, 2 usage or config error.
     """
-    from ..console import harvest_progress, harvest_summary, stderr_console
+    from ..console import harvest_summary, stderr_console
     from ..runner import locked_harvest
 
     settings = settings_from_flags()
     setup_logging(settings)
-    # SIGTERM/Ctrl-C: finish the current batch, record the run interrupted, exit 4.
-    with stop_on_signals() as stop, harvest_progress(progress) as on_progress:
-        report = locked_harvest(settings, full=full, stop=stop, on_progress=on_progress)
-    if as_json:
-        print_json(report.as_dict())
-    else:
-        stderr_console().print(harvest_summary(report))
-    sys.exit(report.exit_code)
+    report = harvesting(progress, lambda stop, on_progress: locked_harvest(
+        settings, full=full, stop=stop, on_progress=on_progress))
+    report_and_exit(report, as_json, lambda r: stderr_console().print(harvest_summary(r)))
 
 
 def _age_option(_ctx: click.Context, _param: click.Parameter,

@@ -9,16 +9,20 @@ import json
 import logging
 import os
 import sys
+import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from functools import wraps
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
 from .. import __version__
 from ..config import Settings, load_settings
 from ..errors import BotstatsError
+
+if TYPE_CHECKING:
+    from ..harvest import ProgressFn
 
 T = TypeVar("T")
 
@@ -46,6 +50,25 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
 
 def print_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+def harvesting(progress: bool, job: Callable[[threading.Event, ProgressFn | None], T]) -> T:
+    """Run a job that harvests: SIGTERM or Ctrl+C sets its stop event (it finishes the current
+    batch and records the run interrupted), and its progress is shown unless ``progress`` is off."""
+    from ..console import harvest_progress
+    from ..signals import stop_on_signals
+
+    with stop_on_signals() as stop, harvest_progress(progress) as on_progress:
+        return job(stop, on_progress)
+
+
+def report_and_exit(report: Any, as_json: bool, show: Callable[[Any], None]) -> NoReturn:
+    """Print a job's report (as JSON, or ``show`` it) and exit with its exit code."""
+    if as_json:
+        print_json(report.as_dict())
+    else:
+        show(report)
+    sys.exit(report.exit_code)
 
 
 # --- the options every command shares ------------------------------------------------------------

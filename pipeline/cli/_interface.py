@@ -44,47 +44,46 @@ def users_group() -> None:
     """
 
 
-@users_group.command("me")
-@user_token_option
-@common_options
-@handle_errors
-def users_me() -> None:
-    """Print the current user (GET /users/@me)."""
-    print_json(_call_client(settings_from_flags(), lambda c: c.me()))
+def _read_command(group: click.Group, name: str, method: str, help_text: str, *, arg: str | None,
+                  paged: tuple[str, str, str] | None = None, user: bool = False) -> None:
+    """`botstats GROUP NAME [ARG]`: one GET, printed as JSON. ``paged`` = (what one page holds,
+    what is paged, what --skip skips) adds --limit/--skip for a service that pages the list;
+    ``user`` adds --user-token."""
 
-
-def _user_read_command(name: str, method: str, help_text: str, *, a_list: bool) -> None:
-    """`botstats users NAME USER_ID`: one GET of a user endpoint, printed as JSON; a list takes
-    --limit/--skip, for a service that pages it."""
-
-    def command(user_id: str, limit: int | None = None, skip: int = 0) -> None:
-        paging = {"limit": limit, "skip": skip} if a_list else {}
+    def command(limit: int | None = None, skip: int = 0, **args: str) -> None:
+        paging = {"limit": limit, "skip": skip} if paged else {}
         print_json(_call_client(settings_from_flags(),
-                                lambda c: getattr(c, method)(user_id, **paging)))
+                                lambda c: getattr(c, method)(*args.values(), **paging)))
 
-    decorators = [users_group.command(name, help=help_text), click.argument("user_id", type=ID)]
-    if a_list:
+    decorators = [group.command(name, help=help_text)]
+    if arg:
+        decorators.append(click.argument(arg, type=ID))
+    if paged:
+        each, what, items = paged
         decorators += [
             click.option("--limit", type=click.IntRange(min=1),
-                         help="Ask one page of this many (limit/skip), for a service that pages "
-                              "the list; default: no paging parameters sent."),
+                         help=f"Ask one page of this many{each} (limit/skip), for a service that "
+                              f"pages {what}; default: no paging parameters sent."),
             click.option("--skip", type=click.IntRange(min=0), default=0, show_default=True,
-                         help="Items to skip (with --limit)."),
+                         help=f"{items} to skip (with --limit)."),
         ]
-    decorators += [user_token_option, common_options, handle_errors]
+    decorators += [*([user_token_option] if user else []), common_options, handle_errors]
     for decorate in reversed(decorators):
         command = decorate(command)
 
 
-for _name, _method, _help, _list in (
-    ("get", "user", "Print the user USER_ID (GET /users/:user_id).", False),
-    ("bots", "user_bots", "Print the bots of user USER_ID (GET /users/:user_id/bots).", True),
+USER_LIST = ("", "the list", "Items")
+_read_command(users_group, "me", "me", "Print the current user (GET /users/@me).", arg=None,
+              user=True)
+for _name, _method, _help, _paged in (
+    ("get", "user", "Print the user USER_ID (GET /users/:user_id).", None),
+    ("bots", "user_bots", "Print the bots of user USER_ID (GET /users/:user_id/bots).", USER_LIST),
     ("servers", "user_servers", "Print the servers of user USER_ID (GET /users/:user_id/servers).",
-     True),
+     USER_LIST),
     ("webhooks", "user_webhooks",
-     "Print the webhooks of user USER_ID (GET /users/:user_id/webhooks).", True),
+     "Print the webhooks of user USER_ID (GET /users/:user_id/webhooks).", USER_LIST),
 ):
-    _user_read_command(_name, _method, _help, a_list=_list)
+    _read_command(users_group, _name, _method, _help, arg="user_id", paged=_paged, user=True)
 
 
 @cli.group("bots")
@@ -104,37 +103,14 @@ def bots_list(limit: int | None, skip: int) -> None:
     print_json(_call_client(settings_from_flags(), lambda c: c.list_bots(limit=limit, skip=skip)))
 
 
-@bots_group.command("get")
-@click.argument("bot_id", type=ID)
-@common_options
-@handle_errors
-def bots_get(bot_id: str) -> None:
-    """Print the bot BOT_ID (GET /bots/:bot_id)."""
-    print_json(_call_client(settings_from_flags(), lambda c: c.bot(bot_id)))
-
-
-@bots_group.command("stats")
-@click.argument("bot_id", type=ID)
-@click.option("--limit", type=click.IntRange(min=1),
-              help="Ask one page of this many records (limit/skip), for a service that pages "
-                   "/stats; default: no paging parameters sent.")
-@click.option("--skip", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Records to skip (with --limit).")
-@common_options
-@handle_errors
-def bots_stats(bot_id: str, limit: int | None, skip: int) -> None:
-    """Print the stat records of bot BOT_ID (GET /bots/:bot_id/stats)."""
-    print_json(_call_client(settings_from_flags(),
-                            lambda c: c.bot_stats(bot_id, limit=limit, skip=skip)))
-
-
-@bots_group.command("stat")
-@click.argument("bot_id", type=ID)
-@common_options
-@handle_errors
-def bots_stat(bot_id: str) -> None:
-    """Print the most recent stat record of bot BOT_ID (GET /bots/:bot_id/stat)."""
-    print_json(_call_client(settings_from_flags(), lambda c: c.bot_last_stat(bot_id)))
+for _name, _method, _help, _paged in (
+    ("get", "bot", "Print the bot BOT_ID (GET /bots/:bot_id).", None),
+    ("stats", "bot_stats", "Print the stat records of bot BOT_ID (GET /bots/:bot_id/stats).",
+     (" records", "/stats", "Records")),
+    ("stat", "bot_last_stat",
+     "Print the most recent stat record of bot BOT_ID (GET /bots/:bot_id/stat).", None),
+):
+    _read_command(bots_group, _name, _method, _help, arg="bot_id", paged=_paged)
 
 
 def _custom_option(_ctx: click.Context, _param: click.Parameter,

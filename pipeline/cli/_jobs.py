@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING
 import click
 
 from ..logs import setup_logging
-from ..signals import stop_on_signals
 from ._base import (
     cli,
     common_options,
     config_option,
     handle_errors,
+    harvesting,
     print_json,
+    report_and_exit,
     settings_from_flags,
     typed,
 )
@@ -70,18 +71,13 @@ def run_cmd(full: bool, lock_timeout: float | None, progress: bool, as_json: boo
     Exit codes: 0 complete, 3 partial, 1 failed, 4 interrupted, 75 another run holds the lock
     (the message names it), 2 usage or config error.
     """
-    from ..console import harvest_progress
     from ..runner import run
 
     settings = settings_from_flags(**{"run.lock_timeout": lock_timeout})
     setup_logging(settings)
-    with stop_on_signals() as stop, harvest_progress(progress) as on_progress:
-        report = run(settings, full=full, stop=stop, on_progress=on_progress)
-    if as_json:
-        print_json(report.as_dict())
-    else:
-        _print_run(report)
-    sys.exit(report.exit_code)
+    report = harvesting(progress, lambda stop, on_progress: run(
+        settings, full=full, stop=stop, on_progress=on_progress))
+    report_and_exit(report, as_json, _print_run)
 
 
 @cli.command("schedule")
@@ -158,7 +154,7 @@ def demo_cmd(directory: str, bots: int, days: int, stats_per_day: int, fresh: bo
     """
     from rich.console import Console
 
-    from ..console import harvest_progress, print_table
+    from ..console import print_table
     from ..demo import demo, next_steps
     from ..deploy import botstats_command
 
@@ -167,9 +163,9 @@ def demo_cmd(directory: str, bots: int, days: int, stats_per_day: int, fresh: bo
                                  param_hint="'--stats-per-day'")
     # Logging follows the user's settings (the demo's own overrides are applied inside).
     setup_logging(settings_from_flags())
-    with stop_on_signals() as stop, harvest_progress(not as_json) as on_progress:
-        report = demo(directory, bots=bots, days=days, stats_per_day=stats_per_day,
-                      config=typed().config, fresh=fresh, stop=stop, on_progress=on_progress)
+    report = harvesting(not as_json, lambda stop, on_progress: demo(
+        directory, bots=bots, days=days, stats_per_day=stats_per_day, config=typed().config,
+        fresh=fresh, stop=stop, on_progress=on_progress))
     if as_json:
         print_json(report.as_dict())
         sys.exit(report.run.exit_code)
