@@ -1,5 +1,6 @@
 """`botstats run`, the one job a crontab or the scheduler calls: take the archive's run lock,
-harvest, then build trends.
+harvest, then build trends. Every other job that writes the archive (a harvest or trends build
+on its own, conversion, compaction, backup and restore) runs here too, under the same lock.
 
 Trends run after a ``complete`` or ``partial`` harvest (a partial archive is still worth
 summarising), never after a ``failed`` or ``interrupted`` one. The run's status, and so its exit
@@ -18,7 +19,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .config import Settings
@@ -27,6 +30,8 @@ from .harvest import EXIT_CODES, HarvestReport, ProgressFn, harvest
 from .lock import LockHandle, run_lock
 
 if TYPE_CHECKING:
+    from .legacy import ConvertReport
+    from .store import Compaction
     from .trends import TrendsReport
 
 log = logging.getLogger("botstats.run")
@@ -174,5 +179,39 @@ def trends_job(settings: Settings, stop: threading.Event) -> str:
             f"{trends.written} partitions written, {trends.unchanged} unchanged")
 
 
-__all__ = ["RUN_EXIT_CODES", "RunReport", "harvest_job", "locked_harvest", "locked_trends", "run",
-           "trends_job"]
+# --- archive upkeep: each a job of its own under the run lock ----------------------------------
+def convert_archive(settings: Settings, *, python: str | None = None,
+                    say: Callable[[str], None] = log.info) -> ConvertReport:
+    """Convert a botstats 0.1 archive to the DuckLake layout (see :func:`pipeline.legacy.convert`)."""
+    from .legacy import convert
+
+    with run_lock(settings, "convert-archive"):
+        return convert(settings, python=python, say=say)
+
+
+def compact_archive(settings: Settings, *, keep_days: float) -> Compaction:
+    """Merge small data files and expire snapshots older than ``keep_days``."""
+    from . import store
+
+    with run_lock(settings, "compact"), store.writer(settings) as con:
+        return store.compact(con, store.ArchivePaths.of(settings), keep_days=keep_days)
+
+
+def backup_archive(settings: Settings, dest: Path) -> tuple[int, int]:
+    """Copy the archive into folder ``dest``; (files, bytes) copied."""
+    from . import store
+
+    with run_lock(settings, "backup"):
+        return store.backup(store.ArchivePaths.of(settings), dest)
+
+
+def restore_archive(settings: Settings, source: Path) -> tuple[int, int]:
+    """Put the backup in folder ``source`` in place of the archive; (files, bytes) copied."""
+    from . import store
+
+    with run_lock(settings, "restore"):
+        return store.restore(source, store.ArchivePaths.of(settings))
+
+
+__all__ = ["RUN_EXIT_CODES", "RunReport", "backup_archive", "compact_archive", "convert_archive",
+           "harvest_job", "locked_harvest", "locked_trends", "restore_archive", "run", "trends_job"]

@@ -1,4 +1,5 @@
-"""`botstats harvest|status|trends|sql`: fill the archive, look at it, summarise it, query it."""
+"""`botstats harvest|status|trends|sql` and the archive's upkeep (`convert-archive`, `compact`,
+`backup`, `restore`): fill the archive, look at it, summarise it, query it, keep it."""
 
 from __future__ import annotations
 
@@ -55,6 +56,80 @@ def _age_option(_ctx: click.Context, _param: click.Parameter,
         raise click.BadParameter(str(exc)) from None
 
 
+@cli.command("convert-archive")
+@common_options
+@click.option("--legacy-python", metavar="PYTHON",
+              help="A Python with duckdb 2.x to read the old archive (default: install "
+                   "duckdb 2.0 into this environment once, from the package index).")
+@handle_errors
+def convert_archive_cmd(legacy_python: str | None) -> None:
+    """Convert an archive of botstats 0.1 (one DuckDB 2.0 file) to the DuckLake layout, once.
+
+    Every table is copied and its rows counted; the old file is kept as
+    <db>.pre-ducklake.duckdb until you delete it.
+    """
+    from ..runner import convert_archive
+
+    report = convert_archive(settings_from_flags(), python=legacy_python,
+                             say=lambda text: click.echo(f"botstats: {text}", err=True))
+    click.echo(report.message)
+
+
+@cli.command("compact")
+@common_options
+@click.option("--keep-days", default=7.0, show_default=True, type=click.FloatRange(0),
+              help="Keep snapshots (and the files they read) this many days: a reader's "
+                   "snapshot older than that may lose its files.")
+@handle_errors
+def compact_cmd(keep_days: float) -> None:
+    """Merge the archive's small data files and delete the files no kept snapshot reads.
+
+    Each hourly run adds a few small files; run this daily (cron or [schedule]) to keep the
+    file count and the disk at what the data needs.
+    """
+    from ..runner import compact_archive
+
+    settings = settings_from_flags()
+    done = compact_archive(settings, keep_days=keep_days)
+    click.echo(f"compacted {settings.db_path}: data files {done.files_before} -> "
+               f"{done.files_after}, {done.bytes_before / 1e6:.1f} -> {done.bytes_after / 1e6:.1f} "
+               f"MB; {done.snapshots_expired} snapshots expired")
+
+
+@cli.command("backup")
+@click.argument("dest", type=click.Path(file_okay=False))
+@common_options
+@handle_errors
+def backup_cmd(dest: str) -> None:
+    """Copy the archive into folder DEST (again: only what is new since the last backup there).
+
+    Restore with `botstats restore DEST`.
+    """
+    from ..runner import backup_archive
+
+    settings = settings_from_flags()
+    files, size = backup_archive(settings, Path(dest))
+    click.echo(f"backed {settings.db_path} up into {dest}: {files} data files copied "
+               f"({size / 1e6:.1f} MB), the catalog as of now")
+
+
+@cli.command("restore")
+@click.argument("source", type=click.Path(exists=True, file_okay=False))
+@common_options
+@handle_errors
+def restore_cmd(source: str) -> None:
+    """Put the backup in folder SOURCE in place of the archive (close notebooks first).
+
+    The next harvest reads again what the backup lacks.
+    """
+    from ..runner import restore_archive
+
+    settings = settings_from_flags()
+    files, size = restore_archive(settings, Path(source))
+    click.echo(f"restored {settings.db_path} from {source} ({files} data files copied, "
+               f"{size / 1e6:.1f} MB)")
+
+
 @cli.command("status")
 @common_options
 @click.option("--runs", default=10, show_default=True, type=click.IntRange(1, 1000),
@@ -65,7 +140,7 @@ def _age_option(_ctx: click.Context, _param: click.Parameter,
                    "(90m, 2h, 1d).")
 @handle_errors
 def status_cmd(runs: int, as_json: bool, max_age: timedelta | None) -> None:
-    """Show recent harvest runs and the archive's size (reads the published archive)."""
+    """Show recent harvest runs and the archive's size (as of its last commit)."""
     from ..console import print_table
     from ..status import archive_status, describe_latest
 
@@ -73,7 +148,8 @@ def status_cmd(runs: int, as_json: bool, max_age: timedelta | None) -> None:
     if as_json:
         print_json(info)
     else:
-        click.echo(f"archive {info['path']}  ({info['size_mb']:.1f} MB, published "
+        click.echo(f"archive {info['path']}  ({info['size_mb']:.1f} MB: catalog "
+                   f"{info['catalog_mb']:.1f}, data {info['data_mb']:.1f}; last written "
                    f"{info['published_at']})")
         print_table([tuple(r.values()) for r in info["runs"]], list(info["runs"][0])
                     if info["runs"] else ["run_id"], title="recent runs")
@@ -131,19 +207,27 @@ def _params_option(_ctx: click.Context, _param: click.Parameter,
               help="Write the result to this file (required for parquet).")
 @click.option("--max-rows", default=100, show_default=True, type=click.IntRange(1),
               help="Rows shown in table format (files always get every row).")
+@click.option("--attach", "attach", is_flag=True,
+              help="Print the SQL that opens the archive read-only in a DuckDB 1.5 session "
+                   "(e.g. duckdb -cmd \"$(botstats sql --attach)\") and exit.")
 @common_options
 @handle_errors
 def sql_cmd(query: str | None, sql_file: str | None, variables: dict[str, str], fmt: str,
-            output: str | None, max_rows: int) -> None:
-    """Run SQL against the published archive (read-only): tables and the trend_* views.
+            output: str | None, max_rows: int, attach: bool) -> None:
+    """Run SQL against the archive (read-only, as of its last commit): tables and the trend_*
+    views.
 
     Give the query as an argument or with -f FILE. Prints a table, or writes csv/json/parquet
     with --format and --output (csv and json go to stdout without --output). SQL errors exit 2.
     """
     from ..console import plain_table
+    from ..explore import attach_sql
     from ..exports import to_json, write_frame, write_text
     from ..trends import read_query_file, run_query
 
+    if attach:
+        click.echo(attach_sql(settings_from_flags()))
+        return
     if (query is None) == (sql_file is None):
         raise click.UsageError("give a QUERY or -f FILE (one of them).")
     if fmt == "parquet" and not output:

@@ -134,7 +134,7 @@ def cron_cmd() -> None:
 
 @cli.command("demo")
 @click.option("--dir", "directory", default="data", show_default=True, type=click.Path(file_okay=False),
-              help="Where the archive (archive.duckdb) and exports (exports/) go.")
+              help="Where the archive (archive.ducklake) and exports (exports/) go.")
 @click.option("--bots", type=click.IntRange(1, 100_000), default=200, show_default=True,
               help="Bots the embedded service lists.")
 @click.option("--days", type=click.IntRange(1, 3650), default=90, show_default=True,
@@ -149,7 +149,7 @@ def demo_cmd(directory: str, bots: int, days: int, stats_per_day: int, fresh: bo
              as_json: bool) -> None:
     """Start the embedded service, run harvest + trends against it, show what was written.
 
-    The archive goes to DIR/archive.duckdb (default data/, the default [store].db, so
+    The archive goes to DIR/archive.ducklake (default data/, the default [store].db, so
     `botstats sql` and the notebook find it without flags).
     """
     from rich.console import Console
