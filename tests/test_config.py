@@ -3,6 +3,7 @@ before any I/O with the file, the key, what was expected and a did-you-mean."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -140,6 +141,20 @@ def test_cli_config_prints_effective_settings(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert '"base_url": "http://10.1.2.3:9"' in result.output
     assert '"user_token": "set"' in result.output and "utok_zzz" not in result.output
+
+
+@pytest.mark.parametrize(("args", "db", "base_url"), [
+    (["--db", "a.ducklake", "config"], "a.ducklake", "http://127.0.0.1:8000"),
+    (["config", "--db", "b.ducklake"], "b.ducklake", "http://127.0.0.1:8000"),
+    (["--db", "a.ducklake", "--base-url", "http://10.0.0.1:1", "config", "--db", "b.ducklake"],
+     "b.ducklake", "http://10.0.0.1:1"),
+], ids=["before the command", "after it", "both: the later wins, the rest stays"])
+def test_shared_flags_are_taken_before_and_after_the_command(args: list[str], db: str,
+                                                              base_url: str) -> None:
+    result = CliRunner().invoke(cli, ["--config", str(REPO / "config.toml"), *args], env={})
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.output)
+    assert (shown["store"]["db"], shown["service"]["base_url"]) == (db, base_url)
 
 
 def test_the_command_exits_at_once_yet_flushes_its_logs_and_output(tmp_path: Path) -> None:
