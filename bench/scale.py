@@ -152,7 +152,7 @@ def synthetic(settings: Any, per_bot: int, days: int) -> int:
             bots_in = pl.DataFrame({"b": range(lo, min(len(ids), lo + 500)),
                                     "bot_id": ids[lo:lo + 500]})
             con.execute("BEGIN TRANSACTION")
-            store.run(con, f"""
+            store.run_with_frames(con, f"""
                 INSERT INTO bot_stats
                 SELECT 'old-' || b || '-' || r, bot_id,
                        {first} - to_seconds(({per_bot} - r) * {step}),
@@ -163,7 +163,7 @@ def synthetic(settings: Any, per_bot: int, days: int) -> int:
                        {first}
                 FROM bots_in, range({per_bot}) AS u(r)
                 ORDER BY 2, 3""", bots_in=bots_in)
-            store.run(con, "INSERT INTO bot_latest_stat BY NAME SELECT bot_id, "
+            store.run_with_frames(con, "INSERT INTO bot_latest_stat BY NAME SELECT bot_id, "
                       "arg_max(stat_id, recorded_at) AS stat_id, max(recorded_at) AS recorded_at "
                       "FROM bot_stats SEMI JOIN bots_in USING (bot_id) GROUP BY bot_id",
                       bots_in=bots_in)
