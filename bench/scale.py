@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import platform
-import re
 import shutil
 import subprocess
 import sys
@@ -38,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from _service import Service
 
 REPO = Path(__file__).resolve().parent.parent
 SERVICE_END = "2026-11-01T00:00:00Z"
@@ -70,31 +70,9 @@ class Run:
     ratios: dict[str, float] = field(default_factory=dict)
 
 
-class Service:
-    """The embedded service in its own process, on a free port."""
-
-    def __init__(self, bots: int, days: int, page: int, log: Path) -> None:
-        cmd = [sys.executable, "-m", "pipeline", "serve", "--port", "0", "--bots", str(bots),
-               "--history-days", str(days), "--stats-per-day", "1", "--end", SERVICE_END,
-               "--stats-page-size", str(page)]
-        self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE,
-                                     stderr=log.open("wb"), text=True)
-        assert self.proc.stdout is not None
-        match = re.search(r"(http://\S+)", self.proc.stdout.readline())
-        if not match:
-            self.close()
-            raise SystemExit(f"the service did not start; see {log}")
-        self.base_url = match.group(1)
-
-    def advance(self) -> None:
-        httpx.post(f"{self.base_url}/_admin/advance?intervals=1", timeout=60).raise_for_status()
-
-    def close(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+def service_args(bots: int, days: int, page: int) -> list[str]:
+    return ["--bots", str(bots), "--history-days", str(days), "--stats-per-day", "1",
+            "--end", SERVICE_END, "--stats-page-size", str(page)]
 
 
 def settings_for(work: Path, base_url: str, page: int) -> Any:
@@ -326,7 +304,7 @@ def main(argv: list[str] | None = None) -> None:
                 base.mkdir(parents=True)
                 print(f"{size}: building ({args.bots:,} bots, {days} days of service history)",
                       flush=True)
-                build_svc = Service(args.bots, days, 0, root / size / "service-build.log")
+                build_svc = Service(service_args(args.bots, days, 0), root / size / "service-build.log")
                 try:
                     build(size, args.bots, base, build_svc.base_url, log)
                 finally:
@@ -336,7 +314,8 @@ def main(argv: list[str] | None = None) -> None:
                 page = PAGE if case == "paged" else 0
                 work = root / size / case
                 shutil.copytree(base, work)
-                svc = Service(args.bots, days, page, root / size / f"service-{case}.log")
+                svc = Service(service_args(args.bots, days, page),
+                              root / size / f"service-{case}.log")
                 try:
                     print(f"{size}: measuring the hourly job, {case} /stats", flush=True)
                     runs.append(measure(size, case, work, svc, page, log))
