@@ -319,6 +319,11 @@ def main(argv: list[str] | None = None) -> None:
                 try:
                     print(f"{size}: measuring the hourly job, {case} /stats", flush=True)
                     runs.append(measure(size, case, work, svc, page, log))
+                    r = runs[-1]
+                    print(f"  {r.status}: {r.new_records:,} new of {r.records:,}, {r.seconds:.1f} s, "
+                          f"{r.cpu_s:.1f} CPU-s, {r.written_mb:.1f} MB written, "
+                          f"{r.peak_rss_mb:.0f} MB RSS, trends {r.trends_s:.1f} s, "
+                          f"{r.requests:,} requests", flush=True)
                 finally:
                     svc.close()
                 shutil.rmtree(work, ignore_errors=True)
