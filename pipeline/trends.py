@@ -17,6 +17,7 @@ anomalies          bot-days whose daily delta has a robust z-score above the thr
 resource_health    per bot and week: p95 load and days above the health threshold
 custom_daily       per bot, day and custom field: numeric stats, or the text value and changes
 directory_daily    per day: totals, bots reporting, bots first seen, first reporting, removed
+bot_forecast       per bot, metric and horizon: forecast and 80% interval (pipeline/forecast.py)
 =================  ==========================================================================
 
 Each job is a small function LazyFrame -> LazyFrame, testable on a ten-row frame. Days are UTC
@@ -47,7 +48,7 @@ import numpy as np
 import polars as pl
 from numpy.lib.stride_tricks import sliding_window_view
 
-from . import exports, store
+from . import exports, forecast, store
 from .config import Settings, TrendSettings
 from .errors import ExportError, QueryError, StoreError
 from .exports import DatasetExport, MonthSpill
@@ -81,6 +82,9 @@ DATASETS: dict[str, Dataset] = {
                 "per bot, day and custom field: numeric stats, or text value and changes"),
         Dataset("directory_daily", "day", ("day",),
                 "per day: total guilds/users, bots reporting, first seen, first reporting, removed"),
+        # bot_forecast: computed by pipeline/forecast.py from each slice's bot_daily.
+        Dataset("bot_forecast", "as_of", ("bot_id", "metric", "horizon_days"),
+                "per bot, metric and horizon (7/30/90 days): forecast and 80% interval"),
     )
 }
 
@@ -601,6 +605,7 @@ def compute_slices(con: duckdb.DuckDBPyConnection, t: TrendSettings, spill: Mont
         keep("anomalies", odd.collect(engine=IN_MEMORY))
         custom = custom_daily(read_slice(con, _CUSTOM_SQL, lo, hi).lazy())
         keep("custom_daily", custom.collect(engine=STREAMING))
+        keep("bot_forecast", forecast.bot_forecast(daily.lazy()).collect(engine=IN_MEMORY))
     assert top is not None  # bot_slices always gives at least one slice
     return top
 
@@ -634,7 +639,8 @@ def dataset_parts(con: duckdb.DuckDBPyConnection, t: TrendSettings, spill: Month
         "movers": exports.month_parts(top, "day"),
         "directory_daily": exports.month_parts(directory, "day"),
     }
-    for name in ("bot_daily", "bot_growth", "anomalies", "resource_health", "custom_daily"):
+    for name in ("bot_daily", "bot_growth", "anomalies", "resource_health", "custom_daily",
+                 "bot_forecast"):
         sources[name] = spill.parts(name)
     return {name: _ordered(sources[name], spec.order) for name, spec in DATASETS.items()}
 
