@@ -835,6 +835,53 @@ def demo_cmd(ctx: Ctx, directory: str, bots: int, days: int, stats_per_day: int,
     sys.exit(report.run.exit_code)
 
 
+# --- compare / forecast / report (reads of the trend exports) -------------------------------
+@cli.command("compare")
+@click.argument("bot_ids", nargs=-1, required=True, type=ID, metavar="BOT BOT [BOT BOT]")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON instead of a table.")
+@common_options
+@pass_ctx
+@handle_errors
+def compare_cmd(ctx: Ctx, bot_ids: tuple[str, ...], as_json: bool, config_file: str | None,
+                base_url: str | None, db: str | None) -> None:
+    """Up to four bots side by side, from the trend exports: latest guilds and users, 7 and
+    30-day change, compound daily growth, rank and its 7-day change, and the 30-day forecast."""
+    from .compare import MAX_BOTS, compare
+
+    if not 2 <= len(bot_ids) <= MAX_BOTS:
+        raise click.UsageError(f"give 2 to {MAX_BOTS} bot ids, got {len(bot_ids)}.")
+    result = compare(settings_from(ctx, config_file, base_url, db), list(bot_ids))
+    if as_json:
+        print_json(result.as_dict())
+    else:
+        click.echo(result.table())
+
+
+@cli.command("forecast")
+@click.argument("bot_id", type=ID)
+@click.option("--guilds", type=click.IntRange(min=1), help="When does the bot reach this many guilds?")
+@click.option("--users", type=click.IntRange(min=1), help="When does the bot reach this many users?")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON instead of a sentence.")
+@common_options
+@pass_ctx
+@handle_errors
+def forecast_cmd(ctx: Ctx, bot_id: str, guilds: int | None, users: int | None, as_json: bool,
+                 config_file: str | None, base_url: str | None, db: str | None) -> None:
+    """When will BOT_ID reach --guilds N (or --users N) at its current pace, with the 80%
+    range of days, from the bot_forecast export."""
+    from .compare import forecast_reach
+
+    if (guilds is None) == (users is None):
+        raise click.UsageError("give one target: --guilds N or --users N.")
+    metric, target = ("guilds", guilds) if guilds is not None else ("users", users)
+    result = forecast_reach(settings_from(ctx, config_file, base_url, db), bot_id, metric,
+                            float(target))  # type: ignore[arg-type]
+    if as_json:
+        print_json(result.as_dict())
+    else:
+        click.echo(result.sentence())
+
+
 def main() -> None:
     try:
         cli(prog_name="botstats")
