@@ -882,6 +882,39 @@ def forecast_cmd(ctx: Ctx, bot_id: str, guilds: int | None, users: int | None, a
         click.echo(result.sentence())
 
 
+@cli.command("report")
+@click.option("--out", type=click.Path(dir_okay=False),
+              help="The HTML file to write (default: [report].file, else report.html in the "
+                   "export directory).")
+@click.option("--bot", "bot_ids", multiple=True, type=ID, metavar="ID",
+              help="A bot to give a section of its own (repeatable; default: [report].bots).")
+@click.option("--days", type=click.IntRange(min=1), help="Days of history shown (default: "
+              "[report].days, 90).")
+@click.option("--compare/--no-compare", default=None,
+              help="Also show the --bot bots (2 to 4) side by side (default: [report].compare).")
+@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+@common_options
+@pass_ctx
+@handle_errors
+def report_cmd(ctx: Ctx, out: str | None, bot_ids: tuple[str, ...], days: int | None,
+               compare: bool | None, as_json: bool, config_file: str | None,
+               base_url: str | None, db: str | None) -> None:
+    """Write one self-contained HTML report from the trend exports: the directory over time,
+    top movers, rank changes, anomalies, resource health, and for each --bot its history,
+    forecast band, commands, load and custom series. Opens offline; nothing is fetched."""
+    from pathlib import Path
+
+    from .report import build_report
+
+    result = build_report(settings_from(ctx, config_file, base_url, db),
+                          out=Path(out) if out else None, bot_ids=list(bot_ids) or None,
+                          days=days, compare=compare)
+    if as_json:
+        print_json(result.as_dict())
+    else:
+        click.echo(result.summary())
+
+
 def main() -> None:
     try:
         cli(prog_name="botstats")
