@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import os
 import string
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from importlib import resources
 from pathlib import Path
@@ -101,12 +102,9 @@ def bar_chart(title: str, labels: list[str], values: list[float], name: str) -> 
 
 def band_series(metric: str, history: pl.DataFrame, ahead: pl.DataFrame) -> list[dict[str, Any]]:
     """History, the forecast's median path and its 80% band (a stacked area from lo80 to
-    hi80, the usual way to draw a band in ECharts)."""
-    if ahead.height:
-        last = history.filter(pl.col(metric).is_not_null()).tail(1)
-        start = [[str(last["day"][0]), float(last[metric][0])]] if last.height else []
-    else:
-        start = []
+    hi80, the usual way to draw a band in ECharts). The path starts at the model's level on
+    its last day: where the trend says the bot is, which a spike on that day does not move."""
+    start = [[str(r["as_of"]), math.expm1(r["level"])] for r in ahead.head(1).iter_rows(named=True)]
     band = ahead.with_columns(width=pl.col("hi80") - pl.col("lo80"))
     return [
         line(metric, _pairs(history, "day", metric)),
@@ -124,17 +122,21 @@ def band_series(metric: str, history: pl.DataFrame, ahead: pl.DataFrame) -> list
 class Page:
     """What the template gets: HTML blocks in order, and the chart options by element id."""
 
-    blocks: list[str]
-    charts: dict[str, dict[str, Any]]
+    blocks: list[str] = field(default_factory=list)
+    charts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    links: list[str] = field(default_factory=list)
 
     def chart(self, option: dict[str, Any], *, height: int = 320) -> str:
         chart_id = f"chart-{len(self.charts) + 1}"
         self.charts[chart_id] = option
         return f'<div class="chart" id="{chart_id}" style="height:{height}px"></div>'
 
-    def add(self, title: str, *parts: str, anchor: str = "") -> None:
-        head = f'<h2 id="{anchor}">' if anchor else "<h2>"
-        self.blocks.append(f'<section>{head}{html.escape(title)}</h2>{"".join(parts)}</section>')
+    def add(self, title: str, *parts: str, anchor: str, link: str = "") -> None:
+        """A section with its heading; ``link`` (default ``title``) names it in the page's
+        table of contents."""
+        self.links.append(f'<a href="#{html.escape(anchor)}">{html.escape(link or title)}</a>')
+        self.blocks.append(f'<section id="{html.escape(anchor)}"><h2>{html.escape(title)}</h2>'
+                           f'{"".join(parts)}</section>')
 
 
 def table(frame: pl.DataFrame, *, caption: str = "", numbers: dict[str, str] | None = None) -> str:
@@ -165,7 +167,7 @@ def directory_section(page: Page, directory: pl.DataFrame) -> None:
             line("guilds", _pairs(directory, "day", "guilds")),
             line("users", _pairs(directory, "day", "users"), yAxisIndex=1),
         ], y_names=("guilds", "users"))),
-        anchor="directory",
+        anchor="directory", link="Directory",
     )
 
 
@@ -187,7 +189,7 @@ def movers_section(page: Page, movers: pl.DataFrame) -> None:
                            numbers={"pct_change": "+.1f", "change": "+,d"}))
         parts.append(table(losers.select(shown), caption=f"Losers, {window} days",
                            numbers={"pct_change": "+.1f", "change": "+,d"}))
-    page.add("Top movers (guilds)", *parts, anchor="movers")
+    page.add("Top movers (guilds)", *parts, anchor="movers", link="Movers")
 
 
 def ranks_section(page: Page, ranks: pl.DataFrame) -> None:
@@ -204,7 +206,7 @@ def ranks_section(page: Page, ranks: pl.DataFrame) -> None:
              table(down.filter(pl.col("guilds_rank_change_7d") < 0).select(shown), caption="Fell",
                    numbers={"guilds": ",d", "guilds_rank_change_7d": "+d",
                             "users_rank_change_7d": "+d"}),
-             anchor="ranks")
+             anchor="ranks", link="Ranks")
 
 
 def describe_anomalies(odd: pl.DataFrame) -> pl.DataFrame:
@@ -227,7 +229,8 @@ def anomalies_section(page: Page, odd: pl.DataFrame) -> None:
         odd = odd.filter(pl.col("day") >= since).sort(["day", "score"], descending=[True, True])
     rows = describe_anomalies(odd.head(ANOMALY_ROWS))
     page.add(f"Anomalies in the last {ANOMALY_DAYS} days",
-             table(rows, caption=f"Newest first; {odd.height} in all"), anchor="anomalies")
+             table(rows, caption=f"Newest first; {odd.height} in all"), anchor="anomalies",
+             link="Anomalies")
 
 
 def health_section(page: Page, health: pl.DataFrame) -> None:
@@ -247,7 +250,7 @@ def health_section(page: Page, health: pl.DataFrame) -> None:
     parts.append(table(hot, caption="Bots with days of p95 cpu or memory load above the "
                                     "threshold", numbers={"cpu_load_p95": ".0f",
                                                           "memory_load_p95": ".0f"}))
-    page.add("Resource health", *parts, anchor="health")
+    page.add("Resource health", *parts, anchor="health", link="Health")
 
 
 def bot_section(page: Page, bot_id: str, daily: pl.DataFrame, ahead: pl.DataFrame,
@@ -255,8 +258,10 @@ def bot_section(page: Page, bot_id: str, daily: pl.DataFrame, ahead: pl.DataFram
     parts = []
     for metric in forecast.METRICS:
         band = ahead.filter(pl.col("metric") == metric).sort("day")
-        parts.append(page.chart(time_chart(f"{metric.capitalize()}, with the forecast's 80% band",
-                                           band_series(metric, daily, band))))
+        option = time_chart(f"{metric.capitalize()}, with the forecast's 80% band",
+                            band_series(metric, daily, band))
+        option["legend"]["data"] = [metric, "forecast", "80% interval"]  # not the band's base
+        parts.append(page.chart(option))
     parts.append(page.chart(time_chart("Commands per day", [
         {"name": "commands", "type": "bar", "data": _pairs(daily, "day", "commands_executed")}])))
     parts.append(page.chart(time_chart("CPU and memory load (%)", [
@@ -281,8 +286,7 @@ def bot_section(page: Page, bot_id: str, daily: pl.DataFrame, ahead: pl.DataFram
                .sort("metric", "horizon_days"))
     parts.append(table(outlook, caption=f"Forecast for {bot_id}",
                        numbers={"forecast": ",.0f", "lo80": ",.0f", "hi80": ",.0f"}))
-    page.blocks.append(f'<section class="bot" data-bot="{html.escape(bot_id)}">'
-                       f"<h2>Bot {html.escape(bot_id)}</h2>{''.join(parts)}</section>")
+    page.add(f"Bot {bot_id}", *parts, anchor=f"bot-{bot_id}", link=bot_id)
 
 
 def compare_section(page: Page, bot_ids: list[str], daily: pl.DataFrame,
@@ -297,7 +301,7 @@ def compare_section(page: Page, bot_ids: list[str], daily: pl.DataFrame,
         + "</tr>" for label, column, fmt in ROWS)
     page.add("Side by side", chart,
              f"<table class=\"compare\"><thead><tr><th></th>{head}</tr></thead>"
-             f"<tbody>{body}</tbody></table>", anchor="compare")
+             f"<tbody>{body}</tbody></table>", anchor="compare", link="Side by side")
 
 
 # --- the whole report -----------------------------------------------------------------------------
@@ -339,7 +343,7 @@ def gather(settings: Settings, bot_ids: list[str], days: int) -> dict[str, pl.Da
 def render(data: dict[str, pl.DataFrame], bot_ids: list[str], *, days: int, compare: bool,
            source: str, generated: datetime) -> tuple[str, int]:
     """The HTML text and the number of charts in it."""
-    page = Page([], {})
+    page = Page()
     directory_section(page, data["directory"])
     movers_section(page, data["movers"])
     ranks_section(page, data["ranks"])
@@ -359,6 +363,7 @@ def render(data: dict[str, pl.DataFrame], bot_ids: list[str], *, days: int, comp
         title="botstats report",
         subtitle=html.escape(f"Last {days} days to {last or '-'}; made {generated:%Y-%m-%d %H:%M} "
                              f"UTC from {source}"),
+        nav="\n".join(page.links),
         sections="\n".join(page.blocks),
         # "</" would end the script element early: JSON allows "<\/" for it.
         charts=payload.replace("</", "<\\/"),

@@ -142,7 +142,7 @@ def test_a_bots_numbers_in_the_report_are_the_datasets(exported_archive: Setting
     bot = two_bots[0]
     text = report_file.read_text()
     options = chart_options(text)
-    section = text[text.index(f'data-bot="{bot}"'):]
+    section = text[text.index(f'<section id="bot-{bot}">'):]
     first_chart = re.search(r'id="(chart-\d+)"', section).group(1)  # type: ignore[union-attr]
     series = {s["name"]: s["data"] for s in options[first_chart]["series"]}
     daily = load_dataset(exported_archive, "bot_daily").filter(pl.col("bot_id") == bot).sort("day")
@@ -185,4 +185,4 @@ def test_run_refreshes_the_report_named_in_settings(tmp_path: Path, service: Any
     assert report.status == "complete" and report.report is not None
     assert report.report.path == out and out.stat().st_size == report.report.bytes
     assert report.as_dict()["report"]["path"] == str(out)
-    assert "<h2 id=\"directory\">The directory</h2>" in out.read_text()
+    assert '<section id="directory"><h2>The directory</h2>' in out.read_text()
