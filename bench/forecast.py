@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<12} {r['mape']:>7.2f} {cov:>8} {r['by_horizon']['7']['mape']:>9.2f} "
               f"{r['by_horizon']['30']['mape']:>10.2f}  {per_shape}")
     print("fit + forecast seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in seconds.items()))
-    print(f"(per-shape columns are MAPE %; coverage of the shipped method by shape: "
+    print("(per-shape columns are MAPE %; coverage of the shipped method by shape: "
           + ", ".join(f"{s} {v['coverage']:.1f}" for s, v in best["by_shape"].items()) + ")")
     print(f"targets: MAPE below both baselines: {'yes' if ok_mape else 'NO'}; "
           f"80% interval coverage within {TARGET_COVERAGE[0]:.0f}-{TARGET_COVERAGE[1]:.0f}%: "

@@ -95,7 +95,7 @@ class Comparison:
     def table(self) -> str:
         """Measures down, bots across: a plain aligned table for the terminal."""
         header = ["", *[str(r["bot_id"]) for r in self.rows]]
-        lines = [[label, *[_cell(r, column, fmt) for r in self.rows]] for label, column, fmt in ROWS]
+        lines = [[label, *[format_cell(r, column, fmt) for r in self.rows]] for label, column, fmt in ROWS]
         widths = [max(len(line[i]) for line in [header, *lines]) for i in range(len(header))]
 
         def render(cells: list[str]) -> str:
@@ -117,7 +117,7 @@ class Comparison:
         return {"forecast_days": FORECAST_DAYS, "bots": out}
 
 
-def _cell(row: dict[str, Any], column: str, fmt: str) -> str:
+def format_cell(row: dict[str, Any], column: str, fmt: str) -> str:
     if column.endswith("_range_30d"):
         m = column.split("_")[0]
         lo, hi = row.get(f"_{m}_lo80"), row.get(f"_{m}_hi80")

@@ -31,7 +31,7 @@ from typing import Any
 import polars as pl
 
 from . import exports, forecast
-from .compare import MAX_BOTS, ROWS, _cell, comparison_frame
+from .compare import MAX_BOTS, ROWS, comparison_frame, format_cell
 from .config import Settings
 from .errors import ExportError
 from .trends import scan_dataset
@@ -172,7 +172,7 @@ def directory_section(page: Page, directory: pl.DataFrame) -> None:
 
 
 def movers_section(page: Page, movers: pl.DataFrame) -> None:
-    last = movers["day"].max() if movers.height else None
+    last = movers["day"].max() if movers.height else date.min
     parts = []
     for window in (7, 30):
         rows = movers.filter((pl.col("day") == last) & (pl.col("window_days") == window)
@@ -229,7 +229,8 @@ def anomalies_section(page: Page, odd: pl.DataFrame) -> None:
         odd = odd.filter(pl.col("day") >= since).sort(["day", "score"], descending=[True, True])
     rows = describe_anomalies(odd.head(ANOMALY_ROWS))
     page.add(f"Anomalies in the last {ANOMALY_DAYS} days",
-             table(rows, caption=f"Newest first; {odd.height} in all"), anchor="anomalies",
+             table(rows, caption=f"Newest first; {odd.height} in all" if odd.height else "Anomalies"),
+             anchor="anomalies",
              link="Anomalies")
 
 
@@ -297,7 +298,7 @@ def compare_section(page: Page, bot_ids: list[str], daily: pl.DataFrame,
     head = "".join(f"<th>{html.escape(r['bot_id'])}</th>" for r in rows)
     body = "".join(
         f"<tr><th>{html.escape(label)}</th>"
-        + "".join(f'<td class="num">{html.escape(_cell(r, column, fmt))}</td>' for r in rows)
+        + "".join(f'<td class="num">{html.escape(format_cell(r, column, fmt))}</td>' for r in rows)
         + "</tr>" for label, column, fmt in ROWS)
     page.add("Side by side", chart,
              f"<table class=\"compare\"><thead><tr><th></th>{head}</tr></thead>"

@@ -9,6 +9,8 @@ import json
 import re
 import shutil
 import subprocess
+import threading
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -16,13 +18,13 @@ from typing import Any
 import polars as pl
 import pytest
 from click.testing import CliRunner
-from conftest import harvest_settings_for
+from conftest import harvest_settings_for, trend_settings_for, write_trend_archive
 
 from pipeline import runner
 from pipeline.cli import cli
 from pipeline.config import Settings
 from pipeline.report import build_report
-from pipeline.trends import load_dataset
+from pipeline.trends import build_trends, load_dataset
 
 pytestmark = pytest.mark.slow
 
@@ -175,6 +177,30 @@ def test_botstats_report_writes_the_file_and_says_where(exported_archive: Settin
     bad = CliRunner().invoke(cli, ["--config", str(config), "report", "--out", str(out),
                                    "--bot", two_bots[0], "--compare"])
     assert bad.exit_code == 1 and "--compare needs 2 to 4 bots" in bad.output
+
+
+def test_a_quiet_archive_gives_a_report_that_says_so(tmp_path: Path) -> None:
+    settings = trend_settings_for(tmp_path)
+    write_trend_archive(settings)  # no stats at all
+    build_trends(settings)
+    result = build_report(settings)
+    assert result.path == settings.export_dir / "report.html" and result.bots == ()
+    text = result.path.read_text()
+    for empty in ("Gainers, 7 days: none.", "Losers, 30 days: none.", "Climbed: none.",
+                  "Anomalies: none."):
+        assert empty in text
+    proc = chromium(tmp_path, result.path.as_uri(), "--dump-dom")
+    assert [line for line in proc.stderr.splitlines() if "CONSOLE" in line] == []
+
+
+def test_the_scheduled_trends_job_refreshes_the_report_too(trend_archive: Settings,
+                                                            tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    settings = replace(trend_archive, report=replace(trend_archive.report, file=str(out),
+                                                     bots="alpha beta", compare=True))
+    line = runner.trends_job(settings, threading.Event())
+    assert line.endswith(f"; report {out}")
+    assert '<section id="compare"><h2>Side by side</h2>' in out.read_text()
 
 
 def test_run_refreshes_the_report_named_in_settings(tmp_path: Path, service: Any) -> None:
