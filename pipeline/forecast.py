@@ -12,8 +12,10 @@ The method, chosen by backtest (``bench/forecast.py``; figures in ``bench/README
   80% interval at ``h`` days adds up three variances: a day's own noise, the level's and the
   slope's uncertainty (the latter grows with ``h``).
 
-A bot with fewer than ``MIN_DAYS`` days of values in the window gets no forecast. Everything is a
-small polars function on a LazyFrame, so it runs per slice of bots inside the trends job.
+A bot with fewer than ``MIN_DAYS`` days of values in the window gets no forecast. Each step is a
+function on a LazyFrame, so it runs per slice of bots inside the trends job; the fit itself puts
+every series in one matrix (a row per bot and metric, a column per day) and takes its medians
+along rows with numpy, since a median per group of a filtered column is slow in polars.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import date, timedelta
+from functools import partial
 
 import numpy as np
 import polars as pl
@@ -60,58 +63,73 @@ def fit(series: pl.LazyFrame, *, window: int = WINDOW_DAYS,
     ``level`` and ``slope`` are in log1p space (``slope`` per day); ``sigma*`` are standard
     deviations in that space.
     """
-    keys = ["bot_id", "metric"]
-    t = pl.col("t")
-    y = pl.col("y")
+    # An integer per (bot, metric): grouping and windows on it avoid hashing and sorting strings.
+    metric_index = pl.col("metric").replace_strict(
+        {m: i for i, m in enumerate(METRICS)}, return_dtype=pl.Int64)
+    key = (pl.col("bot_id").cast(pl.Categorical).to_physical().cast(pl.Int64) * len(METRICS)
+           + metric_index)
     recent = (
-        series.with_columns(as_of=pl.col("day").max().over(keys))
-        .with_columns(t=(pl.col("day") - pl.col("as_of")).dt.total_days().cast(pl.Float64),
-                      y=pl.col("value").clip(lower_bound=0).log1p())
-        .filter(pl.col("t") > -window)
-        .with_columns(span=-t.min().over(keys), history_days=pl.len().over(keys))
+        series.with_columns(_key=key)
+        .with_columns(as_of=pl.col("day").max().over("_key"))
+        # _col: the day's column in a (series x window) matrix; the last day is the last column.
+        .with_columns(_col=(pl.col("day") - pl.col("as_of")).dt.total_days() + (window - 1))
+        .filter(pl.col("_col") >= 0)
+        .with_columns(history_days=pl.len().over("_key").cast(pl.Int64))
         .filter(pl.col("history_days") >= min_days)
-        .with_columns(
-            early=t <= -pl.col("span") * 2 / 3,
-            late=t >= -pl.col("span") / 3,
-        )
     )
-    slopes = recent.group_by(keys).agg(
-        pl.col("as_of").first(),
-        pl.col("history_days").first().cast(pl.Int64),
-        last_value=pl.col("value").sort_by("t").last(),
-        _y_early=y.filter("early").median(), _t_early=t.filter("early").median(),
-        _y_late=y.filter("late").median(), _t_late=t.filter("late").median(),
-        _n_early=pl.col("early").sum(), _n_late=pl.col("late").sum(),
+    return recent.map_batches(partial(_fit_matrix, window=window), schema=MODEL_SCHEMA)
+
+
+MODEL_SCHEMA = pl.Schema({
+    "bot_id": pl.String, "metric": pl.String, "as_of": pl.Date, "history_days": pl.Int64,
+    "last_value": pl.Float64, "level": pl.Float64, "slope": pl.Float64, "sigma": pl.Float64,
+    "sigma_level": pl.Float64, "sigma_slope": pl.Float64,
+})
+
+
+def _fit_matrix(rows: pl.DataFrame, *, window: int) -> pl.DataFrame:
+    """The fit of :func:`fit` on every series at once: one row of a matrix per series, one
+    column per day of the window (NaN where the series has no value), medians along rows."""
+    keys, series = np.unique(rows["_key"].to_numpy(), return_inverse=True)
+    column = rows["_col"].to_numpy()
+    y = np.full((len(keys), window), np.nan)
+    y[series, column] = np.log1p(np.clip(rows["value"].to_numpy(), 0, None))
+    t = np.broadcast_to(np.arange(1 - window, 1, dtype=np.float64), y.shape)
+    valid = ~np.isnan(y)
+    span = -np.where(valid, t, np.inf).min(axis=1, keepdims=True)
+    early = valid & (t <= -span * 2 / 3)
+    late = valid & (t >= -span / 3)
+    distance = row_medians(t, late) - row_medians(t, early)
+    slope = (row_medians(y, late) - row_medians(y, early)) / distance
+    level = row_medians(y - slope[:, None] * t, late)
+    resid = y - level[:, None] - slope[:, None] * t
+    dev = np.abs(resid - row_medians(resid, valid)[:, None])
+    mad = row_medians(dev, valid)
+    # When most days are one value (a small bot's count barely moves) the MAD is 0; the mean
+    # absolute deviation, scaled to a normal sigma, stands in.
+    mean_ad = np.nanmean(dev, axis=1)
+    sigma = np.where(mad > 0, mad * MAD_SIGMA, mean_ad * MEAN_AD_SIGMA)
+    n_early, n_late = early.sum(axis=1), late.sum(axis=1)
+    # Each series' row on its last day (column window - 1), in matrix row order.
+    last = np.flatnonzero(column == window - 1)
+    last = last[np.argsort(series[last])]
+    return rows[last].select(
+        "bot_id", "metric", "as_of", "history_days", pl.col("value").alias("last_value"),
     ).with_columns(
-        slope=(pl.col("_y_late") - pl.col("_y_early")) / (pl.col("_t_late") - pl.col("_t_early"))
+        level=level, slope=slope, sigma=sigma,
+        sigma_level=MEDIAN_SE * sigma / np.sqrt(n_late),
+        sigma_slope=MEDIAN_SE * sigma * np.sqrt(1 / n_late + 1 / n_early) / distance,
     )
-    levels = recent.join(slopes.select(*keys, "slope"), on=keys).group_by(keys).agg(
-        level=(y - pl.col("slope") * t).filter("late").median(),
-    )
-    spread = (
-        recent.join(slopes.select(*keys, "slope"), on=keys)
-        .join(levels, on=keys)
-        .with_columns(_resid=y - pl.col("level") - pl.col("slope") * t)
-        .group_by(keys)
-        .agg(_dev=(pl.col("_resid") - pl.col("_resid").median()).abs())
-        .with_columns(
-            # When most days are one value (a small bot's count barely moves) the MAD is 0;
-            # the mean absolute deviation, scaled to a normal sigma, stands in.
-            sigma=pl.when(pl.col("_dev").list.median() > 0)
-            .then(pl.col("_dev").list.median() * MAD_SIGMA)
-            .otherwise(pl.col("_dev").list.mean() * MEAN_AD_SIGMA)
-        )
-    )
-    sigma = pl.col("sigma")
-    return (
-        slopes.join(levels, on=keys).join(spread, on=keys)
-        .with_columns(
-            sigma_level=MEDIAN_SE * sigma / pl.col("_n_late").sqrt(),
-            sigma_slope=MEDIAN_SE * sigma * (1 / pl.col("_n_late") + 1 / pl.col("_n_early")).sqrt()
-            / (pl.col("_t_late") - pl.col("_t_early")),
-        )
-        .select(*MODEL_COLUMNS)
-    )
+
+
+def row_medians(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """The median of each row's values where ``mask`` is set (NaN for a row with none)."""
+    picked = np.sort(np.where(mask, values, np.nan), axis=1)  # NaNs sort last
+    count = mask.sum(axis=1)
+    k = np.maximum(count, 1)
+    lo = np.take_along_axis(picked, ((k - 1) // 2)[:, None], axis=1)[:, 0]
+    hi = np.take_along_axis(picked, (k // 2)[:, None], axis=1)[:, 0]
+    return np.where(count > 0, (lo + hi) / 2, np.nan)
 
 
 def student_t80(days: pl.Expr) -> pl.Expr:
