@@ -80,7 +80,10 @@ def time_chart(title: str, series: list[dict[str, Any]], *, y_names: tuple[str, 
         "series": series,
     }
     if zoom:
-        option["dataZoom"] = [{"type": "inside"}, {"type": "slider", "height": 18, "bottom": 12}]
+        # The slider previews the first series; ECharts draws NaN for one of a single point.
+        points = sum(1 for p in series[0]["data"] if p[1] is not None) if series else 0
+        option["dataZoom"] = [{"type": "inside"}, {"type": "slider", "height": 18, "bottom": 12,
+                                                   "showDataShadow": points >= 2}]
     return option
 
 
@@ -366,8 +369,9 @@ def render(data: dict[str, pl.DataFrame], bot_ids: list[str], *, days: int, comp
                              f"UTC from {source}"),
         nav="\n".join(page.links),
         sections="\n".join(page.blocks),
-        # "</" would end the script element early: JSON allows "<\/" for it.
-        charts=payload.replace("</", "<\\/"),
+        # "</script" or "<!--" in a name would end or confuse the script element: no "<" at all
+        # (JSON spells it \u003c).
+        charts=payload.replace("<", "\\u003c"),
         library=(assets / LIBRARY).read_text(encoding="utf-8"),
         script=(assets / "report.js").read_text(encoding="utf-8"),
     )

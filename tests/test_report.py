@@ -18,7 +18,14 @@ from typing import Any
 import polars as pl
 import pytest
 from click.testing import CliRunner
-from conftest import harvest_settings_for, trend_settings_for, write_trend_archive
+from conftest import (
+    TREND_BOTS,
+    TREND_CUSTOM,
+    TREND_STATS,
+    harvest_settings_for,
+    trend_settings_for,
+    write_trend_archive,
+)
 
 from pipeline import runner
 from pipeline.cli import cli
@@ -190,6 +197,22 @@ def test_a_quiet_archive_gives_a_report_that_says_so(tmp_path: Path) -> None:
                   "Anomalies: none."):
         assert empty in text
     proc = chromium(tmp_path, result.path.as_uri(), "--dump-dom")
+    assert [line for line in proc.stderr.splitlines() if "CONSOLE" in line] == []
+
+
+def test_names_from_the_service_cannot_break_out_of_the_page(tmp_path: Path) -> None:
+    settings = trend_settings_for(tmp_path)
+    odd = "</script><script>alert(1)</script><!--"
+    write_trend_archive(settings, TREND_STATS,
+                        [*TREND_CUSTOM, ("alpha", "2025-01-28 12:00:00+00", odd, "5", 5.0),
+                         ("alpha", "2025-01-28 12:00:00+00", "<b>tag</b>", "<i>x</i>", None)],
+                        TREND_BOTS)
+    build_trends(settings)
+    text = build_report(settings, bot_ids=["alpha"]).path.read_text()
+    assert odd not in text and "<b>tag</b>" not in text and "&lt;i&gt;x&lt;/i&gt;" in text
+    custom = [o for o in chart_options(text).values() if o["title"]["text"].startswith("Custom")]
+    assert odd in [s["name"] for s in custom[0]["series"]]  # the name itself, intact
+    proc = chromium(tmp_path, (settings.export_dir / "report.html").as_uri(), "--dump-dom")
     assert [line for line in proc.stderr.splitlines() if "CONSOLE" in line] == []
 
 
