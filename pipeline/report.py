@@ -36,7 +36,6 @@ from .config import Settings
 from .errors import ExportError
 from .trends import scan_dataset
 
-DEFAULT_DAYS = 90
 TOP = 10  # rows of each list (movers, rank changes, hot bots)
 ANOMALY_DAYS = 14  # "recent" anomalies: the last two weeks of the export
 ANOMALY_ROWS = 25
