@@ -25,6 +25,7 @@ demo: $(VENV)/.base
 	$(BIN)/botstats demo
 
 test: $(VENV)/.dev chromium
+	.ci/test-deps
 	$(BIN)/python -m pytest -q
 
 # The report's tests open it in Debian's chromium; installed once (apt-get, as root) if missing.

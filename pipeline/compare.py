@@ -64,7 +64,8 @@ def comparison_frame(growth: pl.LazyFrame, ranks: pl.LazyFrame, outlook: pl.Lazy
     ranked = _latest(ranks, bot_ids).select(
         "bot_id", *[f"{m}_rank{s}" for m in forecast.METRICS for s in ("", "_change_7d")])
     ahead = (
-        outlook.filter(pl.col("bot_id").is_in(bot_ids)
+        forecast.latest(outlook.filter(pl.col("bot_id").is_in(bot_ids)))
+        .filter(pl.col("bot_id").is_in(bot_ids)
                        & (pl.col("horizon_days") == FORECAST_DAYS))
         .collect()
         .pivot("metric", index="bot_id", values=["forecast", "lo80", "hi80"])
@@ -157,8 +158,8 @@ def forecast_reach(settings: Settings, bot_id: str, metric: str, target: float) 
     if target <= 0:
         raise ExportError(f"the target must be above 0, got {target:g}.")
     outlook = scan_dataset(settings, "bot_forecast")
-    model = (outlook.filter((pl.col("bot_id") == bot_id) & (pl.col("metric") == metric))
-             .head(1).collect())
+    mine = outlook.filter((pl.col("bot_id") == bot_id) & (pl.col("metric") == metric))
+    model = forecast.latest(mine).head(1).collect()
     if model.height == 0:
         daily = scan_dataset(settings, "bot_daily")
         _check_bots([bot_id], daily)

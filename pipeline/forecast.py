@@ -178,6 +178,13 @@ def bot_forecast(daily: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
+def latest(outlook: pl.LazyFrame) -> pl.LazyFrame:
+    """Each bot's current rows of ``bot_forecast``: those of its latest ``as_of``. (An
+    incremental trends run adds a recomputed bot's new rows; its older ones stay when they
+    were made before the days that run recomputed.)"""
+    return outlook.filter(pl.col("as_of") == pl.col("as_of").max().over("bot_id", "metric"))
+
+
 @dataclass(frozen=True)
 class Reach:
     """When a bot's metric reaches ``target`` at its current pace.
@@ -241,5 +248,5 @@ def reach(model: dict[str, object], target: float, *, max_days: int = REACH_MAX_
                     "earliest": first(center + z * sd), "latest": first(center - z * sd)})
 
 
-__all__ = ["HORIZONS", "METRICS", "MODEL_COLUMNS", "Reach", "bot_forecast", "fit",
+__all__ = ["HORIZONS", "METRICS", "MODEL_COLUMNS", "Reach", "bot_forecast", "fit", "latest",
            "metric_series", "predict", "reach"]

@@ -317,8 +317,8 @@ def gather(settings: Settings, bot_ids: list[str], days: int) -> dict[str, pl.Da
     since = (last or date.today()) - timedelta(days=days - 1)
     recent = pl.col("day") >= since
     mine = pl.col("bot_id").is_in(bot_ids)
-    models = scans["bot_forecast"].filter(mine).unique(["bot_id", "metric"]).select(
-        forecast.MODEL_COLUMNS)
+    models = forecast.latest(scans["bot_forecast"].filter(mine)).unique(
+        ["bot_id", "metric"]).select(forecast.MODEL_COLUMNS)
     frames = {
         "directory": scans["directory_daily"].filter(recent).sort("day"),
         "movers": scans["movers"].filter(pl.col("day") == pl.col("day").max()),
