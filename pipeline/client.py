@@ -46,6 +46,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from .concurrency import Gate, adaptive_control
 from .config import Secret, Settings
 from .errors import (
     ApiError,
@@ -197,6 +198,9 @@ class Client:
         # One request per 1/budget seconds, no burst: a budget is a promise to the service.
         budget = svc.request_budget
         self._limiter = AsyncLimiter(1, 1.0 / budget) if budget > 0 else None
+        # [service].concurrency = "auto": every attempt waits for its place in the adaptive
+        # window and pace (pipeline.concurrency); a fixed number is kept by the caller's workers.
+        self.gate = Gate(adaptive_control(svc.concurrency, svc.max_connections))
         self._secrets: list[str] = []
         for secret in (settings.user_token.get(), settings.bot_key.get()):
             self._remember(secret)
@@ -414,7 +418,13 @@ class Client:
             self.stats.throttled_seconds += time.monotonic() - started
         self.stats.requests += 1
         try:
-            response = await self._lanes.send(call.request)
+            async with self.gate.slot() as answer:
+                try:
+                    response = await self._lanes.send(call.request)
+                except httpx.TimeoutException:
+                    answer.timeout = True
+                    raise
+                answer.status = response.status_code
         except httpx.TransportError as exc:
             self.stats.transport_errors += 1
             call.retryable = isinstance(exc, NEVER_SENT if not call.idempotent else TRANSIENT)

@@ -40,6 +40,7 @@ import polars as pl
 
 from . import store
 from .client import Client, RawArray, decode_json, redact_url, split_array
+from .concurrency import workers
 from .config import FieldSettings, Settings
 from .errors import ApiError, BadResponse, BotstatsError, NotFound, StoreError
 from .listing import ListingPager, ListingUnstable, SkipIgnored
@@ -180,20 +181,19 @@ async def _harvest(
         try:
             if settings.user_token:
                 await _snapshot_user(client, settings, report, buffer)
-            queue: asyncio.Queue[tuple[str, str | None] | None] = asyncio.Queue(
-                maxsize=settings.service.concurrency * 4
-            )
-            workers = [
+            tasks = workers(settings.service.concurrency, settings.service.max_connections)
+            queue: asyncio.Queue[tuple[str, str | None] | None] = asyncio.Queue(maxsize=tasks * 4)
+            workers_ = [
                 asyncio.create_task(_worker(client, settings, report, buffer, queue, full, stop,
                                             on_progress))
-                for _ in range(settings.service.concurrency)
+                for _ in range(tasks)
             ]
             try:
                 await _list(client, settings, report, buffer, db, queue, full, stop)
             finally:
-                for _ in workers:
+                for _ in workers_:
                     await queue.put(None)
-                await asyncio.gather(*workers)
+                await asyncio.gather(*workers_)
         finally:
             report.requests = client.stats.requests
             report.retries = client.stats.retries
