@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -83,7 +84,7 @@ def harvest_summary(report: HarvestReport) -> Table:
     if r.message:
         rows.append(("note", r.message))
     for key, value in rows:
-        table.add_row(key, str(value))
+        table.add_row(key, escape(str(value)))  # messages name settings: "[fields].stat_time"
     return table
 
 

@@ -56,6 +56,7 @@ from .records import (
     same_record,
     stat_key,
 )
+from .shapes import RecordTally, field_verdict
 
 log = logging.getLogger("botstats.harvest")
 T = TypeVar("T")
@@ -210,6 +211,9 @@ async def _harvest(
         )
     else:
         report.status = "complete"
+    verdict = field_verdict(settings.fields, buffer.tally)
+    if verdict is not None and not stop.is_set():
+        report.status, report.message = "failed", verdict
 
 
 async def _list(
@@ -277,6 +281,8 @@ def _parse_page(page: list[Any], skip: int, fields: FieldSettings,
             continue
         ids.append(row.bot_id)
         rows.append(row)
+        buffer.tally.saw_fields("bot", record)
+    buffer.tally.keep("bot", len(rows))
     return ids, rows
 
 
@@ -501,6 +507,7 @@ class _Batch:
         self.report = report
         self.batch_rows = batch_rows
         self._lock = asyncio.Lock()
+        self.tally = RecordTally()  # the whole run's, across batches
         self._reset()
 
     def _reset(self) -> None:
@@ -537,8 +544,12 @@ class _Batch:
         c["value_num"].extend(page.custom_num)
         for reason, raw in page.rejects:
             self.reject(endpoint, bot_id, reason, raw)
+        self.tally.keep("stat", len(page))
+        if page.raw:
+            self.tally.saw_fields("stat", page.raw[-1])  # the newest: one decode per bot
 
     def reject(self, endpoint: str, bot_id: str | None, reason: str, raw: str) -> None:
+        self.tally.reject(reason, raw)
         self.rejects.append({"endpoint": endpoint, "bot_id": bot_id, "reason": reason, "raw": raw})
 
     def error(self, endpoint: str, bot_id: str | None, exc: Exception) -> None:
