@@ -310,6 +310,55 @@ class Client:
             _Call(request, dict, idempotent=False, auth_hint=hint, recheck=recheck)
         )
 
+    # --- any request, its answer as it came (botstats probe) -----------------------------------
+    async def fetch(self, method: str, path: str, *, params: dict[str, Any] | None = None,
+                    auth: str = "read", payload: Any = None) -> Reply:
+        """One request and its answer whatever the status, for looking at what the service does
+        (``botstats probe``): only a 429 is retried, after its Retry-After (else the backoff),
+        up to [retry].attempts and never longer than [retry].max_retry_after; transport failures
+        raise as elsewhere. ``auth``: "read" (what bot reads send), "none", "user" (the user
+        token), "bad" (a token no service issued), "bot" (the bot API key)."""
+        headers = {
+            "read": lambda: self._read_auth(path) or {},
+            "none": dict,
+            "user": lambda: self._user_auth(path),
+            "bad": lambda: {"Authorization": "Bearer botstats-probe-not-a-token"},
+            "bot": lambda: {"Authorization": self.settings.bot_key.get()},
+        }[auth]()
+        request = self._request(method, path, params=params, headers=headers or None,
+                                json=payload)
+        call = _Call(request, dict, idempotent=method == "GET", auth_hint="")
+        retry = self.settings.retry
+        waited: list[dict[str, str]] = []  # the headers of each 429 waited out
+        for attempt in range(1, retry.attempts + 1):
+            if self._limiter is not None:
+                await self._limiter.acquire()
+            self.stats.requests += 1
+            started = time.monotonic()
+            try:
+                async with self.gate.slot() as answer:
+                    response = await self._lanes.send(request)
+                    answer.status = response.status_code
+            except httpx.TransportError as exc:
+                self.stats.transport_errors += 1
+                raise self._transport_error(call, exc, attempt) from exc
+            if response.status_code != 429:
+                break
+            self.stats.rate_limited += 1
+            wait = parse_retry_after(response.headers.get("Retry-After"))
+            wait = min(retry.backoff_max, retry.backoff_base * 2 ** attempt) if wait is None else wait
+            if attempt == retry.attempts or wait > retry.max_retry_after:
+                break
+            self.stats.retries += 1
+            self.stats.waited_seconds += wait
+            waited.append(dict(response.headers))
+            await asyncio.sleep(wait)
+        return Reply(method=method, url=redact_url(str(request.url)), auth=auth,
+                     status=response.status_code, headers=dict(response.headers),
+                     body=self._redact(response.content[:MAX_BODY_BYTES].decode(
+                         response.encoding or "utf-8", errors="replace")),
+                     seconds=time.monotonic() - started, limited=tuple(waited))
+
     # --- plumbing ------------------------------------------------------------------------------
     def _request(self, method: str, path: str, *, params: dict[str, Any] | None = None,
                  headers: dict[str, str] | None = None, json: Any = None) -> httpx.Request:
@@ -606,6 +655,27 @@ class Client:
 
 
 # --- pure helpers -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Reply:
+    """A request and what came back, as :meth:`Client.fetch` saw it (secrets redacted)."""
+
+    method: str
+    url: str
+    auth: str
+    status: int
+    headers: dict[str, str]
+    body: str
+    seconds: float
+    limited: tuple[dict[str, str], ...] = ()  # the headers of the 429s waited out before it
+
+    def json(self) -> Any:
+        """The body as JSON; None when it is not JSON."""
+        try:
+            return decode_json(self.body.encode())
+        except ValueError:
+            return None
+
+
 @dataclass(frozen=True, slots=True)
 class RawArray:
     """A JSON array as received: the body, and each element's JSON text exactly as sent
@@ -732,4 +802,4 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
-__all__ = ["Client", "ClientStats", "RawArray", "parse_retry_after", "redact_url", "split_array"]
+__all__ = ["Client", "ClientStats", "RawArray", "Reply", "parse_retry_after", "redact_url", "split_array"]
