@@ -74,7 +74,7 @@ SERVICES: list[tuple[dict[str, Any], dict[str, Any], dict[str, str], dict[str, A
     ({"bot_reads_need_token": True, "user_lists_page_size": 2}, {"user_token": "<token>"},
      {"bot reads without a token": "refused; with the user token: 200"},
      {"service.token_on_bot_reads": True, "service.user_lists_page_size": 2}),
-    ({"rate_limit": 4.0}, {},
+    ({"rate_limit": 10.0}, {},
      {"429 answers": "met", "rate-limit headers": "retry-after: "},
      {"fields.stat_time": "timestamp", "service.stats_page_size": 0}),
 ]
