@@ -554,7 +554,7 @@ def status_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str 
                runs: int, as_json: bool, max_age: timedelta | None) -> None:
     """Show recent harvest runs and the archive's size (reads the published archive)."""
     from .console import print_table
-    from .status import archive_status, describe_latest, freshness
+    from .status import archive_status, describe_drift, describe_latest, freshness
 
     settings = settings_from(ctx, config_file, base_url, db)
     info = archive_status(settings, runs=runs)
@@ -570,6 +570,8 @@ def status_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str 
         print_table([tuple(r.values()) for r in info["runs"]], list(info["runs"][0])
                     if info["runs"] else ["run_id"], title="recent runs")
         for line in describe_latest(info["latest_run"]) if info["latest_run"] else []:
+            click.echo(line)
+        for line in describe_drift(info["new_fields"]):
             click.echo(line)
         print_table(list(info["tables"].items()), ["table", "rows"], title="tables")
     if stale:

@@ -81,6 +81,8 @@ def harvest_summary(report: HarvestReport) -> Table:
         ("requests", f"{r.requests:,} ({r.retries:,} retries)"),
         ("time", f"{r.seconds:.1f} s"),
     ]
+    if r.new_fields:
+        rows.append(("new fields", f"{r.new_fields} (first seen this run; kept in raw)"))
     if r.message:
         rows.append(("note", r.message))
     for key, value in rows:

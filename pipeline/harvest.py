@@ -42,6 +42,8 @@ from . import store
 from .client import Client, RawArray, decode_json, redact_url, split_array
 from .concurrency import workers
 from .config import FieldSettings, Settings
+from .drift import describe as describe_fields
+from .drift import note_fields
 from .errors import ApiError, BadResponse, BotstatsError, NotFound, StoreError
 from .listing import ListingPager, ListingUnstable, SkipIgnored
 from .records import (
@@ -88,6 +90,7 @@ class HarvestReport:
     errors: int = 0
     listing_complete: bool = False
     message: str = ""
+    new_fields: str = ""  # record fields the archive had not seen before this run (drift)
 
     @property
     def seconds(self) -> float:
@@ -201,6 +204,11 @@ async def _harvest(
             await buffer.flush()
     if report.listing_complete and not stop.is_set():
         report.bots_removed = await db.call(_mark_removed, report)
+    drift = await db.call(note_fields, report.run_id, buffer.tally.fields, datetime.now(UTC))
+    if drift:
+        report.new_fields = describe_fields(drift)
+        log.warning("the service sends record fields this archive has not seen before: %s "
+                    "(kept in the raw column)", report.new_fields)
     if stop.is_set():
         report.status, report.message = "interrupted", "stopped on request after the current batch"
     elif report.errors or not report.listing_complete:
