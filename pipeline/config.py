@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import logging
 import os
 import tomllib
 import typing
@@ -21,6 +22,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .errors import ConfigError
+
+log = logging.getLogger("botstats.config")
 
 DEFAULT_CONFIG_FILE = "config.toml"
 AUTO = "auto"  # [service].concurrency adapted as the run goes
@@ -326,10 +329,9 @@ def _from_env(settings: Settings, env: Mapping[str, str]) -> Settings:
     ignored = {"BOTSTATS_CONFIG", *SECRET_ENV.values()}
     for name in env:
         if name.startswith(ENV_PREFIX) and name not in known and name not in ignored:
-            raise ConfigError(
-                f"environment: unknown variable {name}.{_suggest(name, [*known, *ignored])} "
-                f"Unset it or fix its name."
-            )
+            # A warning, not a refusal: a user's own scripts may set BOTSTATS_BIN and the like.
+            log.warning("environment: %s is not a botstats setting; ignored.%s", name,
+                        _suggest(name, [*known, *ignored]))
     for name, (section, key) in known.items():
         if name in env:
             sec = getattr(settings, section)

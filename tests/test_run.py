@@ -175,7 +175,8 @@ def test_a_lock_file_that_cannot_be_opened_is_refused_not_waited_on(tmp_path: Pa
     assert not db.exists()
 
 
-def test_a_waiting_run_takes_the_lock_when_it_is_released(tmp_path: Path, service: Any) -> None:
+def test_a_waiting_run_takes_the_lock_when_it_is_released(
+        tmp_path: Path, service: Any, caplog: pytest.LogCaptureFixture) -> None:
     settings = _settings(tmp_path, service.base_url)
     release = threading.Event()
 
@@ -187,9 +188,14 @@ def test_a_waiting_run_takes_the_lock_when_it_is_released(tmp_path: Path, servic
     thread.start()
     time.sleep(0.2)
     threading.Timer(1.0, release.set).start()
-    report = runner.run(settings, lock_timeout=30)
+    with caplog.at_level("INFO", logger="botstats.lock"):
+        report = runner.run(settings, lock_timeout=30)
     thread.join()
     assert report.status == "complete" and report.lock_wait >= 0.5
+    # Said when the wait began: who holds the lock, since when, for how long this one waits.
+    said = caplog.records[0].getMessage()
+    assert "is held by run first (run, pid" in said and "since 20" in said
+    assert said.endswith("waiting up to 30 s (--lock-timeout, [run].lock_timeout)")
 
 
 def test_a_stop_while_waiting_for_the_lock_is_an_interrupted_run(tmp_path: Path) -> None:
