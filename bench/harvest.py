@@ -248,11 +248,11 @@ def run_child(args: argparse.Namespace) -> None:
 class Service:
     """The embedded service in its own process, on a free port."""
 
-    def __init__(self, bots: int, days: int, workdir: Path) -> None:
+    def __init__(self, bots: int, days: int, workdir: Path, *extra: str) -> None:
         self.log = workdir / "service.log"
         cmd = [sys.executable, "-m", "pipeline", "serve", "--port", "0", "--bots", str(bots),
                "--history-days", str(days), "--stats-per-day", "1", "--end", SERVICE_END,
-               "--max-page-size", str(SERVICE_PAGE_CAP)]
+               "--max-page-size", str(SERVICE_PAGE_CAP), *extra]
         self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE,
                                      stderr=self.log.open("wb"), text=True)
         assert self.proc.stdout is not None
@@ -496,11 +496,14 @@ def main(argv: list[str] | None = None) -> None:
         run_child(args)
         return
     sys.path.insert(0, str(REPO))
+    from pipeline.concurrency import START
     from pipeline.config import load_settings
 
     # The same settings `botstats harvest` runs with here (config.toml, BOTSTATS_*).
     service_settings = load_settings().service
+    # The bare loops keep a fixed number in flight: "auto" starts at START.
     concurrency = service_settings.concurrency
+    concurrency = concurrency if isinstance(concurrency, int) else START
     page_size = min(service_settings.page_size, SERVICE_PAGE_CAP)
     # Bytecode compiled once, as an installed package has it: with PYTHONDONTWRITEBYTECODE set,
     # every run of (b) and (c) would otherwise compile each module changed since the last one.

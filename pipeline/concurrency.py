@@ -8,7 +8,8 @@ so every rule is a unit test; :class:`Gate` is the thin async loop the client se
   is as many answers as the window) while latency holds (the round's mean stays within
   ``tolerance`` times the best latency seen, plus ``slack``), until the first sign of load;
   then it grows by one a round (additive increase). A round whose latency does not hold stops
-  the growth and steps the window back towards :data:`START`. A 5xx or a timeout halves it
+  the growth and steps the window back towards :data:`START` (a fifth at a time: on a link
+  where CPU, not distance, bounds the answers, more in flight only costs more per request). A 5xx or a timeout halves it
   (multiplicative decrease), at most once a round, down to 1; it never exceeds
   ``[service].max_connections``.
 - **The pace** (requests per second) is unlimited until the service answers 429: a rate limit
@@ -42,7 +43,8 @@ class AimdLimit:
     rate_growth: float = 0.01  # pace added per second, as a share of the pace set at the cut
     rate_cooldown: float = 0.5  # seconds between two cuts of the pace
     tolerance: float = 2.0  # a round's mean latency may reach this times the best one ...
-    slack: float = 0.005  # ... plus this many seconds (jitter on a fast link is not load)
+    slack: float = 0.002  # ... plus this many seconds (jitter on a fast link is not load)
+    retreat: float = 0.8  # the window after a round whose latency did not hold (not below start)
     baseline_samples: int = 256  # the best latency is the least of this many recent answers
     limit: float = field(init=False)
     rate: float | None = None  # requests per second once paced; None = no pace
@@ -125,7 +127,7 @@ class AimdLimit:
         else:
             self.slow_start = False
             if self.limit > self.start:
-                self.limit = max(float(self.start), self.limit - 1)
+                self.limit = max(float(self.start), self.limit * self.retreat)
 
 
 class Gate:
@@ -169,7 +171,9 @@ class Gate:
                 control.on_success(now, now - sent)
             async with self._changed:
                 self._in_flight -= 1
-                self._changed.notify_all()
+                # Wake only as many waiters as there are places: waking all of them on every
+                # answer costs a wake-up per worker per request.
+                self._changed.notify(max(0, control.window - self._in_flight))
 
 
 def adaptive_control(concurrency: int | str, max_connections: int) -> AimdLimit | None:
