@@ -591,8 +591,6 @@ async def _probe_user(p: _Prober, settings: Settings, report: ProbeReport) -> No
 async def _probe_post(p: _Prober, settings: Settings, report: ProbeReport, bot_id: str) -> None:
     """Post the bot's newest counts again (nothing it did not already report) and see what the
     service answers and whether /stat shows it."""
-    if not settings.bot_key:
-        raise ConfigError("--post needs the bot's API key: set BOTSTATS_BOT_KEY or pass --bot-key.")
     last = (await p.get(f"/bots/{bot_id}/stat")).json()
     last = last if isinstance(last, dict) else {}
     payload = {"users": last.get("users", 0), "guilds": last.get("guilds", 0)}
@@ -609,6 +607,8 @@ def run_probe(settings: Settings, *, max_requests: int = DEFAULT_MAX_REQUESTS,
     """:func:`probe`, from synchronous code."""
     if max_requests < 1:
         raise ConfigError(f"--max-requests must be at least 1, got {max_requests}.")
+    if post_bot and not settings.bot_key:  # before any request
+        raise ConfigError("--post needs the bot's API key: set BOTSTATS_BOT_KEY or pass --bot-key.")
     return asyncio.run(probe(settings, max_requests=max_requests, post_bot=post_bot))
 
 

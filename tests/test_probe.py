@@ -191,3 +191,17 @@ def test_listing_order(records: list[dict[str, Any]], order: str) -> None:
 def test_a_reply_that_is_not_json_reads_as_none() -> None:
     reply = Reply("GET", "http://x/bots", "read", 502, {}, "<html>bad gateway</html>", 0.1)
     assert reply.json() is None
+
+
+def test_probe_posts_only_when_asked_with_a_bot_key(
+        tmp_path: Path, service_factory: Callable[..., RunningService]) -> None:
+    svc = service_factory(bots=6, history_days=2)
+    bot_id = svc.directory.bot_ids()[0]
+    quiet = run_probe(probe_settings(svc, tmp_path))
+    assert svc.directory.summary()["posted"] == 0 and "post" not in {f.topic for f in quiet.findings}
+    with pytest.raises(ConfigError, match="--post needs the bot's API key"):
+        run_probe(probe_settings(svc, tmp_path), post_bot=bot_id)
+    report = run_probe(probe_settings(svc, tmp_path, bot_key=svc.directory.bot_key(bot_id)),
+                       post_bot=bot_id)
+    assert svc.directory.summary()["posted"] == 1
+    assert finding(report, "POST /bots/:id/stats") == "answered 201; /stat now shows the posted record"
