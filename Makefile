@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench bench-harvest bench-trends lint clean
+.PHONY: demo test bench bench-harvest bench-trends bench-concurrency lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,13 +27,16 @@ demo: $(VENV)/.base
 test: $(VENV)/.dev
 	$(BIN)/python -m pytest -q
 
-bench: bench-harvest bench-trends
+bench: bench-harvest bench-trends bench-concurrency
 
 bench-harvest: $(VENV)/.bench
 	$(BIN)/python bench/harvest.py
 
 bench-trends: $(VENV)/.bench
 	$(BIN)/python bench/trends.py
+
+bench-concurrency: $(VENV)/.dev
+	$(BIN)/python bench/concurrency.py
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check .

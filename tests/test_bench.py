@@ -59,3 +59,20 @@ def test_trends_bench_compares_trends_with_plain_sql(tmp_path: Path) -> None:
     assert figures["same_results"] is True  # trends and the SQL baseline agree
     trends = next(case for case in figures["cases"] if case["case"] == "trends")
     assert trends["datasets"]["bot_daily"] > 0 and trends["partitions"] > 0
+
+
+def test_concurrency_bench_measures_its_three_figures_in_one_run(tmp_path: Path) -> None:
+    out = tmp_path / "concurrency.json"
+    proc = _bench("bench/concurrency.py", "--bots", "40", "--rate-bots", "60", "--rate", "40",
+                  "--latency-ms", "5", "--repeat", "1", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    figures = json.loads(out.read_text())
+    assert set(figures["latency"]) == {"4", "8", "16", "32", "auto"}
+    assert set(figures["loopback"]) == {"8", "auto"}
+    assert set(figures["met"]) == {"latency_vs_best_fixed", "rate_share", "rate_429_share",
+                                   "loopback_vs_8"}
+    runs = figures["runs"]
+    assert len(runs) == 5 + 2 + 1 and all(r["status"] == "complete" for r in runs), runs
+    # Every run read the whole directory: the listing pages plus one /stats per bot.
+    assert all(r["requests"] - r["rate_limited"] >= 40 for r in runs)
+    assert "auto / best fixed" in proc.stdout and "answered 429" in proc.stdout

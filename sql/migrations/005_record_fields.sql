@@ -1,4 +1,4 @@
--- 004: the top-level fields of the records the archive has seen, and since which run. A
+-- 005: the top-level fields of the records the archive has seen, and since which run. A
 -- service that starts sending fields the archive has not seen (a new counter, a renamed field)
 -- is then said once, by that run's summary and by `botstats status`; the records' `raw` column
 -- keeps the fields themselves. One row per (kind, field), written only for fields not yet in it.
