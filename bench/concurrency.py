@@ -10,12 +10,13 @@ embedded service in three guises, in one run.
 
 Each case is `harvest(settings, full=True)` into a fresh DuckDB file, in this process; the service
 runs in its own process (so it has its own core), reads its 429 count from /_admin/health. The
-latency and loopback cases run --repeat interleaved rounds and report medians (one round of a
+latency and loopback cases run interleaved rounds (--repeat, --loopback-repeat) and report medians (one round of a
 case moves by 10-20% on a shared 2-core machine); the ratios are taken round by round. Nothing
 is asserted: the figures and whether each target is met are printed (and written with --json).
 
-    python bench/concurrency.py                  # 1,500 bots, rate 100/s, 3 rounds
-    python bench/concurrency.py --bots 200 --rate-bots 200 --rate 50 --repeat 1   # seconds
+    python bench/concurrency.py          # 1,500 bots x 3 rounds; rate 100/s; loopback 4,000 x 5
+    python bench/concurrency.py --bots 200 --rate-bots 200 --rate 50 --loopback-bots 200 \
+        --repeat 1 --loopback-repeat 1   # a smoke run, seconds
 """
 
 from __future__ import annotations
@@ -110,13 +111,16 @@ def with_service(bots: int, work: Path, *flags: str) -> Callable[[Callable[[Serv
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--bots", type=int, default=1500, help="bots of the latency and loopback "
-                   "services (default 1500; 2 records each)")
+    p.add_argument("--bots", type=int, default=1500, help="bots of the latency service "
+                   "(default 1500; 2 records each)")
+    p.add_argument("--loopback-bots", type=int, default=4000, help="bots of the loopback "
+                   "service (default 4000: a run of a few seconds)")
     p.add_argument("--latency-ms", type=float, default=50.0)
     p.add_argument("--rate", type=float, default=100.0, help="the rate limit, requests/s")
     p.add_argument("--rate-bots", type=int, default=1500)
-    p.add_argument("--repeat", type=int, default=3, help="rounds of the latency and loopback "
-                   "cases (default 3)")
+    p.add_argument("--repeat", type=int, default=3, help="rounds of the latency case (default 3)")
+    p.add_argument("--loopback-repeat", type=int, default=5, help="rounds of the loopback case "
+                   "(default 5: it is the noisiest)")
     p.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
     args = p.parse_args(argv)
     logging.getLogger("botstats").setLevel(logging.ERROR)
@@ -129,8 +133,8 @@ def main(argv: list[str] | None = None) -> None:
     rate = with_service(args.rate_bots, work, "--rate-limit", str(args.rate))(
         lambda svc: one_harvest(svc, work, "rate", "auto"))
     print("loopback: 8 and auto", file=sys.stderr)
-    loopback = with_service(args.bots, work)(
-        lambda svc: rounds(svc, work, "loopback", [8, "auto"], args.repeat))
+    loopback = with_service(args.loopback_bots, work)(
+        lambda svc: rounds(svc, work, "loopback", [8, "auto"], args.loopback_repeat))
 
     best = max(SWEEP, key=lambda c: median_rate(latency[str(c)]))
     vs_best = paired(latency["auto"], latency[str(best)])
@@ -161,8 +165,9 @@ def main(argv: list[str] | None = None) -> None:
     }
     figures["met"] = met
     lines = [
-        f"concurrency bench: {args.bots} bots (rate case {args.rate_bots}), {args.repeat} "
-        f"round(s), medians of ok requests/s",
+        f"concurrency bench: {args.bots} bots x {args.repeat} round(s) with latency, "
+        f"{args.rate_bots} rate limited, {args.loopback_bots} x {args.loopback_repeat} round(s) "
+        f"on loopback; medians of ok requests/s",
         f"latency {args.latency_ms:g} ms: " + ", ".join(
             f"{k}: {v:,.0f}" for k, v in figures["latency"].items()),
         f"  auto / best fixed ({best}) = {figures['latency_vs_best_fixed']:.2f} (rounds "

@@ -4,8 +4,9 @@
 :class:`AimdLimit` is a pure state machine (no clock, no I/O: every event carries its time),
 so every rule is a unit test; :class:`Gate` is the thin async loop the client sends through.
 
-- **The window** (requests in flight) starts at :data:`START` and doubles each round (a round
-  is as many answers as the window) while latency holds (the round's mean stays within
+- **The window** (requests in flight) starts at :data:`START` and, from the second round (a
+  round is as many answers as the window; the first one opens connections), doubles each round
+  while latency holds (the round's mean stays within
   ``tolerance`` times the best latency seen, plus ``slack``), until the first sign of load;
   then it grows by one a round (additive increase). A round whose latency does not hold stops
   the growth and steps the window back towards :data:`START` (a fifth at a time: on a link
@@ -54,6 +55,7 @@ class AimdLimit:
     _round_answers: int = 0
     _round_latency: float = 0.0
     _round_cut: bool = False
+    _rounds: int = 0
     _last_rate_cut: float = float("-inf")
     _rate_step: float = 0.0
     _rate_updated: float = 0.0
@@ -117,7 +119,8 @@ class AimdLimit:
             return
         answers, latency, cut = self._round_answers, self._round_latency, self._round_cut
         self._round_answers, self._round_latency, self._round_cut = 0, 0.0, False
-        if cut:
+        self._rounds += 1
+        if cut or self._rounds == 1:  # the first round opens connections: its latency says little
             return
         mean = latency / answers
         best = min(self._latencies, default=mean)

@@ -64,7 +64,8 @@ def test_trends_bench_compares_trends_with_plain_sql(tmp_path: Path) -> None:
 def test_concurrency_bench_measures_its_three_figures_in_one_run(tmp_path: Path) -> None:
     out = tmp_path / "concurrency.json"
     proc = _bench("bench/concurrency.py", "--bots", "40", "--rate-bots", "60", "--rate", "40",
-                  "--latency-ms", "5", "--repeat", "1", "--json", str(out))
+                  "--latency-ms", "5", "--repeat", "1", "--loopback-bots", "40",
+                  "--loopback-repeat", "1", "--json", str(out))
     assert proc.returncode == 0, proc.stderr
     figures = json.loads(out.read_text())
     assert set(figures["latency"]) == {"4", "8", "16", "32", "auto"}

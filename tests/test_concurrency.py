@@ -29,6 +29,8 @@ def test_the_window_doubles_while_latency_holds_up_to_the_ceiling() -> None:
     limit = AimdLimit(ceiling=32)
     assert limit.window == START
     now = answer_round(limit, 0.0, 0.050)
+    assert limit.window == START  # the first round opens connections: it decides nothing
+    now = answer_round(limit, now, 0.050)
     assert limit.window == 2 * START
     now = answer_round(limit, now, 0.052)
     assert limit.window == 32
@@ -38,7 +40,8 @@ def test_the_window_doubles_while_latency_holds_up_to_the_ceiling() -> None:
 
 def test_latency_that_does_not_hold_stops_growth_and_steps_back_to_the_start() -> None:
     limit = AimdLimit(ceiling=64)
-    now = answer_round(limit, 0.0, 0.050)  # 16
+    now = answer_round(limit, 0.0, 0.050)
+    now = answer_round(limit, now, 0.050)  # 16
     now = answer_round(limit, now, 0.300)  # six times the best: the service is queueing
     assert (limit.window, limit.slow_start) == (12, False)
     for _ in range(20):
