@@ -6,12 +6,13 @@ so every rule is a unit test; :class:`Gate` is the thin async loop the client se
 
 - **The window** (requests in flight) starts at :data:`START` and, from the second round (a
   round is as many answers as the window; the first one opens connections), doubles each round
-  while latency holds (the round's mean stays within
-  ``tolerance`` times the best latency seen, plus ``slack``), until the first sign of load;
-  then it grows by one a round (additive increase). A round whose latency does not hold stops
-  the growth and steps the window back towards :data:`START` (a fifth at a time: on a link
-  where CPU, not distance, bounds the answers, more in flight only costs more per request). A 5xx or a timeout halves it
-  (multiplicative decrease), at most once a round, down to 1; it never exceeds
+  while latency holds (the round's mean stays within ``tolerance`` times the best latency
+  seen, plus ``slack``) or answers per second still grow with it (``scaling`` times the best
+  seen with at most two thirds in flight), until the first sign of load; then it grows by one
+  a round (additive increase). A round where neither holds stops the growth and steps the
+  window back towards :data:`START` (a fifth at a time: on a link where CPU, not distance,
+  bounds the answers, more in flight only costs more per request). A 5xx or a timeout halves
+  it (multiplicative decrease), at most once a round, down to 1; it never exceeds
   ``[service].max_connections``.
 - **The pace** (requests per second) is unlimited until the service answers 429: a rate limit
   is about requests per second, which no window can hold on a fast link. Then the pace is set
@@ -46,16 +47,20 @@ class AimdLimit:
     tolerance: float = 2.0  # a round's mean latency may reach this times the best one ...
     slack: float = 0.002  # ... plus this many seconds (jitter on a fast link is not load)
     retreat: float = 0.8  # the window after a round whose latency did not hold (not below start)
-    baseline_samples: int = 256  # the best latency is the least of this many recent answers
+    scaling: float = 1.25  # answers per second a wider window must bring to keep growing
     limit: float = field(init=False)
     rate: float | None = None  # requests per second once paced; None = no pace
     slow_start: bool = True
-    _latencies: deque[float] = field(init=False, repr=False)
+    # The best latency of the run: a window of recent answers would forget it as the window
+    # grows and latency with it, and take the grown latency for the link's own.
+    _best_latency: float = float("inf")
     _successes: deque[float] = field(default_factory=deque, repr=False)
     _round_answers: int = 0
     _round_latency: float = 0.0
     _round_cut: bool = False
     _rounds: int = 0
+    _round_began: float | None = None
+    _best_at: dict[int, float] = field(default_factory=dict, repr=False)  # window -> answers/s
     _last_rate_cut: float = float("-inf")
     _rate_step: float = 0.0
     _rate_updated: float = 0.0
@@ -64,7 +69,6 @@ class AimdLimit:
     def __post_init__(self) -> None:
         self.start = max(1, min(self.start, self.ceiling))
         self.limit = float(self.start)
-        self._latencies = deque(maxlen=self.baseline_samples)
 
     @property
     def window(self) -> int:
@@ -74,7 +78,7 @@ class AimdLimit:
     # --- events ----------------------------------------------------------------------------
     def on_success(self, now: float, latency: float) -> None:
         """An answer that is not a sign of load (2xx, and 4xx other than 429)."""
-        self._latencies.append(latency)
+        self._best_latency = min(self._best_latency, latency)
         self._successes.append(now)
         while self._successes and self._successes[0] < now - RATE_WINDOW:
             self._successes.popleft()
@@ -82,7 +86,7 @@ class AimdLimit:
             self.rate += self._rate_step * max(0.0, now - self._rate_updated)
             self._rate_updated = now
         self._round_latency += latency
-        self._answered()
+        self._answered(now)
 
     def on_rate_limited(self, now: float) -> None:
         """A 429: pace just under what was getting through."""
@@ -94,7 +98,7 @@ class AimdLimit:
             self._rate_step = self.rate_growth * self.rate
             self._rate_updated = now
             self._last_rate_cut = now
-        self._answered()
+        self._answered(now)
 
     def on_overload(self, now: float) -> None:
         """A 5xx or a timeout: halve the window, once a round."""
@@ -102,7 +106,7 @@ class AimdLimit:
         if not self._round_cut:
             self.limit = max(1.0, self.limit * self.backoff)
             self._round_cut = True
-        self._answered()
+        self._answered(now)
 
     def send_delay(self, now: float) -> float:
         """Seconds to wait before sending one more request (0 unless paced); reserves its turn."""
@@ -113,24 +117,41 @@ class AimdLimit:
         return at - now
 
     # --- rounds ----------------------------------------------------------------------------
-    def _answered(self) -> None:
+    def _answered(self, now: float) -> None:
         self._round_answers += 1
         if self._round_answers < self.window:
             return
         answers, latency, cut = self._round_answers, self._round_latency, self._round_cut
         self._round_answers, self._round_latency, self._round_cut = 0, 0.0, False
         self._rounds += 1
+        began, self._round_began = self._round_began, now
+        window = self.window
+        throughput = answers / (now - began) if began is not None and now > began else None
+        if throughput is not None:
+            self._best_at[window] = max(self._best_at.get(window, 0.0), throughput)
         if cut or self._rounds == 1:  # the first round opens connections: its latency says little
             return
         mean = latency / answers
-        best = min(self._latencies, default=mean)
-        if mean <= best * self.tolerance + self.slack:
+        best = min(self._best_latency, mean)
+        if mean <= best * self.tolerance + self.slack or self._scales(window, throughput):
             grown = self.limit * 2 if self.slow_start else self.limit + 1
             self.limit = float(min(self.ceiling, grown))
         else:
             self.slow_start = False
             if self.limit > self.start:
                 self.limit = max(float(self.start), self.limit * self.retreat)
+
+    def _scales(self, window: int, throughput: float | None) -> bool:
+        """Whether answers per second still grow with the window: this round's against the best
+        seen with at most two thirds of it in flight. Far away, a busy machine makes every
+        latency look worse than it is while more in flight still brings more answers; on a
+        link where CPU bounds the answers, they stay flat and the window steps back."""
+        if throughput is None:
+            return False
+        smaller = [w for w in self._best_at if w <= window * 2 / 3]
+        if not smaller:
+            return window <= self.start  # nothing to compare with yet: try a wider window once
+        return throughput >= self.scaling * self._best_at[max(smaller)]
 
 
 class Gate:

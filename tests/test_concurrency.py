@@ -17,12 +17,14 @@ from pipeline.harvest import harvest
 from pipeline.service import RunningService
 
 
-def answer_round(limit: AimdLimit, now: float, latency: float) -> float:
-    """One round: as many successes as the window, each ``latency`` long; the time after it."""
-    for _ in range(limit.window):
-        now += 0.001
-        limit.on_success(now, latency)
-    return now
+def answer_round(limit: AimdLimit, now: float, latency: float, best: float | None = None) -> float:
+    """One round: the window's answers, all in flight together, so the round lasts ``latency``;
+    the first answer takes ``best`` (default: ``latency``). Returns the time after it."""
+    window = limit.window
+    for n in range(window):
+        limit.on_success(now + latency * (n + 1) / window,
+                         best if best is not None and n == 0 else latency)
+    return now + latency
 
 
 def test_the_window_doubles_while_latency_holds_up_to_the_ceiling() -> None:
@@ -38,17 +40,27 @@ def test_the_window_doubles_while_latency_holds_up_to_the_ceiling() -> None:
     assert limit.window == 32  # never above the ceiling
 
 
-def test_latency_that_does_not_hold_stops_growth_and_steps_back_to_the_start() -> None:
+def test_where_answers_per_second_stay_flat_the_window_steps_back() -> None:
+    # A link bound by CPU: 800 answers a second whatever is in flight, so latency grows with
+    # the window. It stops growing and settles near the start, never below it.
     limit = AimdLimit(ceiling=64)
-    now = answer_round(limit, 0.0, 0.050)
-    now = answer_round(limit, now, 0.050)  # 16
-    now = answer_round(limit, now, 0.300)  # six times the best: the service is queueing
-    assert (limit.window, limit.slow_start) == (12, False)
-    for _ in range(20):
-        now = answer_round(limit, now, 0.300)
-    assert limit.window == START  # latency alone never takes it below the start
-    now = answer_round(limit, now, 0.050)
-    assert limit.window == START + 1  # then additive increase, one per round
+    now = 0.0
+    windows = []
+    for _ in range(30):
+        now = answer_round(limit, now, limit.window / 800)
+        windows.append(limit.window)
+    assert max(windows) == 32 and not limit.slow_start
+    assert START <= min(windows[-10:]) and max(windows[-10:]) <= 20
+
+
+def test_far_away_a_busy_machine_does_not_stop_growth_while_answers_scale() -> None:
+    # The best answer takes 50 ms, most take three times that (our CPU is busy): latency does
+    # not hold, but twice the window brings twice the answers, so it keeps growing.
+    limit = AimdLimit(ceiling=32)
+    now = 0.0
+    for _ in range(4):
+        now = answer_round(limit, now, 0.150, best=0.050)
+    assert limit.window == 32
 
 
 def test_a_server_error_halves_the_window_once_a_round() -> None:
