@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> None:
         f"{'met' if met['rate_share'] else 'MISSED'}); {rate.rate_limited} of {rate.requests} "
         f"requests answered 429 = {figures['rate_429_share']:.2%} (target <= 2%: "
         f"{'met' if met['rate_429_share'] else 'MISSED'})",
-        f"loopback: " + ", ".join(f"{k}: {v:,.0f}" for k, v in figures["loopback"].items()),
+        "loopback: " + ", ".join(f"{k}: {v:,.0f}" for k, v in figures["loopback"].items()),
         f"  auto / 8 = {figures['loopback_vs_8']:.2f} (rounds "
         f"{', '.join(f'{x:.2f}' for x in vs_8)}); target >= 1.0: "
         f"{'met' if met['loopback_vs_8'] else 'MISSED'}",
