@@ -4,16 +4,19 @@
 :class:`AimdLimit` is a pure state machine (no clock, no I/O: every event carries its time),
 so every rule is a unit test; :class:`Gate` is the thin async loop the client sends through.
 
-- **The window** (requests in flight) starts at :data:`START` and, from the second round (a
-  round is as many answers as the window; the first one opens connections), doubles each round
-  while latency holds (the round's mean stays within ``tolerance`` times the best latency
-  seen, plus ``slack``) or answers per second still grow with it (``scaling`` times the best
-  seen with at most two thirds in flight), until the first sign of load; then it grows by one
-  a round (additive increase). A round where neither holds stops the growth and steps the
-  window back towards :data:`START` (a fifth at a time: on a link where CPU, not distance,
-  bounds the answers, more in flight only costs more per request). A 5xx or a timeout halves
-  it (multiplicative decrease), at most once a round, down to 1; it never exceeds
-  ``[service].max_connections``.
+- **The window** (requests in flight) starts at :data:`START`. From the second round (a round
+  is as many answers as the window; the first one opens connections) it doubles each round
+  while latency holds (the round's mean stays within ``tolerance`` times the best latency of
+  the run, plus ``slack``) and the window is below its *room*: ``gain`` times the requests in
+  flight that keep this process's CPU busy (the best latency over the CPU seconds one answer
+  costs us: Little's law). After the first sign of load it grows by one a round (additive
+  increase). A round whose latency does not hold steps the window back towards :data:`START`,
+  one that is wider than its room back towards the room (a fifth at a time). A 5xx or a
+  timeout halves it (multiplicative decrease), at most once a round, down to 1; it never
+  exceeds ``[service].max_connections``. Room is what tells a far service (latency large
+  against our CPU per answer: many in flight pay) from loopback (our CPU bounds the answers:
+  more in flight only costs more per request), and it does not move when other processes
+  slow the machine down, which makes every latency look worse than the link is.
 - **The pace** (requests per second) is unlimited until the service answers 429: a rate limit
   is about requests per second, which no window can hold on a fast link. Then the pace is set
   just under the rate that was getting through (successes in the last second), and grows
@@ -44,10 +47,10 @@ class AimdLimit:
     rate_backoff: float = 0.9  # the pace after a 429, as a share of the rate getting through
     rate_growth: float = 0.01  # pace added per second, as a share of the pace set at the cut
     rate_cooldown: float = 0.5  # seconds between two cuts of the pace
-    tolerance: float = 2.0  # a round's mean latency may reach this times the best one ...
+    tolerance: float = 4.0  # a round's mean latency may reach this times the best one ...
     slack: float = 0.002  # ... plus this many seconds (jitter on a fast link is not load)
-    retreat: float = 0.8  # the window after a round whose latency did not hold (not below start)
-    scaling: float = 1.25  # answers per second a wider window must bring to keep growing
+    gain: float = 2.0  # the window may reach this times what keeps our CPU busy
+    retreat: float = 0.8  # the window after a round that says it is too wide (not below start)
     limit: float = field(init=False)
     rate: float | None = None  # requests per second once paced; None = no pace
     slow_start: bool = True
@@ -59,8 +62,8 @@ class AimdLimit:
     _round_latency: float = 0.0
     _round_cut: bool = False
     _rounds: int = 0
-    _round_began: float | None = None
-    _best_at: dict[int, float] = field(default_factory=dict, repr=False)  # window -> answers/s
+    _round_cpu: float | None = None  # our CPU seconds when the round began
+    cpu_per_answer: float | None = None  # our CPU seconds per answer, smoothed over rounds
     _last_rate_cut: float = float("-inf")
     _rate_step: float = 0.0
     _rate_updated: float = 0.0
@@ -76,8 +79,9 @@ class AimdLimit:
         return max(1, int(self.limit))
 
     # --- events ----------------------------------------------------------------------------
-    def on_success(self, now: float, latency: float) -> None:
-        """An answer that is not a sign of load (2xx, and 4xx other than 429)."""
+    def on_success(self, now: float, latency: float, cpu: float | None = None) -> None:
+        """An answer that is not a sign of load (2xx, and 4xx other than 429). ``cpu``: the CPU
+        seconds this process has used so far (``time.process_time()``)."""
         self._best_latency = min(self._best_latency, latency)
         self._successes.append(now)
         while self._successes and self._successes[0] < now - RATE_WINDOW:
@@ -86,9 +90,9 @@ class AimdLimit:
             self.rate += self._rate_step * max(0.0, now - self._rate_updated)
             self._rate_updated = now
         self._round_latency += latency
-        self._answered(now)
+        self._answered(now, cpu)
 
-    def on_rate_limited(self, now: float) -> None:
+    def on_rate_limited(self, now: float, cpu: float | None = None) -> None:
         """A 429: pace just under what was getting through."""
         self.slow_start = False
         if now - self._last_rate_cut >= self.rate_cooldown:
@@ -98,15 +102,15 @@ class AimdLimit:
             self._rate_step = self.rate_growth * self.rate
             self._rate_updated = now
             self._last_rate_cut = now
-        self._answered(now)
+        self._answered(now, cpu)
 
-    def on_overload(self, now: float) -> None:
+    def on_overload(self, now: float, cpu: float | None = None) -> None:
         """A 5xx or a timeout: halve the window, once a round."""
         self.slow_start = False
         if not self._round_cut:
             self.limit = max(1.0, self.limit * self.backoff)
             self._round_cut = True
-        self._answered(now)
+        self._answered(now, cpu)
 
     def send_delay(self, now: float) -> float:
         """Seconds to wait before sending one more request (0 unless paced); reserves its turn."""
@@ -117,41 +121,43 @@ class AimdLimit:
         return at - now
 
     # --- rounds ----------------------------------------------------------------------------
-    def _answered(self, now: float) -> None:
+    def _answered(self, now: float, cpu: float | None = None) -> None:
         self._round_answers += 1
         if self._round_answers < self.window:
             return
         answers, latency, cut = self._round_answers, self._round_latency, self._round_cut
         self._round_answers, self._round_latency, self._round_cut = 0, 0.0, False
         self._rounds += 1
-        began, self._round_began = self._round_began, now
-        window = self.window
-        throughput = answers / (now - began) if began is not None and now > began else None
-        if throughput is not None:
-            self._best_at[window] = max(self._best_at.get(window, 0.0), throughput)
+        if cpu is not None:
+            if self._round_cpu is not None:
+                used = max(cpu - self._round_cpu, 0.0) / answers
+                self.cpu_per_answer = used if self.cpu_per_answer is None else (
+                    0.7 * self.cpu_per_answer + 0.3 * used)
+            self._round_cpu = cpu
         if cut or self._rounds == 1:  # the first round opens connections: its latency says little
             return
         mean = latency / answers
         best = min(self._best_latency, mean)
-        if mean <= best * self.tolerance + self.slack or self._scales(window, throughput):
+        room = self.room(best)
+        holds = mean <= best * self.tolerance + self.slack
+        if holds and self.limit < room:
             grown = self.limit * 2 if self.slow_start else self.limit + 1
-            self.limit = float(min(self.ceiling, grown))
+            self.limit = float(min(self.ceiling, room, grown))
         else:
             self.slow_start = False
-            if self.limit > self.start:
-                self.limit = max(float(self.start), self.limit * self.retreat)
+            floor = float(self.start) if not holds else max(float(self.start), room)
+            if self.limit > floor:
+                self.limit = max(floor, self.limit * self.retreat)
 
-    def _scales(self, window: int, throughput: float | None) -> bool:
-        """Whether answers per second still grow with the window: this round's against the best
-        seen with at most two thirds of it in flight. Far away, a busy machine makes every
-        latency look worse than it is while more in flight still brings more answers; on a
-        link where CPU bounds the answers, they stay flat and the window steps back."""
-        if throughput is None:
-            return False
-        smaller = [w for w in self._best_at if w <= window * 2 / 3]
-        if not smaller:
-            return window <= self.start  # nothing to compare with yet: try a wider window once
-        return throughput >= self.scaling * self._best_at[max(smaller)]
+    def room(self, best_latency: float) -> float:
+        """The widest window worth having: ``gain`` times the requests in flight that keep our
+        CPU busy (Little's law: the best latency over our CPU per answer), within the ceiling.
+        Far away (latency large against our CPU per answer) that is many; on loopback, where our
+        CPU is what bounds the answers, a few, and more in flight would only cost more per
+        request. Unknown until a round has been measured: the ceiling."""
+        if not self.cpu_per_answer:
+            return float(self.ceiling)
+        return min(float(self.ceiling), self.gain * best_latency / self.cpu_per_answer)
 
 
 class Gate:
@@ -186,13 +192,13 @@ class Gate:
             sent = self._clock()
             yield answer
         finally:
-            now = self._clock()
+            now, cpu = self._clock(), time.process_time()
             if answer.status == 429:
-                control.on_rate_limited(now)
+                control.on_rate_limited(now, cpu)
             elif answer.timeout or (answer.status or 0) >= 500:
-                control.on_overload(now)
+                control.on_overload(now, cpu)
             elif answer.status is not None:
-                control.on_success(now, now - sent)
+                control.on_success(now, now - sent, cpu)
             async with self._changed:
                 self._in_flight -= 1
                 # Wake only as many waiters as there are places: waking all of them on every

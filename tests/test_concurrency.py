@@ -17,50 +17,63 @@ from pipeline.harvest import harvest
 from pipeline.service import RunningService
 
 
-def answer_round(limit: AimdLimit, now: float, latency: float, best: float | None = None) -> float:
-    """One round: the window's answers, all in flight together, so the round lasts ``latency``;
-    the first answer takes ``best`` (default: ``latency``). Returns the time after it."""
-    window = limit.window
-    for n in range(window):
-        limit.on_success(now + latency * (n + 1) / window,
-                         best if best is not None and n == 0 else latency)
-    return now + latency
+class Round:
+    """Feeds an AimdLimit rounds of answers on a simulated clock and CPU."""
+
+    def __init__(self, limit: AimdLimit) -> None:
+        self.limit, self.now, self.cpu = limit, 0.0, 0.0
+
+    def __call__(self, latency: float, *, best: float | None = None,
+                 cpu_per_answer: float = 0.001) -> int:
+        """One round: the window's answers, all in flight together, so the round lasts
+        ``latency``; the first answer takes ``best`` (default: ``latency``). Returns the
+        window after it."""
+        window = self.limit.window
+        for n in range(window):
+            self.cpu += cpu_per_answer
+            self.limit.on_success(self.now + latency * (n + 1) / window,
+                                  best if best is not None and n == 0 else latency, self.cpu)
+        self.now += latency
+        return self.limit.window
 
 
-def test_the_window_doubles_while_latency_holds_up_to_the_ceiling() -> None:
+def test_far_away_the_window_doubles_while_latency_holds_up_to_the_ceiling() -> None:
     limit = AimdLimit(ceiling=32)
+    answer = Round(limit)
     assert limit.window == START
-    now = answer_round(limit, 0.0, 0.050)
-    assert limit.window == START  # the first round opens connections: it decides nothing
-    now = answer_round(limit, now, 0.050)
-    assert limit.window == 2 * START
-    now = answer_round(limit, now, 0.052)
-    assert limit.window == 32
-    answer_round(limit, now, 0.050)
-    assert limit.window == 32  # never above the ceiling
+    assert answer(0.050) == START  # the first round opens connections: it decides nothing
+    assert [answer(0.050), answer(0.052), answer(0.050)] == [16, 32, 32]  # never above 32
 
 
-def test_where_answers_per_second_stay_flat_the_window_steps_back() -> None:
-    # A link bound by CPU: 800 answers a second whatever is in flight, so latency grows with
-    # the window. It stops growing and settles near the start, never below it.
-    limit = AimdLimit(ceiling=64)
-    now = 0.0
-    windows = []
-    for _ in range(30):
-        now = answer_round(limit, now, limit.window / 800)
-        windows.append(limit.window)
-    assert max(windows) == 32 and not limit.slow_start
-    assert START <= min(windows[-10:]) and max(windows[-10:]) <= 20
+def test_far_away_a_busy_machine_does_not_stop_the_growth() -> None:
+    # The best answer takes 50 ms and most three times that (other processes have the CPU):
+    # still within the tolerance, and far more in flight than our CPU needs, so it grows.
+    answer = Round(AimdLimit(ceiling=32))
+    assert [answer(0.150, best=0.050) for _ in range(4)] == [8, 16, 32, 32]
 
 
-def test_far_away_a_busy_machine_does_not_stop_growth_while_answers_scale() -> None:
-    # The best answer takes 50 ms, most take three times that (our CPU is busy): latency does
-    # not hold, but twice the window brings twice the answers, so it keeps growing.
+def test_on_loopback_our_cpu_bounds_the_answers_and_the_window_stays_at_the_start() -> None:
+    # A request alone takes 1.5 ms, and each answer costs us 1.25 ms of CPU: a window of 8
+    # already keeps the CPU busy (latency grows with it), so it never grows.
     limit = AimdLimit(ceiling=32)
-    now = 0.0
+    answer = Round(limit)
+    windows = [answer(limit.window * 0.00125, best=0.0015, cpu_per_answer=0.00125)
+               for _ in range(20)]
+    assert set(windows) == {START}
+    assert limit.room(0.0015) == pytest.approx(2.4)
+
+
+def test_a_service_that_queues_steps_the_window_back_to_the_start() -> None:
+    limit = AimdLimit(ceiling=32)
+    answer = Round(limit)
     for _ in range(4):
-        now = answer_round(limit, now, 0.150, best=0.050)
+        answer(0.050)
     assert limit.window == 32
+    assert answer(0.500) == 25  # ten times the best: the service is queueing
+    for _ in range(10):
+        answer(0.500)
+    assert limit.window == START and not limit.slow_start  # never below the start
+    assert answer(0.050) == START + 1  # then additive increase, one a round
 
 
 def test_a_server_error_halves_the_window_once_a_round() -> None:
