@@ -336,9 +336,7 @@ class Client:
             self.stats.requests += 1
             started = time.monotonic()
             try:
-                async with self.gate.slot() as answer:
-                    response = await self._lanes.send(request)
-                    answer.status = response.status_code
+                response = await self._send(request)
             except httpx.TransportError as exc:
                 self.stats.transport_errors += 1
                 raise self._transport_error(call, exc, attempt) from exc
@@ -360,6 +358,18 @@ class Client:
                      seconds=time.monotonic() - started, limited=tuple(waited))
 
     # --- plumbing ------------------------------------------------------------------------------
+    async def _send(self, request: httpx.Request) -> httpx.Response:
+        """One attempt through the gate (its place in the window and the pace) and a lane."""
+        gate = self.gate
+        sent = await gate.acquire()
+        try:
+            response = await self._lanes.send(request)
+        except BaseException as exc:
+            gate.release(sent, timeout=isinstance(exc, httpx.TimeoutException))
+            raise
+        gate.release(sent, response.status_code)
+        return response
+
     def _request(self, method: str, path: str, *, params: dict[str, Any] | None = None,
                  headers: dict[str, str] | None = None, json: Any = None) -> httpx.Request:
         """A request to ``path`` under the base URL (``path`` starts with '/')."""
@@ -467,13 +477,7 @@ class Client:
             self.stats.throttled_seconds += time.monotonic() - started
         self.stats.requests += 1
         try:
-            async with self.gate.slot() as answer:
-                try:
-                    response = await self._lanes.send(call.request)
-                except httpx.TimeoutException:
-                    answer.timeout = True
-                    raise
-                answer.status = response.status_code
+            response = await self._send(call.request)
         except httpx.TransportError as exc:
             self.stats.transport_errors += 1
             call.retryable = isinstance(exc, NEVER_SENT if not call.idempotent else TRANSIENT)

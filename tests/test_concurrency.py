@@ -128,9 +128,9 @@ def test_the_gate_keeps_in_flight_within_the_window() -> None:
     gate = Gate(control)
 
     async def request() -> None:
-        async with gate.slot() as answer:
-            await asyncio.sleep(0.01)
-            answer.status = 500  # every answer a 5xx: the window falls to one
+        sent = await gate.acquire()
+        await asyncio.sleep(0.01)
+        gate.release(sent, 500)  # every answer a 5xx: the window falls to one
 
     async def main() -> None:
         await asyncio.gather(*(request() for _ in range(20)))
@@ -138,6 +138,25 @@ def test_the_gate_keeps_in_flight_within_the_window() -> None:
     asyncio.run(main())
     assert gate.peak == 2
     assert control.window == 1
+
+
+def test_a_cancelled_waiter_gives_its_place_on() -> None:
+    gate = Gate(AimdLimit(ceiling=1, start=1))
+
+    async def main() -> list[str]:
+        done: list[str] = []
+        first = await gate.acquire()
+        waiting = asyncio.create_task(gate.acquire())
+        later = asyncio.create_task(gate.acquire())
+        await asyncio.sleep(0)
+        waiting.cancel()
+        gate.release(first, 200)
+        sent = await asyncio.wait_for(later, 1)  # the place went past the cancelled waiter
+        done.append("later")
+        gate.release(sent, 200)
+        return done
+
+    assert asyncio.run(main()) == ["later"]
 
 
 def test_auto_harvests_a_rate_limited_service_completely(
