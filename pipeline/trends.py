@@ -30,12 +30,11 @@ For notebooks: :func:`load_dataset` / :func:`scan_dataset` read an export back, 
 from __future__ import annotations
 
 import difflib
-import re
 import secrets
 import string
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from functools import partial
@@ -710,15 +709,14 @@ def new_run_id(now: datetime | None = None) -> str:
 def build_trends(settings: Settings, *, run_id: str | None = None) -> TrendsReport:
     """Compute every dataset from the archive, export it, and (re)create the trend_* views.
 
-    Runs in the archive's writer connection, so the published copy readers open carries the
-    views when this returns. Callers hold the run lock around it, as for a harvest.
+    Runs in the archive's writer connection, which also (re)creates the views. Callers hold the
+    run lock around it, as for a harvest.
     """
     started = time.monotonic()
-    paths = store.ArchivePaths.of(settings)
-    if not (paths.primary.exists() or paths.published.exists()):
+    if not store.exists(settings):
         # The writer would create an empty archive; trends of nothing help nobody.
         raise StoreError(
-            f"there is no archive at {paths.published} yet. Run `botstats harvest` (or "
+            f"there is no archive at {settings.db_path} yet. Run `botstats harvest` (or "
             f"`botstats demo`) first, or point --db at an existing archive."
         )
     written_at = store.now_utc()
@@ -797,50 +795,6 @@ def load_dataset(settings: Settings, name: str) -> pl.DataFrame:
     return scan_dataset(settings, name).collect()
 
 
-_PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def read_query_file(path: str | Path) -> str:
-    """The SQL in a file given to `botstats sql --file`, as UTF-8 text."""
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise QueryError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}). Save the "
-                         f"query as UTF-8 and run again.") from exc
-    except OSError as exc:
-        raise QueryError(f"cannot read the query file {path}: {exc.strerror or exc}.") from exc
-
-
-def run_query(settings: Settings, query: str, params: Mapping[str, str] | None = None,
-              *, limit: int | None = None) -> pl.DataFrame | None:
-    """Run SQL against the published archive (read-only, closed before returning).
-
-    ``params`` become DuckDB variables, read in the query as ``getvariable('name')``.
-    ``limit`` fetches at most that many rows. None when the last statement returns nothing.
-    """
-    for key in params or {}:
-        if not _PARAM_NAME.match(key):
-            raise QueryError(f"--param {key!r}: a name must be letters, digits and _, like bot_id.")
-    with store.reader(settings) as con:
-        try:
-            for key, value in (params or {}).items():
-                con.execute(f"SET VARIABLE {key} = ?", [value])
-            rel = con.sql(query)
-            if rel is None:
-                return None
-            if limit is not None:
-                rel = rel.limit(limit)
-            result = pl.from_arrow(rel.to_arrow_table())
-        except duckdb.CatalogException as exc:
-            hint = (" The trend_* views exist once `botstats trends` has run."
-                    if "trend_" in query else "")
-            raise QueryError(f"the query failed: {exc}{hint}") from exc
-        except duckdb.Error as exc:
-            raise QueryError(f"the query failed: {exc}") from exc
-    assert isinstance(result, pl.DataFrame)
-    return result
-
-
 __all__ = [
     "DATASETS",
     "Dataset",
@@ -863,7 +817,6 @@ __all__ = [
     "rank_movers",
     "ranks_by_month",
     "resource_health",
-    "run_query",
     "scan_dataset",
     "robust_outliers",
     "with_days_ago",
