@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shutil
 import statistics
 import sys
 import tempfile
@@ -71,8 +72,11 @@ def one_harvest(svc: Service, work: Path, case: str, concurrency: int | str) -> 
     limited = svc.health()["rate_limited"]
     report = harvest(settings, full=True)
     limited = svc.health()["rate_limited"] - limited
-    for path in db.parent.glob(db.name + "*"):
-        path.unlink()
+    for path in db.parent.glob(db.name + "*"):  # the catalog, its data folder, the lock
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
     return Run(case, concurrency, report.seconds, report.requests, limited, report.status)
 
 
