@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench bench-harvest bench-trends bench-concurrency lint clean
+.PHONY: demo test chromium bench bench-harvest bench-trends bench-forecast bench-concurrency lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,16 +24,24 @@ $(VENV)/.bench: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.base
 	$(BIN)/botstats demo
 
-test: $(VENV)/.dev
+test: $(VENV)/.dev chromium
+	.ci/test-deps
 	$(BIN)/python -m pytest -q
 
-bench: bench-harvest bench-trends bench-concurrency
+# The report's tests open it in Debian's chromium; installed once (apt-get, as root) if missing.
+chromium:
+	.ci/chromium
+
+bench: bench-harvest bench-trends bench-forecast bench-concurrency
 
 bench-harvest: $(VENV)/.bench
 	$(BIN)/python bench/harvest.py
 
 bench-trends: $(VENV)/.bench
 	$(BIN)/python bench/trends.py
+
+bench-forecast: $(VENV)/.bench
+	$(BIN)/python bench/forecast.py
 
 bench-concurrency: $(VENV)/.dev
 	$(BIN)/python bench/concurrency.py

@@ -38,7 +38,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from harvest import Service  # noqa: E402  (bench/harvest.py: the service in its own process)
+from _service import Service  # noqa: E402  (bench/_service.py: the service in its own process)
 
 from pipeline.config import load_settings  # noqa: E402
 from pipeline.harvest import harvest  # noqa: E402
@@ -105,7 +105,9 @@ def paired(a: list[Run], b: list[Run]) -> list[float]:
 
 def with_service(bots: int, work: Path, *flags: str) -> Callable[[Callable[[Service], Any]], Any]:
     def use(fn: Callable[[Service], Any]) -> Any:
-        svc = Service(bots, 2, work, *flags)
+        svc = Service(["--bots", str(bots), "--history-days", "2", "--stats-per-day", "1",
+                       "--end", "2026-11-01T00:00:00Z", "--max-page-size", "100", *flags],
+                      work / f"service-{time.monotonic_ns()}.log")
         try:
             return fn(svc)
         finally:

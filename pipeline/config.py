@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from .crontab import parse_crontab
 from .errors import ConfigError
 
 log = logging.getLogger("botstats.config")
@@ -113,7 +114,7 @@ class StoreSettings:
 
     db: str = "data/archive.ducklake"
     # One DuckDB row group: a batch that fills one is written straight into the file, not
-    # through the WAL and a checkpoint (a third less write CPU than 50,000).
+    # through the WAL and a checkpoint, which costs less write CPU than smaller batches.
     batch_rows: int = 122_880  # stat rows buffered before one INSERT
     open_timeout: float = 30.0  # seconds to keep retrying while another process commits
     memory_limit: str = "2GB"
@@ -138,6 +139,20 @@ class TrendSettings:
     anomaly_threshold: float = 3.5  # |robust z| above this is an anomaly
     anomaly_min_days: int = 7  # fewer trailing deltas than this: no score
     health_threshold: float = 80.0  # percent cpu/memory load that counts as a hot day
+
+
+@dataclass(frozen=True)
+class ReportSettings:
+    """`botstats report`, and the report `botstats run` refreshes after each run."""
+
+    file: str = ""  # where `botstats run` writes the report after trends; "" = no report
+    bots: str = ""  # bot ids with a section of their own, separated by commas or spaces
+    days: int = 90  # days of history shown
+    compare: bool = False  # also the bots side by side (2 to 4 of them)
+
+    @property
+    def bot_list(self) -> list[str]:
+        return self.bots.replace(",", " ").split()
 
 
 @dataclass(frozen=True)
@@ -174,6 +189,7 @@ class Settings:
     store: StoreSettings = field(default_factory=StoreSettings)
     exports: ExportSettings = field(default_factory=ExportSettings)
     trends: TrendSettings = field(default_factory=TrendSettings)
+    report: ReportSettings = field(default_factory=ReportSettings)
     schedule: ScheduleSettings = field(default_factory=ScheduleSettings)
     run: RunSettings = field(default_factory=RunSettings)
     log: LogSettings = field(default_factory=LogSettings)
@@ -385,6 +401,7 @@ def validate(settings: Settings) -> Settings:
         "store.batch_rows": settings.store.batch_rows,
         "trends.anomaly_window": settings.trends.anomaly_window,
         "trends.movers_top": settings.trends.movers_top,
+        "report.days": settings.report.days,
     }
     non_negative = {
         "service.max_keepalive": s.max_keepalive,
@@ -427,6 +444,9 @@ def validate(settings: Settings) -> Settings:
         if not getattr(settings.fields, key):
             raise ConfigError(f"{where(f'fields.{key}')}: [fields].{key} must name a record field, "
                               f"got ''.")
+    if settings.report.compare and not 2 <= len(settings.report.bot_list) <= 4:
+        raise ConfigError(f"{where('report.compare')}: [report].compare needs 2 to 4 bot ids in "
+                          f"[report].bots, got {len(settings.report.bot_list)}.")
     if not settings.store.db:
         raise ConfigError(f"{where('store.db')}: [store].db must be a file path, got ''.")
     _validate_schedule(settings, where)
@@ -443,8 +463,6 @@ def _validate_schedule(settings: Settings, where: Callable[[str], str]) -> None:
             f"{where('schedule.timezone')}: [schedule].timezone {settings.schedule.timezone!r} is not a known "
             f"IANA zone; use a name like 'UTC' or 'Europe/Berlin'."
         ) from None
-    from .schedule import parse_crontab  # schedule imports config: import here, not at the top
-
     for key in ("harvest", "trends"):
         expr = getattr(settings.schedule, key)
         if expr and len(expr.split()) != 5 and not expr.startswith("@"):
@@ -490,6 +508,7 @@ __all__ = [
     "ExportSettings",
     "FieldSettings",
     "LogSettings",
+    "ReportSettings",
     "RetrySettings",
     "RunSettings",
     "ScheduleSettings",
