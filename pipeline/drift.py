@@ -41,9 +41,9 @@ def note_fields(con: duckdb.DuckDBPyConnection, run_id: str, seen: dict[str, set
         return []
     baseline = not known
     fields_in = pl.DataFrame(new, schema={"kind": pl.String, "field": pl.String}, orient="row")
-    store.run(con, "INSERT INTO record_fields SELECT kind, field, ?, ?, ? FROM fields_in "
-              "ANTI JOIN record_fields USING (kind, field)", [run_id, now, baseline],
-              fields_in=fields_in)
+    store.run_with_frames(con, "INSERT INTO record_fields SELECT kind, field, ?, ?, ? FROM fields_in "
+                          "ANTI JOIN record_fields USING (kind, field)", [run_id, now, baseline],
+                          fields_in=fields_in)
     return [] if baseline else new
 
 

@@ -74,7 +74,7 @@ SERVICES: list[tuple[dict[str, Any], dict[str, Any], dict[str, str], dict[str, A
     ({"bot_reads_need_token": True, "user_lists_page_size": 2}, {"user_token": "<token>"},
      {"bot reads without a token": "refused; with the user token: 200"},
      {"service.token_on_bot_reads": True, "service.user_lists_page_size": 2}),
-    ({"rate_limit": 10.0}, {},
+    ({"rate_limit": 3.0, "bots": 15}, {},
      {"429 answers": "met", "rate-limit headers": "retry-after: "},
      {"fields.stat_time": "timestamp", "service.stats_page_size": 0}),
 ]
@@ -86,7 +86,7 @@ SERVICES: list[tuple[dict[str, Any], dict[str, Any], dict[str, str], dict[str, A
 def test_probe_finds_the_difference_and_its_settings_archive_everything(
         tmp_path: Path, service_factory: Callable[..., RunningService], serve: dict[str, Any],
         more: dict[str, Any], findings: dict[str, str], proposals: dict[str, Any]) -> None:
-    svc = service_factory(bots=40, history_days=6, **serve)
+    svc = service_factory(**{"bots": 40, "history_days": 6, **serve})
     if "user_token" in more:
         more = {**more, "user_token": tokens(svc)}
     report = run_probe(probe_settings(svc, tmp_path, **more))
