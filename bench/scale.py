@@ -291,6 +291,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--cases", default="paged,unpaged")
     p.add_argument("--work", help="work folder (default: a temporary one, removed after)")
     p.add_argument("--json", help="also write the results to this file")
+    p.add_argument("--keep", action="store_true",
+                   help="keep each built archive in --work and reuse it on the next run")
     # the children's own arguments
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--base-url", help=argparse.SUPPRESS)
@@ -318,16 +320,18 @@ def main(argv: list[str] | None = None) -> None:
         for size in sizes:
             days, _ = SIZES[size]
             base = root / size / "built"
-            shutil.rmtree(root / size, ignore_errors=True)
-            base.mkdir(parents=True)
             log = root / size / "bench.log"
-            print(f"{size}: building ({args.bots:,} bots, {days} days of service history)",
-                  flush=True)
-            build_svc = Service(args.bots, days, 0, root / size / "service-build.log")
-            try:
-                build(size, args.bots, base, build_svc.base_url, log)
-            finally:
-                build_svc.close()
+            if not (args.keep and (base / ".built").exists()):
+                shutil.rmtree(root / size, ignore_errors=True)
+                base.mkdir(parents=True)
+                print(f"{size}: building ({args.bots:,} bots, {days} days of service history)",
+                      flush=True)
+                build_svc = Service(args.bots, days, 0, root / size / "service-build.log")
+                try:
+                    build(size, args.bots, base, build_svc.base_url, log)
+                finally:
+                    build_svc.close()
+                (base / ".built").touch()
             for case in cases:
                 page = PAGE if case == "paged" else 0
                 work = root / size / case
@@ -339,7 +343,8 @@ def main(argv: list[str] | None = None) -> None:
                 finally:
                     svc.close()
                 shutil.rmtree(work, ignore_errors=True)
-            shutil.rmtree(base, ignore_errors=True)
+            if not args.keep:
+                shutil.rmtree(base, ignore_errors=True)
         runs.sort(key=lambda r: (cases.index(r.case), sizes.index(r.size)))
         ratios(runs)
         print()

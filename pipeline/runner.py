@@ -90,18 +90,20 @@ def run(
     settings: Settings,
     *,
     full: bool = False,
+    full_trends: bool = False,
     lock_timeout: float | None = None,
     stop: threading.Event | None = None,
     on_progress: ProgressFn | None = None,
 ) -> RunReport:
-    """Lock, harvest, then trends. Raises LockTimeout (exit 75) when another run holds the lock."""
+    """Lock, harvest, then trends (``full_trends``: recomputed from the whole archive). Raises
+    LockTimeout (exit 75) when another run holds the lock."""
     stop = stop or threading.Event()
     started = time.monotonic()
     try:
         with run_lock(settings, "run", timeout=lock_timeout, stop=stop) as lock:
             report = RunReport("running", lock_wait=time.monotonic() - started,
                                took_over=lock.previous if lock.took_over else None)
-            _harvest_then_trends(settings, report, lock, full, stop, on_progress)
+            _harvest_then_trends(settings, report, lock, full, full_trends, stop, on_progress)
     except LockTimeout:
         if not stop.is_set():
             raise
@@ -112,7 +114,8 @@ def run(
 
 
 def _harvest_then_trends(settings: Settings, report: RunReport, lock: LockHandle, full: bool,
-                         stop: threading.Event, on_progress: ProgressFn | None) -> None:
+                         full_trends: bool, stop: threading.Event,
+                         on_progress: ProgressFn | None) -> None:
     report.harvest = harvest(settings, full=full, on_progress=_noting(lock, on_progress), stop=stop)
     lock.note(run_id=report.harvest.run_id)
     report.status, report.message = report.harvest.status, report.harvest.message
@@ -123,7 +126,7 @@ def _harvest_then_trends(settings: Settings, report: RunReport, lock: LockHandle
         report.trends_skipped = "stopped on request"
         return
     try:
-        report.trends = _build_trends(settings, report.harvest.run_id)
+        report.trends = _build_trends(settings, report.harvest.run_id, full=full_trends)
     except BotstatsError as exc:
         report.trends_error = str(exc)
         report.status = "failed"
@@ -131,16 +134,17 @@ def _harvest_then_trends(settings: Settings, report: RunReport, lock: LockHandle
         log.error("trends after harvest %s failed: %s", report.harvest.run_id, exc)
 
 
-def _build_trends(settings: Settings, run_id: str | None) -> TrendsReport:
+def _build_trends(settings: Settings, run_id: str | None, *, full: bool = False) -> TrendsReport:
     from .trends import build_trends
 
-    trends = build_trends(settings, run_id=run_id)
+    trends = build_trends(settings, run_id=run_id, full=full)
     _log_trends(trends)
     return trends
 
 
 def _log_trends(trends: TrendsReport) -> None:
-    log.info("trends %s: %d datasets, %d partitions written, %d unchanged, %.1f s", trends.run_id,
+    log.info("trends %s: %s%s, %d datasets, %d partitions written, %d unchanged, %.1f s",
+             trends.run_id, trends.mode, f" from {trends.since}" if trends.since else "",
              len(trends.datasets), trends.written, trends.unchanged, trends.seconds)
 
 
@@ -155,12 +159,13 @@ def locked_harvest(settings: Settings, *, full: bool = False, stop: threading.Ev
     return report
 
 
-def locked_trends(settings: Settings, *, stop: threading.Event | None = None) -> TrendsReport:
-    """One trends build under the run lock."""
+def locked_trends(settings: Settings, *, full: bool = False,
+                  stop: threading.Event | None = None) -> TrendsReport:
+    """One trends build under the run lock (``full``: recomputed from the whole archive)."""
     from .trends import build_trends
 
     with run_lock(settings, "trends", stop=stop):
-        return build_trends(settings)
+        return build_trends(settings, full=full)
 
 
 def harvest_job(settings: Settings, stop: threading.Event) -> str:

@@ -77,7 +77,7 @@ def test_run_status_and_when_trends_run(tmp_path: Path, monkeypatch: pytest.Monk
     def fake_harvest(settings: Settings, **kw: Any) -> HarvestReport:
         return HarvestReport(run_id="r1", mode="incremental", status=harvest_status)
 
-    def fake_trends(settings: Settings, run_id: str | None) -> Any:
+    def fake_trends(settings: Settings, run_id: str | None, **kw: Any) -> Any:
         calls.append(str(run_id))
         if trends_fails:
             raise ExportError("disk full")
@@ -159,11 +159,13 @@ def test_botstats_run_prints_a_summary_and_exits_0(tmp_path: Path, service: Any)
     assert "harvest " in out and ": complete" in out
     assert "bot_growth" in out  # the trends summary
     assert out.strip().splitlines()[-1].endswith(": complete (exit 0)")
-    proc = _botstats(tmp_path, "--db", "a.ducklake", "--base-url", service.base_url, "run", "--json")
+    proc = _botstats(tmp_path, "--db", "a.ducklake", "--base-url", service.base_url, "run", "--json",
+                     "--full-trends")
     out, err = proc.communicate(timeout=120)
     data = json.loads(out)
     assert proc.returncode == 0 and data["status"] == "complete" and data["exit_code"] == 0
     assert data["trends"]["datasets"] and data["harvest"]["stats_added"] == 0
+    assert (data["trends"]["mode"], data["trends"]["reason"]) == ("full", "--full")
 
 
 @pytest.mark.parametrize("job", ["harvest", "trends"])

@@ -165,19 +165,22 @@ def status_cmd(runs: int, as_json: bool, max_age: timedelta | None) -> None:
 @common_options
 @click.option("--out", "out_dir", type=click.Path(file_okay=False),
               help="Export directory (overrides [exports].dir).")
+@click.option("--full", is_flag=True, help="Recompute every day from the whole archive (default: "
+              "only the days the records archived since the last export touch).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of a summary.")
 @handle_errors
-def trends_cmd(out_dir: str | None, as_json: bool) -> None:
+def trends_cmd(out_dir: str | None, full: bool, as_json: bool) -> None:
     """Compute the trend datasets, export them as parquet and create the trend_* views.
 
-    Takes the archive's run lock (like `botstats run`), reads the archive, writes only the
-    month partitions whose content changed, and recreates the views in the archive.
+    Takes the archive's run lock (like `botstats run`), recomputes the days that records
+    archived since the last export touch (from the Monday before the first; --full: all),
+    writes only the month partitions whose content changed, and recreates the views.
     """
     from ..runner import locked_trends
 
     settings = settings_from_flags(**{"exports.dir": out_dir})
     setup_logging(settings)
-    report = locked_trends(settings)
+    report = locked_trends(settings, full=full)
     if as_json:
         print_json(report.as_dict())
     else:
@@ -220,10 +223,10 @@ def sql_cmd(query: str | None, sql_file: str | None, variables: dict[str, str], 
     Give the query as an argument or with -f FILE. Prints a table, or writes csv/json/parquet
     with --format and --output (csv and json go to stdout without --output). SQL errors exit 2.
     """
+    from ..archive import read_query_file, run_query
     from ..console import plain_table
     from ..explore import attach_sql
     from ..exports import to_json, write_frame, write_text
-    from ..trends import read_query_file, run_query
 
     if attach:
         click.echo(attach_sql(settings_from_flags()))
