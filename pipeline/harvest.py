@@ -341,10 +341,12 @@ async def _harvest_bot(
         buffer.error(endpoint, bot_id, exc)
         return
     report.bots_fetched += 1
+    received_at = datetime.now(UTC)
     if isinstance(records, RawArray):
-        page = parse_stats_raw(records.body, records.items, bot_id, fields)
+        page = parse_stats_raw(records.body, records.items, bot_id, fields,
+                               received_at=received_at)
     else:
-        page = parse_stats(records, bot_id, fields)
+        page = parse_stats(records, bot_id, fields, received_at=received_at)
     if last_key is not None and not _holds(page, last_key, bot_id, fields):
         buffer.error(endpoint, bot_id, BadResponse(
             f"{endpoint} lacks the bot's newest record ({last_key}, which GET /bots/{bot_id}/stat "
