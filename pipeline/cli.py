@@ -176,6 +176,25 @@ def config_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str 
               help="Broken paging: GET /bots ignores skip and always returns the first page.")
 @click.option("--live-interval", type=click.FloatRange(min=0), default=0.0, show_default=True,
               help="Real seconds per stat interval, so new records keep arriving. 0 = only on POST /_admin/advance.")
+@click.option("--listing-cut", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+              help="GET /bots shows only the first (1 - P) of the listing, with status 200 "
+                   "(1 = an empty list): an outage that looks like the directory emptying.")
+@click.option("--duplicate-every", type=click.IntRange(min=0), default=0, show_default=True,
+              help="GET /bots repeats a bot after every N-th position (in the same page or an "
+                   "earlier one). 0 = off.")
+@click.option("--redirect-to", metavar="URL", default="",
+              help="Answer every interface request 307 to this origin (same path and query).")
+@click.option("--stall-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+              help="Share of bots whose GET /bots/:id/stats body stops half-way for "
+                   "--stall-seconds.")
+@click.option("--stall-seconds", type=click.FloatRange(min=0), default=30.0, show_default=True,
+              help="How long a stalling body stops.")
+@click.option("--gzip-cut-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+              help="Share of bots whose GET /bots/:id/stats body is gzip cut in half "
+                   "(Content-Encoding: gzip).")
+@click.option("--body-fault-times", type=click.IntRange(min=0), default=0, show_default=True,
+              help="/stats answers per bot the stall and gzip faults spoil before answering "
+                   "whole. 0 = every one.")
 @click.option("--access-log", is_flag=True, help="Log every request to stderr (slows the service down).")
 def serve_cmd(host: str, port: int, bots: int, users: int, seed: int, history_days: int,
               stats_per_day: int, max_page_size: int, stats_page_size: int,
@@ -183,7 +202,9 @@ def serve_cmd(host: str, port: int, bots: int, users: int, seed: int, history_da
               credentials_file: str | None,
               rate_limit: float, error_rate: float, latency_ms: float, latency_jitter_ms: float,
               churn_every: int, malformed_rate: float, bad_json_rate: float, ignore_skip: bool,
-              live_interval: float, access_log: bool) -> None:
+              live_interval: float, listing_cut: float, duplicate_every: int, redirect_to: str,
+              stall_rate: float, stall_seconds: float, gzip_cut_rate: float,
+              body_fault_times: int, access_log: bool) -> None:
     """Run the embedded bot-listing service in the foreground (Ctrl+C stops it).
 
     Prints the base URL and a few user tokens and bot API keys; see README for the data,
@@ -195,7 +216,11 @@ def serve_cmd(host: str, port: int, bots: int, users: int, seed: int, history_da
         faults = Faults(rate_limit=rate_limit, error_rate=error_rate, latency_ms=latency_ms,
                         latency_jitter_ms=latency_jitter_ms, churn_every=churn_every,
                         malformed_rate=malformed_rate, bad_json_rate=bad_json_rate,
-                        ignore_skip=ignore_skip, live_interval=live_interval)
+                        ignore_skip=ignore_skip, live_interval=live_interval,
+                        listing_cut=listing_cut, duplicate_every=duplicate_every,
+                        redirect_to=redirect_to, stall_rate=stall_rate,
+                        stall_seconds=stall_seconds, gzip_cut_rate=gzip_cut_rate,
+                        body_fault_times=body_fault_times)
         cfg = ServiceConfig(bots=bots, users=users, seed=seed, history_days=history_days,
                             stats_per_day=stats_per_day, max_page_size=max_page_size,
                             stats_page_size=stats_page_size,
@@ -444,13 +469,17 @@ def post_stat(ctx: Ctx, bot_id: str, users: int, guilds: int, shards: int | None
 @common_options
 @click.option("--full", is_flag=True, help="Re-read every bot's whole /stats list (default: only "
               "bots whose newest record is not archived yet).")
+@click.option("--accept-removals", is_flag=True,
+              help="Believe a complete listing however many bots it would mark removed (by "
+                   "default more than [harvest].max_removed_share of them, or an empty listing, "
+                   "ends the run partial with nothing marked).")
 @click.option("--progress/--no-progress", default=True, show_default=True,
               help="Show progress (a bar on a terminal, log lines otherwise).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run report as JSON instead of a table.")
 @pass_ctx
 @handle_errors
 def harvest_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str | None,
-                full: bool, progress: bool, as_json: bool) -> None:
+                full: bool, accept_removals: bool, progress: bool, as_json: bool) -> None:
     """Archive every bot and its statistics records into DuckDB.
 
     Incremental by default: a bot whose newest record is already archived costs one request.
@@ -467,7 +496,8 @@ def harvest_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str
     # SIGTERM/Ctrl-C: finish the current batch, record the run interrupted, exit 4.
     with stop_on_signals(threading.Event()) as stop, \
             run_lock(settings, "harvest", stop=stop), harvest_progress(progress) as on_progress:
-        report = harvest(settings, full=full, on_progress=on_progress, stop=stop)
+        report = harvest(settings, full=full, accept_removals=accept_removals,
+                         on_progress=on_progress, stop=stop)
     if as_json:
         print_json(report.as_dict())
     else:
@@ -672,6 +702,9 @@ def _print_run(report: Any) -> None:
 @cli.command("run")
 @common_options
 @click.option("--full", is_flag=True, help="Re-read every bot's whole /stats list (see `harvest --full`).")
+@click.option("--accept-removals", is_flag=True,
+              help="Believe a complete listing however many bots it would mark removed (see "
+                   "`harvest --accept-removals`).")
 @click.option("--lock-timeout", type=click.FloatRange(min=0), metavar="SECONDS",
               help="Seconds to wait while another job holds the archive lock, then exit 75 "
                    "(overrides [run].lock_timeout).")
@@ -681,7 +714,8 @@ def _print_run(report: Any) -> None:
 @pass_ctx
 @handle_errors
 def run_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str | None, full: bool,
-            lock_timeout: float | None, progress: bool, as_json: bool) -> None:
+            accept_removals: bool, lock_timeout: float | None, progress: bool,
+            as_json: bool) -> None:
     """Harvest, then build trends: the one command a crontab calls.
 
     Takes the archive's run lock first, so two runs (or a run and `botstats schedule`) never
@@ -698,7 +732,8 @@ def run_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str | N
     settings = settings_from(ctx, config_file, base_url, db, **more)
     setup_logging(settings)
     with stop_on_signals(threading.Event()) as stop, harvest_progress(progress) as on_progress:
-        report = run(settings, full=full, stop=stop, on_progress=on_progress)
+        report = run(settings, full=full, accept_removals=accept_removals, stop=stop,
+                     on_progress=on_progress)
     if as_json:
         print_json(report.as_dict())
     else:

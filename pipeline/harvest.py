@@ -55,6 +55,7 @@ from .records import (
     same_record,
     stat_key,
 )
+from .removals import judge_removals
 
 log = logging.getLogger("botstats.harvest")
 T = TypeVar("T")
@@ -113,10 +114,14 @@ def harvest(
     settings: Settings,
     *,
     full: bool = False,
+    accept_removals: bool = False,
     on_progress: ProgressFn | None = None,
     stop: threading.Event | None = None,
 ) -> HarvestReport:
     """Run one harvest into the archive named by ``settings``; return what it did.
+
+    ``accept_removals`` believes a complete listing however many bots it would mark removed
+    (see :mod:`pipeline.removals`).
 
     The caller holds the run lock (``pipeline.lock``) when other runs may start; the DuckDB
     file lock alone would make a second writer wait and then fail.
@@ -127,7 +132,8 @@ def harvest(
         _begin_run(con, report)
         db = _Db(con)
         try:
-            asyncio.run(_harvest(settings, report, db, full, on_progress, stop or threading.Event()))
+            asyncio.run(_harvest(settings, report, db, full, accept_removals, on_progress,
+                                 stop or threading.Event()))
         except (KeyboardInterrupt, asyncio.CancelledError):
             report.status, report.message = "interrupted", "interrupted by the user"
             raise
@@ -171,11 +177,13 @@ async def _harvest(
     report: HarvestReport,
     db: _Db,
     full: bool,
+    accept_removals: bool,
     on_progress: ProgressFn | None,
     stop: threading.Event,
 ) -> None:
     buffer = _Batch(db, report, settings.store.batch_rows,
                     new_only=await db.call(_nothing_archived))
+    known_live = await db.call(_live_bots)  # before this run writes any bot
     async with Client(settings) as client:
         try:
             if settings.user_token:
@@ -198,16 +206,23 @@ async def _harvest(
             report.requests = client.stats.requests
             report.retries = client.stats.retries
             await buffer.flush()
+    refused = ""
     if report.listing_complete and not stop.is_set():
-        report.bots_removed = await db.call(_mark_removed, report)
+        verdict = judge_removals(known_live, await db.call(_live_bots, report.started_at),
+                                 report.bots_seen, settings.harvest.max_removed_share,
+                                 accept_removals)
+        if verdict.believed:
+            report.bots_removed = await db.call(_mark_removed, report)
+        else:
+            refused = verdict.message
+            log.warning("removals not believed: %s", refused)
     if stop.is_set():
         report.status, report.message = "interrupted", "stopped on request after the current batch"
-    elif report.errors or not report.listing_complete:
+    elif report.errors or not report.listing_complete or refused:
         report.status = "partial"
-        report.message = report.message or (
-            f"{report.errors} request(s) failed after retries or read incomplete data; see "
-            f"harvest_errors. The next run tries them again."
-        )
+        failed = (f"{report.errors} request(s) failed after retries or read incomplete data; see "
+                  f"harvest_errors. The next run tries them again.") if report.errors else ""
+        report.message = report.message or " ".join(filter(None, (refused, failed)))
     else:
         report.status = "complete"
 
@@ -838,6 +853,15 @@ def _finish_run(con: duckdb.DuckDBPyConnection, report: HarvestReport) -> None:
         )
     except duckdb.Error as exc:
         log.error("could not record the end of run %s: %s", report.run_id, exc)
+
+
+def _live_bots(con: duckdb.DuckDBPyConnection, not_seen_since: datetime | None = None) -> int:
+    """Bots the archive holds as listed (not removed); with ``not_seen_since``, those no
+    listing has shown since then: the ones :func:`_mark_removed` would mark."""
+    sql = "SELECT count(*) FROM bots WHERE removed_at IS NULL"
+    if not_seen_since is None:
+        return int(con.execute(sql).fetchall()[0][0])
+    return int(con.execute(sql + " AND last_seen_at < ?", [not_seen_since]).fetchall()[0][0])
 
 
 def _mark_removed(con: duckdb.DuckDBPyConnection, report: HarvestReport) -> int:

@@ -88,6 +88,7 @@ def run(
     settings: Settings,
     *,
     full: bool = False,
+    accept_removals: bool = False,
     lock_timeout: float | None = None,
     stop: threading.Event | None = None,
     on_progress: ProgressFn | None = None,
@@ -99,7 +100,8 @@ def run(
         with run_lock(settings, "run", timeout=lock_timeout, stop=stop) as lock:
             report = RunReport("running", lock_wait=time.monotonic() - started,
                                took_over=lock.previous if lock.took_over else None)
-            _harvest_then_trends(settings, report, lock, full, stop, on_progress)
+            _harvest_then_trends(settings, report, lock, full, accept_removals, stop,
+                                 on_progress)
     except LockTimeout:
         if not stop.is_set():
             raise
@@ -110,8 +112,10 @@ def run(
 
 
 def _harvest_then_trends(settings: Settings, report: RunReport, lock: LockHandle, full: bool,
-                         stop: threading.Event, on_progress: ProgressFn | None) -> None:
-    report.harvest = harvest(settings, full=full, on_progress=_noting(lock, on_progress), stop=stop)
+                         accept_removals: bool, stop: threading.Event,
+                         on_progress: ProgressFn | None) -> None:
+    report.harvest = harvest(settings, full=full, accept_removals=accept_removals,
+                             on_progress=_noting(lock, on_progress), stop=stop)
     lock.note(run_id=report.harvest.run_id)
     report.status, report.message = report.harvest.status, report.harvest.message
     if report.harvest.status not in ("complete", "partial"):
