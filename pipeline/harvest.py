@@ -263,7 +263,8 @@ async def _list(
             if not pager.seen:
                 raise
             return
-        fresh = [r for r in rows if r.bot_id in new]
+        # A bot the page repeats is read once (its last copy kept, at its first place).
+        fresh = list({r.bot_id: r for r in rows if r.bot_id in new}.values())
         if not fresh:
             continue
         report.bots_seen += len(fresh)

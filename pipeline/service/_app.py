@@ -337,6 +337,13 @@ async def admin_churn(request: Request) -> Response:
     return JSONResponse({"added": [a for a, _ in changes], "removed": [r for _, r in changes]})
 
 
+async def admin_grow(request: Request) -> Response:
+    count = _query_int(request, "bots", 1)
+    if isinstance(count, Response):
+        return count
+    return JSONResponse({"added": _directory(request).grow(min(count, MAX_ADVANCE))})
+
+
 # --- app -------------------------------------------------------------------------------
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
@@ -368,6 +375,7 @@ def create_app(config: ServiceConfig) -> Starlette:
         Route("/_admin/health", admin_health, methods=["GET"]),
         Route("/_admin/advance", admin_advance, methods=["POST"]),
         Route("/_admin/churn", admin_churn, methods=["POST"]),
+        Route("/_admin/grow", admin_grow, methods=["POST"]),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error,
                                                        Exception: _crash})

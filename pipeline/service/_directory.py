@@ -235,6 +235,23 @@ class Directory:
             self._added_all.append(new)
             return self._profile(new).id, self._profile(victim).id
 
+    def grow(self, count: int = 1) -> list[str]:
+        """Insert ``count`` new bots at the front of the listing (none removed): a directory
+        that grows. Returns their ids, newest last."""
+        with self._lock:
+            if self._universe + count > 1 << LOW_BITS:
+                raise RuntimeError("the directory is full: no more bots can be added")
+            last = self.last_slot()
+            added = []
+            for _ in range(count):
+                new = self._universe
+                self._added_slot[new] = last
+                self._universe += 1
+                self._added.append(new)
+                self._added_all.append(new)
+                added.append(self._profile(new).id)
+            return added
+
     # --- records -----------------------------------------------------------------------
     def _bot_record(self, index: int) -> Record:
         record = dict(self._profile(index).record)
