@@ -370,6 +370,9 @@ async def _harvest_bot(
             f"page size (now {page_size}); the records read are archived and the bot is read "
             f"again next run."))
     buffer.add_page(endpoint, bot_id, page)
+    # The body and the page's objects go as soon as the batch holds them (a bot's /stats may
+    # be tens of MB): not kept alive through the batch's write.
+    del records, page
     if buffer.full:
         await buffer.flush()
 
@@ -503,10 +506,13 @@ STAT_COLUMNS = [c for c in STAT_SCHEMA if c != "bot_id"]
 
 
 def _frame(columns: dict[str, list[Any]], schema: dict[str, Any]) -> pl.DataFrame:
-    """Buffered columns as a frame; ``recorded_at`` is buffered as microseconds since the epoch,
-    which polars reads a hundred times faster than datetime objects."""
-    return pl.DataFrame(columns, schema={**schema, "recorded_at": pl.Int64}).with_columns(
-        pl.col("recorded_at").cast(schema["recorded_at"]))
+    """Buffered columns as a frame, taken out of ``columns`` one by one so each list (and the
+    objects only it holds) is freed as soon as polars has copied it: a batch is never held
+    twice over. ``recorded_at`` is buffered as microseconds since the epoch, which polars reads
+    a hundred times faster than datetime objects."""
+    series = [pl.Series(name, columns.pop(name), dtype=pl.Int64 if name == "recorded_at" else dtype)
+              for name, dtype in schema.items()]
+    return pl.DataFrame(series).with_columns(pl.col("recorded_at").cast(schema["recorded_at"]))
 
 
 class _Batch:

@@ -343,6 +343,24 @@ def parse_stats_raw(body: bytes, items: Sequence[Any], bot_id: str,
     latest = latest_allowed(fields, received_at)
     if decoders is None or not items:
         return _raw_page_by_record(items, bot_id, fields, latest)
+    if len(items) <= TYPED_CHUNK:
+        return _usual_page(body, items, bot_id, fields, decoders, latest)
+    # A long page in chunks: the typed records of one chunk at a time live beside the columns
+    # (they cost several times the body).
+    page = StatPage()
+    for start in range(0, len(items), TYPED_CHUNK):
+        chunk = items[start:start + TYPED_CHUNK]
+        page.extend(_usual_page(b"[" + b",".join(map(bytes, chunk)) + b"]", chunk, bot_id,
+                                fields, decoders, latest))
+    return page
+
+
+TYPED_CHUNK = 16_384  # records decoded typed at once
+
+
+def _usual_page(body: bytes, items: Sequence[Any], bot_id: str, fields: FieldSettings,
+                decoders: tuple[msgspec.json.Decoder[Any], msgspec.json.Decoder[Any]],
+                latest: datetime) -> StatPage:
     try:
         return _typed_page(decoders[0].decode(body), items, latest)
     except _NOT_TYPED:
