@@ -69,8 +69,9 @@ def stat_records(draw: st.DrawFn, fields: FieldSettings) -> Any:
         if draw(st.booleans()):
             record[name] = draw(values)
     if isinstance(record.get("custom"), list) and fields.custom_name != "name":
-        record["custom"] = [{fields.custom_name: c["name"], fields.custom_value: c["value"]}
-                            for c in record["custom"] if isinstance(c, dict)]
+        names = {"name": fields.custom_name, "value": fields.custom_value}
+        record["custom"] = [{names.get(k, k): v for k, v in c.items()} if isinstance(c, dict)
+                            else c for c in record["custom"]]
     for name in draw(st.sets(st.sampled_from(sorted(record)), max_size=2)):
         del record[name]  # a required field, or an optional one, missing
     if draw(st.booleans()):
