@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -82,8 +82,11 @@ def compare(db: Path, directory: Any) -> dict[str, Any]:
 
 
 def soak(runs: int, every: int, bots: int, grow: int, workdir: Path) -> dict[str, Any]:
+    # An hour per interval, the clock starting far enough back that the runs never move it
+    # past now (records ahead of now are refused beyond [fields].max_future_skew).
+    end = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=runs + 2)
     config = ServiceConfig(bots=bots, history_days=3, stats_per_day=24, max_page_size=25,
-                           faults=FAULTS)
+                           end=end, faults=FAULTS)
     db, log_file = workdir / "archive.duckdb", workdir / "schedule.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("BOTSTATS_")}
     env.update(BOTSTATS_RETRY_ATTEMPTS="10", BOTSTATS_RETRY_BACKOFF_BASE="0.02",
@@ -97,14 +100,16 @@ def soak(runs: int, every: int, bots: int, grow: int, workdir: Path) -> dict[str
                    "--log-format", "json", "--log-file", str(log_file), "--db", str(db),
                    "--base-url", svc.base_url, "schedule", "--harvest-cron",
                    f"*/{every} * * * * *", "--trends-cron", ""]
+        # Its stderr goes to a file: a pipe nobody reads fills up and blocks the daemon.
+        stderr = (workdir / "stderr.txt").open("w")
         proc = subprocess.Popen(command, cwd=workdir, env=env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True)
+                                stderr=stderr)
         try:
             done = 0
             while done < runs:
                 if proc.poll() is not None:
                     raise SystemExit(f"the scheduler exited early ({proc.returncode}): "
-                                     f"{proc.stderr.read() if proc.stderr else ''}")
+                                     f"{(workdir / 'stderr.txt').read_text()[-3000:]}")
                 finished = len(harvest_results(log_file))
                 if finished == done:
                     time.sleep(0.05)
@@ -122,6 +127,7 @@ def soak(runs: int, every: int, bots: int, grow: int, workdir: Path) -> dict[str
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+            stderr.close()
         results = harvest_results(log_file)
         figures = compare(db, svc.directory)
     first, last = measured.get(first_mark, {}), measured.get(runs, {})
@@ -130,6 +136,7 @@ def soak(runs: int, every: int, bots: int, grow: int, workdir: Path) -> dict[str
         "date": datetime.now(UTC).strftime("%Y-%m-%d"), "runs": runs, "every_s": every,
         "bots_start": bots, "grow_per_run": grow, "faults": FAULTS.active(),
         "seconds": round(time.monotonic() - started, 1), "last_result": results[-1],
+        "results": results,
         "daemon": {f"after_run_{first_mark}": first, f"after_run_{runs}": last,
                    "growth": growth},
         "archive": figures,

@@ -107,10 +107,6 @@ class FieldSettings:
     # ahead of time would otherwise become the bot's newest record and a future day in trends.
     max_future_skew: str = "1d"
 
-    @property
-    def future_skew(self) -> timedelta:
-        return parse_duration(self.max_future_skew)
-
 
 @dataclass(frozen=True)
 class HarvestSettings:
@@ -438,7 +434,7 @@ def validate(settings: Settings) -> Settings:
             f"to 1 (0.5 = half the live bots), got {settings.harvest.max_removed_share}."
         )
     try:
-        settings.fields.future_skew
+        parse_duration(settings.fields.max_future_skew)
     except ValueError as exc:
         raise ConfigError(f"{where('fields.max_future_skew')}: [fields].max_future_skew: {exc}."
                           ) from None

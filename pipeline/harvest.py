@@ -13,8 +13,9 @@ One run:
 5. buffers rows column-wise and writes them in batches through polars, one transaction per
    batch that also carries the run's counters, so a run killed at any moment leaves whole
    batches only and the next run (records keyed by id, upserted) completes the work;
-6. marks bots missing from a *complete* listing as removed, and ends the run ``complete``,
-   ``partial`` (some bots failed: retried next run), ``failed`` or ``interrupted``.
+6. marks bots missing from a *complete* listing as removed, unless that listing collapsed
+   (:mod:`pipeline.removals`), and ends the run ``complete``, ``partial`` (some bots failed:
+   retried next run; or a listing not believed), ``failed`` or ``interrupted``.
 
 DuckDB work happens on one dedicated thread so HTTP never waits on a write.
 """
