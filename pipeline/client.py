@@ -163,7 +163,7 @@ class _Lanes:
             await lane.aclose()
 
 
-class CutBody(httpx.RemoteProtocolError):
+class _CutBody(httpx.RemoteProtocolError):
     """A compressed body that ends before its end of stream, or does not decompress."""
 
 
@@ -175,13 +175,13 @@ async def _read_body(response: httpx.Response) -> httpx.Response:
     """``response`` with its body read. A gzip or deflate body is decompressed here, not by
     httpx: httpx takes a stream cut short for a shorter body (a truncated page that reads as
     bad JSON, never retried as the transfer failure it is), and a corrupt one raises outside
-    its transport errors. Both are :class:`CutBody` here: a transport error, retried."""
+    its transport errors. Both are :class:`_CutBody` here: a transport error, retried."""
     encoding = response.headers.get("Content-Encoding", "").strip().lower()
     if encoding not in _WBITS:
         try:
             await response.aread()
         except httpx.DecodingError as exc:  # an encoding httpx decodes (br, zstd, stacked)
-            raise CutBody(f"the {encoding} body does not decompress: {exc}",
+            raise _CutBody(f"the {encoding} body does not decompress: {exc}",
                           request=response.request) from exc
         return response
     raw = b"".join([part async for part in response.aiter_raw()])
@@ -203,7 +203,7 @@ def _inflate(raw: bytes, encoding: str) -> bytes:
         if inflater.eof:
             return body
         problem = f"ends before its end of stream ({len(raw)} bytes received)"
-    raise CutBody(f"the {encoding} body {problem}")
+    raise _CutBody(f"the {encoding} body {problem}")
 
 
 class Client:
@@ -572,7 +572,7 @@ class Client:
         elif isinstance(exc, httpx.TimeoutException):
             what = f"got no answer within {timeouts.timeout:g} s"
             advice = "the service is slow: raise [service].timeout or try again later"
-        elif isinstance(exc, CutBody):
+        elif isinstance(exc, _CutBody):
             what = "sent a compressed body that is cut short or corrupt"
             advice = ("the service or a proxy in front of it dropped part of the answer: try "
                       "again later")

@@ -22,7 +22,13 @@ from pipeline import records
 from pipeline.client import decode_json, split_array
 from pipeline.config import FieldSettings
 from pipeline.listing import ListingPager
-from pipeline.records import StatPage, _raw_page_by_record, latest_allowed, parse_stats_raw
+from pipeline.records import (
+    StatPage,
+    _raw_page_by_record,
+    latest_allowed,
+    parse_stats,
+    parse_stats_raw,
+)
 
 BOT = "1234567890123456789"
 RECEIVED = datetime(2026, 1, 1, tzinfo=UTC)
@@ -92,12 +98,15 @@ def columns(page: StatPage) -> dict[str, Any]:
 def assert_paths_agree(body: bytes, fields: FieldSettings, chunk: int) -> None:
     split = split_array(body)
     if split is None:
-        # The harvester then reads the body the careful way, which either reads it or raises
-        # the ValueError it turns into a rejected page.
+        # The harvester then reads the body the careful way: either a ValueError (the page is
+        # rejected) or a list each of whose records is archived or rejected.
         try:
-            decode_json(body)
+            decoded = decode_json(body)
         except ValueError:
-            pass
+            return
+        if isinstance(decoded, list):
+            page = parse_stats(decoded, BOT, fields, received_at=RECEIVED)
+            assert len(page.stat_id) + len(page.rejects) == len(decoded)
         return
     assert decode_json(b"[" + b",".join(map(bytes, split.items)) + b"]") == decode_json(body)
     latest = latest_allowed(fields, RECEIVED)
