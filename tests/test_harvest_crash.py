@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -196,7 +197,9 @@ def assert_completed_after_a_refused_write(svc: RunningService, settings: Any) -
 @pytest.mark.skipif(not hasattr(signal, "SIGXFSZ"), reason="needs RLIMIT_FSIZE (POSIX)")
 def test_a_commit_the_disk_refuses_fails_the_run_and_keeps_the_published_copy(
         service_factory: Callable[..., RunningService], tmp_path: Path) -> None:
-    svc = service_factory(bots=BOTS, history_days=2, stats_per_day=2)
+    # The clock starts 151 days back, so 300 intervals later it is still not ahead of now.
+    svc = service_factory(bots=BOTS, history_days=2, stats_per_day=2,
+                          end=datetime.now(UTC) - timedelta(days=151))
     db = tmp_path / "archive.duckdb"
     settings = harvest_settings_for(svc, db)
     assert harvest(settings).status == "complete"

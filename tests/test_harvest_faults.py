@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 from collections import Counter
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from random import Random
@@ -238,8 +239,10 @@ def test_a_stats_page_that_is_not_json_is_rejected_with_its_body(service_factory
 
 def test_new_stats_arriving_between_runs_of_a_faulty_service_are_added_exactly(
         service_factory: Any, harvest_settings: Any) -> None:
+    # The clock starts two days back: three intervals on, it is still not ahead of now.
     svc = service_factory(bots=30, history_days=5, stats_per_day=2, error_rate=0.1,
-                          malformed_rate=0.05, max_page_size=7, latency_ms=5)
+                          malformed_rate=0.05, max_page_size=7, latency_ms=5,
+                          end=datetime.now(UTC) - timedelta(days=2))
     settings = harvest_settings(svc, {"retry.attempts": 10})
     first = harvest(settings)
     svc.directory.advance(3)
@@ -496,8 +499,6 @@ def test_a_service_that_is_down_fails_the_run_and_loses_nothing(service_factory:
 # --- a service whose clock runs ahead ---------------------------------------------------------------
 def test_records_stamped_beyond_the_future_skew_go_to_rejects_with_the_reason(
         service_factory: Any, harvest_settings: Any) -> None:
-    from datetime import UTC, datetime, timedelta
-
     # The service's clock is three days and six hours ahead: its newest records are from then.
     now = datetime.now(UTC)
     end = now.replace(minute=0, second=0, microsecond=0) + timedelta(days=3, hours=6)
