@@ -52,6 +52,7 @@ class ListingPager:
     _next_skip: int | None = 0
     _pos: int = 0  # furthest position read
     _state: str = "walk"  # walk | probe | verify | head
+    _walked: set[str] = field(default_factory=set)  # bots read by pages on known ground
     _last_skip: int = 0  # where the last page read before the end starts
     _last_end: int = 0  # and where it ends
     _largest_page: int = 0
@@ -88,8 +89,14 @@ class ListingPager:
         """Take the bot ids of the page asked at ``skip``; return those not seen before, in order."""
         self.requests += 1
         self._check_skip_honoured(skip, ids)
-        # Only a page asked to overlap what was read can tell that the listing moved back.
-        moved_back = 0 < skip < self._pos and bool(ids) and ids[0] not in self.seen
+        self._largest_page = max(self._largest_page, len(ids))
+        overlap = min(self.overlap, self._largest_page // 2)
+        # A page must start on known ground: a bot read by a page that did (a page that did
+        # not may itself lie past unread bots). Else the listing moved back, and unread bots
+        # may lie between what was read and this page. Pages too small to overlap (a cap of
+        # 1) cannot tell: a page asked past the end is taken as it comes.
+        moved_back = (0 < skip and bool(ids) and ids[0] not in self._walked
+                      and (skip < self._pos or overlap > 0))
         new: list[str] = []
         for bot_id in ids:
             if bot_id not in self.seen:
@@ -98,14 +105,12 @@ class ListingPager:
         if self._state == "head":
             self._head_ids.update(new)
         self.wasted += not new
-        self._largest_page = max(self._largest_page, len(ids))
-        overlap = min(self.overlap, self._largest_page // 2)
         end = skip + len(ids)
 
         if not ids:
             self._on_empty(skip, overlap)
         elif moved_back and self._state != "head":
-            # The page starts on a bot we never saw: the listing moved back by more than the
+            # The page does not start on known ground: the listing moved back by more than the
             # overlap and bots may lie unseen before this page. Step back onto known ground.
             self._next_skip = max(0, skip - max(self._largest_page - overlap, 1))
             self._state = "walk"
@@ -124,6 +129,8 @@ class ListingPager:
             self._state = "probe"
             self._next_skip = end
         self._pos = max(self._pos, end)
+        if not moved_back:
+            self._walked.update(ids)
         if ids and self._state != "head":
             self._last_skip, self._last_end = skip, end
         return new
