@@ -30,8 +30,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
+from pipeline import store
+from pipeline.config import load_settings
 from pipeline.service import Faults, ServiceConfig, serve_in_thread
 
 REPO = Path(__file__).resolve().parent.parent
@@ -63,7 +63,8 @@ def compare(db: Path, directory: Any) -> dict[str, Any]:
     """The archive against the service's ground truth."""
     expected = {(b, r["id"]) for b in directory.bot_ids() for r in directory.valid_stats(b)}
     malformed = sum(len(directory.malformed_stats(b)) for b in directory.bot_ids())
-    with duckdb.connect(str(db), read_only=True) as con:
+    settings = load_settings(db.with_name("config.toml"), env={}, overrides={"store.db": str(db)})
+    with store.reader(settings) as con:
         archived = con.execute("SELECT bot_id, stat_id FROM bot_stats").fetchall()
         rejects = con.execute("SELECT count(*) FROM rejects WHERE endpoint LIKE '%/stats'"
                               ).fetchall()[0][0]
@@ -87,7 +88,7 @@ def soak(runs: int, every: int, bots: int, grow: int, workdir: Path) -> dict[str
     end = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=runs + 2)
     config = ServiceConfig(bots=bots, history_days=3, stats_per_day=24, max_page_size=25,
                            end=end, faults=FAULTS)
-    db, log_file = workdir / "archive.duckdb", workdir / "schedule.log"
+    db, log_file = workdir / "archive.ducklake", workdir / "schedule.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("BOTSTATS_")}
     env.update(BOTSTATS_RETRY_ATTEMPTS="10", BOTSTATS_RETRY_BACKOFF_BASE="0.02",
                BOTSTATS_RETRY_BACKOFF_MAX="0.2", BOTSTATS_SERVICE_PAGE_SIZE="25")

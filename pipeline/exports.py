@@ -85,24 +85,35 @@ class ExportBatch:
     _pending: list[_Pending] = field(default_factory=list)
     _stale: list[Path] = field(default_factory=list)
     _spill: MonthSpill | None = None
+    # What the export was computed from (e.g. a watermark): kept in the manifest as "source".
+    source: dict[str, Any] | None = None
 
     def stage(self, name: str, parts: Iterable[tuple[str, pl.DataFrame]], *,
-              time_column: str) -> DatasetExport:
+              time_column: str, keep_before: str | None = None) -> DatasetExport:
         """Write the changed partitions aside; nothing is visible until :meth:`commit`.
 
         ``parts`` are (key, rows) in key order, as :func:`month_parts` or
         :meth:`MonthSpill.parts` give them, each already in its final row order (the content
         hash is of the bytes). One partition is held in memory at a time.
+
+        ``keep_before`` (a ``month=YYYY-MM`` key) keeps the previous export's partitions of
+        earlier months as they are, neither read nor rewritten: ``parts`` then start at that
+        month, and an ``empty`` part means only that nothing is new there.
         """
         if name in self._datasets:
             raise ExportError(f"dataset {name!r} was staged twice in run {self.run_id}.")
         previous = self._previous.get("datasets", {}).get(name, {})
         old_parts = {p["partition"]: p for p in previous.get("partitions", [])}
         entries: list[dict[str, Any]] = []
+        if keep_before is not None:
+            entries = [p for key, p in sorted(old_parts.items())
+                       if key != EMPTY_KEY and key < keep_before]
         written: list[str] = []
-        unchanged: list[str] = []
+        unchanged: list[str] = [e["partition"] for e in entries]
         schema: pl.Schema | None = None
         for key, part in parts:
+            if key == EMPTY_KEY and entries:
+                continue
             schema = schema or part.schema
             relpath = _relpath(name, key)
             target = self.export_dir / relpath
@@ -137,13 +148,46 @@ class ExportBatch:
             "partitioned_by": "month",
             "date_min": lo,
             "date_max": hi,
-            "columns": {c: str(t) for c, t in (schema or {}).items()},
+            "columns": ({c: str(t) for c, t in schema.items()} if schema is not None
+                        else previous.get("columns", {})),
             "partitions": entries,
         }
         return DatasetExport(
             name=name, rows=rows, partitions=len(entries), written=tuple(written),
             unchanged=tuple(unchanged), removed=tuple(removed), date_min=lo, date_max=hi,
         )
+
+    @property
+    def previous(self) -> dict[str, Any]:
+        """The manifest of the export this batch replaces (``{}`` when there is none)."""
+        return self._previous
+
+    def keep(self, name: str) -> DatasetExport:
+        """Keep dataset ``name`` exactly as the previous export has it (nothing staged)."""
+        previous = self._previous.get("datasets", {}).get(name)
+        if previous is None or name in self._datasets:
+            raise ExportError(f"dataset {name!r} cannot be kept in run {self.run_id}: the "
+                              f"previous export lacks it or it was staged already.")
+        self._datasets[name] = previous
+        keys = tuple(p["partition"] for p in previous["partitions"])
+        return DatasetExport(name=name, rows=previous["rows"], partitions=len(keys), written=(),
+                             unchanged=keys, removed=(), date_min=previous.get("date_min"),
+                             date_max=previous.get("date_max"))
+
+    def previous_file(self, name: str, key: str) -> Path | None:
+        """The file of partition ``key`` of dataset ``name`` in the previous export, if any."""
+        for p in self._previous.get("datasets", {}).get(name, {}).get("partitions", []):
+            if p["partition"] == key:
+                path = self.export_dir / p["path"]
+                return path if path.is_file() else None
+        return None
+
+    def stage_file(self, relpath: str, frame: pl.DataFrame) -> None:
+        """Write a parquet file that is no dataset (a job's state), committed with the rest."""
+        target = self.export_dir / relpath
+        data = _parquet_bytes(frame, self.compression, where=relpath)
+        if not (target.is_file() and target.read_bytes() == data):
+            self._write_aside(target, data)
 
     def spill(self) -> MonthSpill:
         """A scratch area for this run, removed when the batch commits or aborts."""
@@ -206,12 +250,15 @@ class ExportBatch:
     def _manifest(self) -> dict[str, Any]:
         datasets = dict(sorted(self._datasets.items()))
         old = self._previous
-        if self._pending or self._stale or datasets != old.get("datasets"):
+        changed = self.source is not None and self.source != old.get("source")
+        if self._pending or self._stale or changed or datasets != old.get("datasets"):
             run_id, written_at = self.run_id, self.written_at.isoformat()
         else:
             run_id, written_at = old.get("run_id", self.run_id), old.get("written_at")
-        return {"format": MANIFEST_FORMAT, "run_id": run_id, "written_at": written_at,
-                "datasets": datasets}
+        manifest = {"format": MANIFEST_FORMAT, "run_id": run_id, "written_at": written_at,
+                    "datasets": datasets}
+        source = self.source if self.source is not None else old.get("source")
+        return manifest if source is None else {**manifest, "source": source}
 
 
 @contextmanager

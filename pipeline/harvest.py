@@ -25,9 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import secrets
-import socket
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -39,10 +37,10 @@ from typing import Any, TypeVar
 import duckdb
 import polars as pl
 
-from . import store
+from . import archive, store
 from .client import Client, RawArray, decode_json, redact_url, split_array
 from .config import FieldSettings, Settings
-from .errors import ApiError, BadResponse, BotstatsError, NotFound, StoreError
+from .errors import ApiError, BadResponse, BotstatsError, NotFound
 from .listing import ListingPager, ListingUnstable, SkipIgnored
 from .records import (
     BotRow,
@@ -53,7 +51,6 @@ from .records import (
     parse_stats,
     parse_stats_raw,
     raw_text,
-    same_record,
     stat_key,
 )
 from .removals import judge_removals
@@ -130,7 +127,7 @@ def harvest(
     report = HarvestReport(run_id=new_run_id(), mode="full" if full else "incremental",
                            base_url=redact_url(settings.service.base_url))
     with store.writer(settings) as con:
-        _begin_run(con, report)
+        archive.begin_run(con, report)
         db = _Db(con)
         try:
             asyncio.run(_harvest(settings, report, db, full, accept_removals, on_progress,
@@ -143,7 +140,7 @@ def harvest(
         finally:
             db.shutdown()
             report.finished_at = datetime.now(UTC)
-            _finish_run(con, report)
+            archive.finish_run(con, report)
     log.info("harvest %s %s", report.run_id, report.status, extra={"report": report.as_dict()})
     return report
 
@@ -157,7 +154,7 @@ class _Db:
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="botstats-db")
-        self._reader = con.cursor()  # sees committed batches, like the writer between batches
+        self._reader = store.cursor(con)  # sees committed batches, like the writer between batches
         self._read_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="botstats-db-read")
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
@@ -183,13 +180,13 @@ async def _harvest(
     stop: threading.Event,
 ) -> None:
     buffer = _Batch(db, report, settings.store.batch_rows,
-                    new_only=await db.call(_nothing_archived))
-    known_live = await db.call(_live_bots)  # before this run writes any bot
+                    new_only=await db.call(archive.nothing_archived))
+    known_live = await db.call(archive.live_bots)  # before this run writes any bot
     async with Client(settings) as client:
         try:
             if settings.user_token:
                 await _snapshot_user(client, settings, report, buffer)
-            queue: asyncio.Queue[tuple[str, str | None] | None] = asyncio.Queue(
+            queue: asyncio.Queue[tuple[str, archive.Newest | None] | None] = asyncio.Queue(
                 maxsize=settings.service.concurrency * 4
             )
             workers = [
@@ -209,11 +206,11 @@ async def _harvest(
             await buffer.flush()
     refused = ""
     if report.listing_complete and not stop.is_set():
-        verdict = judge_removals(known_live, await db.call(_live_bots, report.started_at),
+        verdict = judge_removals(known_live, await db.call(archive.live_bots, report.started_at),
                                  report.bots_seen, settings.harvest.max_removed_share,
                                  accept_removals)
         if verdict.believed:
-            report.bots_removed = await db.call(_mark_removed, report)
+            report.bots_removed = await db.call(archive.mark_removed, report)
         else:
             refused = verdict.message
             log.warning("removals not believed: %s", refused)
@@ -234,7 +231,7 @@ async def _list(
     report: HarvestReport,
     buffer: _Batch,
     db: _Db,
-    queue: asyncio.Queue[tuple[str, str | None] | None],
+    queue: asyncio.Queue[tuple[str, archive.Newest | None] | None],
     full: bool,
     stop: threading.Event,
 ) -> None:
@@ -271,7 +268,7 @@ async def _list(
         report.bots_seen += len(fresh)
         buffer.bots.extend(fresh)
         # --full reads every bot's /stats whatever is archived: no need to look.
-        newest = {} if full else await db.read(_newest_keys, [r.bot_id for r in fresh])
+        newest = {} if full else await db.read(archive.newest, [r.bot_id for r in fresh])
         for row in fresh:
             if stop.is_set():
                 return
@@ -302,7 +299,7 @@ async def _worker(
     settings: Settings,
     report: HarvestReport,
     buffer: _Batch,
-    queue: asyncio.Queue[tuple[str, str | None] | None],
+    queue: asyncio.Queue[tuple[str, archive.Newest | None] | None],
     full: bool,
     stop: threading.Event,
     on_progress: ProgressFn | None,
@@ -324,13 +321,14 @@ async def _harvest_bot(
     report: HarvestReport,
     buffer: _Batch,
     bot_id: str,
-    newest: str | None,
+    newest: archive.Newest | None,
     full: bool,
 ) -> None:
     fields = settings.fields
     endpoint = f"GET /bots/{bot_id}/stat"
     page_size = settings.service.stats_page_size
     last_key = None
+    listed: list[int] = []
     try:
         if newest is not None and not full:
             # A bot with nothing archived skips this check: its /stats is needed anyway.
@@ -339,12 +337,15 @@ async def _harvest_bot(
                 last_key = stat_key(last, bot_id, fields)
             except Invalid:
                 pass  # the newest record is malformed: read them all, it lands in rejects
-            if last_key == newest:
+            if last_key == newest.stat_id:
                 report.bots_up_to_date += 1
                 return
         endpoint = f"GET /bots/{bot_id}/stats"
-        records = await (_stats_pages(client, bot_id, page_size) if page_size
-                         else client.bot_stats_raw(bot_id))
+        if page_size:
+            records = await _stats_pages(client, bot_id, page_size, fields,
+                                         None if full else newest, listed)
+        else:
+            records = await client.bot_stats_raw(bot_id)
     except NotFound:
         return  # no records yet, or the bot left between the listing and now
     except (SkipIgnored, ListingUnstable) as exc:
@@ -362,20 +363,38 @@ async def _harvest_bot(
     if isinstance(records, RawArray):
         page = parse_stats_raw(records.body, records.items, bot_id, fields,
                                received_at=received_at)
+        length = len(records.items)
     else:
         page = parse_stats(records, bot_id, fields, received_at=received_at)
-    if last_key is not None and not _holds(page, last_key, bot_id, fields):
+        length = len(records)
+    if last_key is not None and not page_size and not _holds(page, last_key, bot_id, fields):
         buffer.error(endpoint, bot_id, BadResponse(
             f"{endpoint} lacks the bot's newest record ({last_key}, which GET /bots/{bot_id}/stat "
             f"returned): the service seems to page /stats. Set [service].stats_page_size to its "
             f"page size (now {page_size}); the records read are archived and the bot is read "
             f"again next run."))
-    buffer.add_page(endpoint, bot_id, page)
+    checked = full or newest is None
+    if newest is not None and not full:
+        page, checked = _newer(page, newest)
+    buffer.add_page(endpoint, bot_id, page, checked=checked,
+                    listed=listed[0] if listed else length)
     # The body and the page's objects go as soon as the batch holds them (a bot's /stats may
     # be tens of MB): not kept alive through the batch's write.
     del records, page
     if buffer.full:
         await buffer.flush()
+
+
+def _newer(page: StatPage, newest: archive.Newest) -> tuple[StatPage, bool]:
+    """The records of ``page`` newer than the bot's newest archived one, and whether any of
+    them needs its key checked against the archive: only a record stamped exactly as the newest
+    (and keyed otherwise) can be archived already. Records at or before the newest are not
+    rewritten by an hourly run; `harvest --full` compares every record."""
+    at = newest.recorded_at
+    rows = [i for i, t in enumerate(page.recorded_at) if t >= at]
+    rows = [i for i in rows if page.recorded_at[i] > at or page.stat_id[i] != newest.stat_id]
+    tied = any(page.recorded_at[i] == at for i in rows)
+    return page.select(rows), tied
 
 
 def _holds(page: StatPage, key: str, bot_id: str, fields: FieldSettings) -> bool:
@@ -410,19 +429,30 @@ async def _read_paged(fetch: Callable[[int, int], Awaitable[list[T]]], key: Call
     return kept
 
 
-def _paged_list(what: str, items: str, setting: str, page_size: int) -> ListingPager:
+def _paged_list(what: str, items: str, setting: str, page_size: int, *, start: int = 0,
+                reread_head: bool = True) -> ListingPager:
     return ListingPager(
-        page_size=page_size, what=what, items=items,
+        page_size=page_size, what=what, items=items, start=start, reread_head=reread_head,
         skip_advice=f"the list cannot be paged: set [service].{setting} = 0 if the service "
                     f"sends whole lists.",
         unstable_advice="Nothing of this list is archived this run; it is read again next run.")
 
 
-async def _stats_pages(client: Client, bot_id: str, page_size: int) -> RawArray | list[Any]:
-    """A bot's whole /stats list from a service that pages it, as one list. Records are told
-    apart by their JSON text, valid or not."""
+async def _stats_pages(client: Client, bot_id: str, page_size: int, fields: FieldSettings,
+                       newest: archive.Newest | None, listed: list[int]) -> RawArray | list[Any]:
+    """A bot's /stats list from a service that pages it, as one list; records are told apart by
+    their JSON text, valid or not. ``listed`` receives the length of the list.
+
+    With the bot's newest archived record known, the read starts a page before where the last
+    read ended and walks back (a page, two, four...) until a page holds that record, so an
+    hourly run reads what is new plus a page; the records before it are not read at all.
+    """
+
+    read: dict[tuple[int, int], list[bytes]] = {}  # the page _tail_start stood on, read once
 
     async def texts(limit: int, skip: int) -> list[bytes]:
+        if (limit, skip) in read:
+            return read.pop((limit, skip))
         page = await client.bot_stats_raw(bot_id, limit=limit, skip=skip)
         if isinstance(page, RawArray):
             return [bytes(item) for item in page.items]
@@ -430,11 +460,40 @@ async def _stats_pages(client: Client, bot_id: str, page_size: int) -> RawArray 
         # ASCII JSON, which that decoder reads back as it was.
         return [json.dumps(r, separators=(",", ":")).encode() for r in page]
 
-    kept = await _read_paged(
-        texts, lambda text: text.decode("utf-8", "replace"),
-        _paged_list(f"GET /bots/{bot_id}/stats", "records", "stats_page_size", page_size))
+    what = f"GET /bots/{bot_id}/stats"
+    start = 0
+    if newest is not None and newest.listed:
+        start = await _tail_start(texts, page_size, newest, bot_id, fields, read)
+    pager = _paged_list(what, "records", "stats_page_size", page_size, start=start,
+                        reread_head=start == 0)
+    kept = await _read_paged(texts, lambda text: text.decode("utf-8", "replace"), pager)
+    listed.append(start + len(kept))
     body = b"[" + b",".join(kept) + b"]"
     return split_array(body) or decode_json(body)
+
+
+async def _tail_start(texts: Callable[[int, int], Awaitable[list[bytes]]], page_size: int,
+                      newest: archive.Newest, bot_id: str, fields: FieldSettings,
+                      read: dict[tuple[int, int], list[bytes]]) -> int:
+    """Where to start reading a paged /stats list so that the first page holds the bot's newest
+    archived record: a page before the end of the last read, further back (doubling) while the
+    record is not there (records inserted or dropped before it), 0 at worst. The page it
+    stands on is left in ``read`` for the pager."""
+    assert newest.listed
+    back = page_size
+    while True:
+        start = max(0, newest.listed - back)
+        if start == 0:
+            return 0
+        page = await texts(page_size, start)
+        for text in page:
+            try:
+                if stat_key(decode_json(text), bot_id, fields) == newest.stat_id:
+                    read[(page_size, start)] = page
+                    return start
+            except (Invalid, ValueError):
+                continue
+        back *= 2
 
 
 async def _user_list(fetch: Callable[..., Awaitable[list[Any]]], user_id: str, what: str,
@@ -489,21 +548,8 @@ async def _snapshot_user(client: Client, settings: Settings, report: HarvestRepo
 
 
 # --- batching and writing ------------------------------------------------------------------------
-STAT_SCHEMA = {
-    "stat_id": pl.String, "bot_id": pl.String, "recorded_at": pl.Datetime("us", "UTC"),
-    "users": pl.Int64, "guilds": pl.Int64, "shards": pl.Int64, "memory_load": pl.Float64,
-    "cpu_load": pl.Float64, "commands_executed": pl.Int64, "raw": pl.String,
-}
-CUSTOM_SCHEMA = {
-    "stat_id": pl.String, "bot_id": pl.String, "recorded_at": pl.Datetime("us", "UTC"),
-    "name": pl.String, "value_text": pl.String, "value_num": pl.Float64,
-}
-
-
-ERROR_SCHEMA = {"endpoint": pl.String, "bot_id": pl.String, "error": pl.String}
-
 # The StatPage columns a batch takes as they are (bot_id is added, the same for a whole page).
-STAT_COLUMNS = [c for c in STAT_SCHEMA if c != "bot_id"]
+STAT_COLUMNS = [c for c in archive.STAT_SCHEMA if c != "bot_id"]
 
 
 def _frame(columns: dict[str, list[Any]], schema: dict[str, Any]) -> pl.DataFrame:
@@ -529,13 +575,15 @@ class _Batch:
         self._reset()
 
     def _reset(self) -> None:
-        self.stats: dict[str, list[Any]] = {k: [] for k in STAT_SCHEMA}
-        self.custom: dict[str, list[Any]] = {k: [] for k in CUSTOM_SCHEMA}
+        self.stats: dict[str, list[Any]] = {k: [] for k in archive.STAT_SCHEMA}
+        self.custom: dict[str, list[Any]] = {k: [] for k in archive.CUSTOM_SCHEMA}
         self.bots: list[BotRow] = []
         self.rejects: list[dict[str, Any]] = []
         self.errors: list[dict[str, Any]] = []
         self.users: list[dict[str, Any]] = []
         self.snapshots: dict[str, list[dict[str, Any]]] = {}
+        self.check: list[bool] = []  # per stat row: may its key be archived already?
+        self.listed: dict[str, int] = {}  # per bot read: the length of its /stats list
         self._bot_ids: set[str] = set()
         self.distinct = True  # no stat key twice in this batch: the write need not dedupe
 
@@ -543,11 +591,16 @@ class _Batch:
     def full(self) -> bool:
         return len(self.stats["stat_id"]) >= self.batch_rows
 
-    def add_page(self, endpoint: str, bot_id: str, page: StatPage) -> None:
-        """A validated /stats page: its rows extend the columns (C-speed), its rejects are kept."""
+    def add_page(self, endpoint: str, bot_id: str, page: StatPage, *, checked: bool = True,
+                 listed: int | None = None) -> None:
+        """A validated /stats page: its rows extend the columns (C-speed), its rejects are kept.
+        ``checked``: its keys may be archived already (else they are new for sure)."""
         if bot_id in self._bot_ids or len(set(page.stat_id)) < len(page):
             self.distinct = False
         self._bot_ids.add(bot_id)
+        self.check.extend(repeat(checked, len(page)))
+        if listed is not None:
+            self.listed[bot_id] = listed
         s = self.stats
         for column in STAT_COLUMNS:
             s[column].extend(getattr(page, column))
@@ -573,313 +626,15 @@ class _Batch:
 
     async def flush(self) -> None:
         async with self._lock:
-            frames = _Frames(
-                stats=_frame(self.stats, STAT_SCHEMA),
-                custom=_frame(self.custom, CUSTOM_SCHEMA),
+            frames = archive.Frames(
+                stats=_frame(self.stats, archive.STAT_SCHEMA).with_columns(
+                    _check=pl.Series(self.check, dtype=pl.Boolean)),
+                custom=_frame(self.custom, archive.CUSTOM_SCHEMA),
                 bots=self.bots, rejects=self.rejects, errors=self.errors,
                 users=self.users, snapshots=self.snapshots, distinct=self.distinct,
+                listed=self.listed,
             )
             self._reset()
             if frames.empty:
                 return
-            await self.db.call(_write, frames, self.report, self.new_only)
-
-
-@dataclass
-class _Frames:
-    stats: pl.DataFrame
-    custom: pl.DataFrame
-    bots: list[BotRow]
-    rejects: list[dict[str, Any]]
-    errors: list[dict[str, Any]]
-    users: list[dict[str, Any]]
-    snapshots: dict[str, list[dict[str, Any]]]
-    distinct: bool = False  # no stat key twice (custom field names are unique per record)
-
-    @property
-    def empty(self) -> bool:
-        return not (self.stats.height or self.bots or self.rejects or self.errors or self.users
-                    or self.snapshots)
-
-
-def _write(con: duckdb.DuckDBPyConnection, f: _Frames, report: HarvestReport,
-           new_only: bool = False) -> None:
-    """One transaction: the batch's rows and the run's counters land together or not at all."""
-    now = datetime.now(UTC)
-    run_id = report.run_id
-    counted = {c: getattr(report, c) for c in _WRITE_COUNTERS}
-    try:
-        con.execute("BEGIN TRANSACTION")
-        if f.bots:
-            report.bots_new += _write_bots(con, f.bots, run_id, now)
-        if f.stats.height:
-            added, updated = _write_stats(con, f, run_id, now, new_only)
-            report.stats_added += added
-            report.stats_updated += updated
-        if f.rejects:
-            report.rejects += _write_rejects(con, f.rejects, run_id, now)
-        if f.errors:
-            store.run(con, "INSERT INTO harvest_errors BY NAME SELECT * FROM errors_in",
-                      errors_in=pl.DataFrame(f.errors, schema=ERROR_SCHEMA).with_columns(
-                          run_id=pl.lit(run_id), seen_at=pl.lit(now)))
-        if f.users:
-            store.run(con, "INSERT INTO users BY NAME SELECT * FROM users_in ON CONFLICT DO NOTHING",
-                      users_in=pl.DataFrame(f.users))
-        for table, rows in f.snapshots.items():
-            keys = [c for c in rows[0] if c not in ("raw", "fetched_at")]
-            store.run(con, f"INSERT INTO {table} BY NAME SELECT * FROM snap_in ON CONFLICT DO NOTHING",
-                      snap_in=pl.DataFrame(rows).unique(subset=keys, keep="last"))
-        _save_counters(con, report)
-        con.execute("COMMIT")
-    except duckdb.Error as exc:
-        store.rollback(con)
-        for name, value in counted.items():  # the summary counts committed rows only
-            setattr(report, name, value)
-        raise StoreError(
-            f"writing a batch of run {run_id} failed: {exc}. The archive keeps every batch "
-            f"committed before this one and none of this one: fix what the error says (a full "
-            f"disk, say) and run again, and the next run completes the work."
-        ) from exc
-
-
-def _write_bots(con: duckdb.DuckDBPyConnection, rows: list[BotRow], run_id: str,
-                now: datetime) -> int:
-    # Frames are named apart from tables, so no SQL reads a frame where it means a table.
-    bots_in = pl.DataFrame(
-        {"bot_id": [r.bot_id for r in rows], "name": [r.name for r in rows],
-         "raw": [r.raw for r in rows]},
-        schema={"bot_id": pl.String, "name": pl.String, "raw": pl.String},
-    ).unique(subset="bot_id", keep="last").with_columns(
-        first_seen_at=pl.lit(now), last_seen_at=pl.lit(now), run_id=pl.lit(run_id))
-    ((new_count,),) = store.run(
-        con, "SELECT count(*) FROM bots_in n ANTI JOIN bots o USING (bot_id)", bots_in=bots_in)
-    store.run(
-        con,
-        "INSERT INTO bots BY NAME SELECT * FROM bots_in ON CONFLICT (bot_id) DO UPDATE SET "
-        "name = excluded.name, raw = excluded.raw, last_seen_at = excluded.last_seen_at, "
-        "removed_at = NULL, run_id = excluded.run_id",
-        bots_in=bots_in,
-    )
-    return int(new_count)
-
-
-def _write_stats(con: duckdb.DuckDBPyConnection, f: _Frames, run_id: str, now: datetime,
-                 new_only: bool = False) -> tuple[int, int]:
-    """The batch's records (new ones added, changed ones rewritten, custom fields with them)
-    and each bot's newest archived record; (added, changed)."""
-    batch_in = _stats_in(f.stats, run_id, now, f.distinct)
-    added, changed = _write_records(con, f, batch_in, run_id, new_only)
-    _update_latest(con, batch_in, changed)
-    return added, changed.height
-
-
-def _update_latest(con: duckdb.DuckDBPyConnection, batch_in: pl.DataFrame,
-                   changed: pl.DataFrame) -> None:
-    """``bot_latest_stat`` after the batch: a bot's newest record in the batch replaces the one
-    kept unless that one is newer (the service may have dropped records the archive keeps)."""
-    store.run(
-        con, "INSERT INTO bot_latest_stat BY NAME SELECT bot_id, arg_max(stat_id, recorded_at) "
-        "AS stat_id, max(recorded_at) AS recorded_at FROM batch_in GROUP BY bot_id "
-        "ON CONFLICT (bot_id) DO UPDATE SET stat_id = excluded.stat_id, "
-        "recorded_at = excluded.recorded_at WHERE excluded.recorded_at >= bot_latest_stat.recorded_at",
-        batch_in=batch_in)
-    if changed.height:
-        # A rewritten record may have moved back in time: its bots' newest is looked up again
-        # (a scan of bot_stats, only when the service changed records).
-        store.run(
-            con, "INSERT OR REPLACE INTO bot_latest_stat SELECT bot_id, "
-            "arg_max(stat_id, recorded_at), max(recorded_at) FROM bot_stats "
-            "SEMI JOIN changed_in USING (bot_id) GROUP BY bot_id",
-            changed_in=changed.select("bot_id").unique())
-
-
-def _write_records(con: duckdb.DuckDBPyConnection, f: _Frames, batch_in: pl.DataFrame,
-                   run_id: str, new_only: bool) -> tuple[int, pl.DataFrame]:
-    custom = f.custom
-    if new_only:
-        # Nothing was archived when the run started and each bot is read once: every key is
-        # new. DuckDB runs ON CONFLICT as a join against the whole table plus a group-by, a
-        # third of the cost of a write, so plain INSERTs do here.
-        store.run(con, "INSERT INTO bot_stats BY NAME SELECT * FROM batch_in", batch_in=batch_in)
-        if custom.height:
-            store.run(con, "INSERT INTO bot_stat_custom BY NAME SELECT * FROM custom_in",
-                      custom_in=_custom_in(custom, run_id, f.distinct))
-        return batch_in.height, _keys([])
-    added = _keys(store.run(
-        con, "INSERT INTO bot_stats BY NAME SELECT * FROM batch_in ON CONFLICT DO NOTHING "
-        "RETURNING bot_id, stat_id", batch_in=batch_in))
-    # Every record of the batch new (bots archived for the first time): nothing to compare.
-    changed = _keys([]) if added.height == batch_in.height else _update_changed(con, batch_in)
-    if custom.height:
-        _write_custom(con, custom, run_id, added, changed, f.distinct)
-    return added.height, changed
-
-
-def _keys(rows: list[tuple[Any, ...]]) -> pl.DataFrame:
-    return pl.DataFrame(rows, schema={"bot_id": pl.String, "stat_id": pl.String}, orient="row")
-
-
-def _write_custom(con: duckdb.DuckDBPyConnection, custom: pl.DataFrame, run_id: str,
-                  added: pl.DataFrame, changed: pl.DataFrame, distinct: bool) -> None:
-    """Custom fields belong to their stat record: they are written with a new record and
-    replaced with a changed one, never compared on their own. (A key index of their own cost
-    four times the insert itself; the stat's key already makes them exactly-once.)"""
-    touched = pl.concat([added, changed])
-    if touched.is_empty():
-        return
-    custom_in = _custom_in(custom, run_id, distinct).join(
-        touched, on=["bot_id", "stat_id"], how="semi", maintain_order="left")
-    if changed.height:
-        store.run(con, "DELETE FROM bot_stat_custom AS c USING changed_in AS k "
-                  "WHERE c.bot_id = k.bot_id AND c.stat_id = k.stat_id", changed_in=changed)
-    store.run(con, "INSERT INTO bot_stat_custom BY NAME SELECT * FROM custom_in",
-              custom_in=custom_in)
-
-
-# Duplicate keys inside one INSERT ... ON CONFLICT batch raise nothing and the first row wins:
-# keep the last copy the service sent ourselves. maintain_order: rows land in the order the
-# service sent them (bot by bot, oldest first), which DuckDB inserts faster than hash order.
-def _stats_in(stats: pl.DataFrame, run_id: str, now: datetime, distinct: bool) -> pl.DataFrame:
-    if not distinct:
-        stats = stats.unique(subset=["bot_id", "stat_id"], keep="last", maintain_order=True)
-    return stats.with_columns(run_id=pl.lit(run_id), archived_at=pl.lit(now))
-
-
-def _custom_in(custom: pl.DataFrame, run_id: str, distinct: bool) -> pl.DataFrame:
-    if not distinct:
-        custom = custom.unique(subset=["bot_id", "stat_id", "name"], keep="last",
-                               maintain_order=True)
-    return custom.with_columns(run_id=pl.lit(run_id))
-
-
-def _nothing_archived(con: duckdb.DuckDBPyConnection) -> bool:
-    """No stat (nor custom field) archived yet: a first harvest, or --full into a fresh file."""
-    (count,) = con.execute(
-        "SELECT (SELECT count(*) FROM bot_stats) + (SELECT count(*) FROM bot_stat_custom)"
-    ).fetchall()[0]
-    return count == 0
-
-
-def _update_changed(con: duckdb.DuckDBPyConnection, batch_in: pl.DataFrame) -> pl.DataFrame:
-    """Rewrite the records of ``batch_in`` the service changed since we archived them (an
-    unchanged record is never rewritten); return their keys.
-
-    A record whose text differs is compared as JSON: the same record spelled another way (keys
-    reordered, or archived canonically by an older botstats) is unchanged."""
-    spelled_apart = store.run(
-        con, "SELECT b.bot_id, b.stat_id, t.raw::VARCHAR, b.raw FROM batch_in AS b "
-        "JOIN bot_stats AS t ON t.bot_id = b.bot_id AND t.stat_id = b.stat_id "
-        "WHERE t.raw::VARCHAR <> b.raw", batch_in=batch_in)
-    changed = _keys([(bot_id, stat_id) for bot_id, stat_id, old, new in spelled_apart
-                     if not same_record(old, new)])
-    if changed.is_empty():
-        return changed
-    return _keys(store.run(
-        con, "UPDATE bot_stats AS t SET recorded_at = b.recorded_at, users = b.users, "
-        "guilds = b.guilds, shards = b.shards, memory_load = b.memory_load, "
-        "cpu_load = b.cpu_load, commands_executed = b.commands_executed, raw = b.raw, "
-        "run_id = b.run_id, archived_at = b.archived_at "
-        "FROM (SELECT * FROM batch_in SEMI JOIN changed_in USING (bot_id, stat_id)) AS b "
-        "WHERE t.bot_id = b.bot_id AND t.stat_id = b.stat_id RETURNING t.bot_id, t.stat_id",
-        batch_in=batch_in, changed_in=changed))
-
-
-def _write_rejects(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]], run_id: str,
-                   now: datetime) -> int:
-    rejects_in = (
-        pl.DataFrame(rows, schema={"endpoint": pl.String, "bot_id": pl.String,
-                                   "reason": pl.String, "raw": pl.String})
-        .with_columns(
-            # The same bad record seen again next run is the same reject: kept once.
-            reject_key=pl.concat_str(
-                [pl.col("endpoint").str.replace(r"\?.*$", ""), pl.col("bot_id").fill_null(""),
-                 pl.col("reason"), pl.col("raw").fill_null("")], separator="\x1f"
-            ).hash().cast(pl.String),
-            run_id=pl.lit(run_id), seen_at=pl.lit(now))
-        .unique(subset="reject_key", keep="first")
-    )
-    ((added,),) = store.run(
-        con, "INSERT INTO rejects BY NAME SELECT * FROM rejects_in ON CONFLICT DO NOTHING",
-        rejects_in=rejects_in)
-    return int(added)
-
-
-def _newest_keys(con: duckdb.DuckDBPyConnection, bot_ids: list[str]) -> dict[str, str]:
-    """The newest archived stat key of each bot in one listing page (one query per page, on
-    ``bot_latest_stat``: one row per bot, whatever the size of ``bot_stats``)."""
-    rows = store.run(
-        con, "SELECT bot_id, stat_id FROM bot_latest_stat SEMI JOIN page_in USING (bot_id)",
-        page_in=pl.DataFrame({"bot_id": bot_ids}, schema={"bot_id": pl.String}))
-    return dict(rows)
-
-
-def _begin_run(con: duckdb.DuckDBPyConnection, report: HarvestReport) -> None:
-    stale = con.execute(
-        "UPDATE harvest_runs SET status = 'interrupted', finished_at = now(), "
-        "message = 'the run ended without recording its end (its process was killed, or the "
-        "archive could not be written: see its log); its whole batches are kept and a later run "
-        "completes the work' WHERE status = 'running' RETURNING run_id"
-    ).fetchall()
-    for (run_id,) in stale:
-        log.warning("run %s had not recorded its end (killed, or the archive could not be "
-                    "written); marked interrupted", run_id)
-    previous = con.execute("SELECT base_url FROM harvest_runs WHERE base_url IS NOT NULL "
-                           "ORDER BY started_at DESC LIMIT 1").fetchall()
-    if previous and previous[0][0] != report.base_url:
-        log.warning("this archive was last harvested from %s and this run reads %s: if that is "
-                    "another service, its bots will be marked removed once this listing is "
-                    "complete (their history is kept); point --db at another archive for it",
-                    previous[0][0], report.base_url)
-    con.execute(
-        "INSERT INTO harvest_runs (run_id, started_at, status, mode, base_url, pid, host) "
-        "VALUES (?, ?, 'running', ?, ?, ?, ?)",
-        [report.run_id, report.started_at, report.mode, report.base_url, os.getpid(),
-         socket.gethostname()],
-    )
-
-
-_COUNTERS = ("bots_seen", "bots_new", "bots_removed", "bots_fetched", "stats_added",
-             "stats_updated", "requests", "retries", "rejects", "errors")
-
-
-# The counters a batch's write adds to (the others are counted as requests are made).
-_WRITE_COUNTERS = ("bots_new", "stats_added", "stats_updated", "rejects")
-
-
-def _save_counters(con: duckdb.DuckDBPyConnection, report: HarvestReport) -> None:
-    sets = ", ".join(f"{c} = ?" for c in _COUNTERS)
-    con.execute(f"UPDATE harvest_runs SET {sets} WHERE run_id = ?",
-                [getattr(report, c) for c in _COUNTERS] + [report.run_id])
-
-
-def _finish_run(con: duckdb.DuckDBPyConnection, report: HarvestReport) -> None:
-    try:
-        _save_counters(con, report)
-        con.execute(
-            "UPDATE harvest_runs SET status = ?, finished_at = ?, message = ? WHERE run_id = ?",
-            [report.status, report.finished_at, report.message or None, report.run_id],
-        )
-    except duckdb.Error as exc:
-        log.error("could not record the end of run %s: %s", report.run_id, exc)
-
-
-def _live_bots(con: duckdb.DuckDBPyConnection, not_seen_since: datetime | None = None) -> int:
-    """Bots the archive holds as listed (not removed); with ``not_seen_since``, those no
-    listing has shown since then: the ones :func:`_mark_removed` would mark."""
-    sql = "SELECT count(*) FROM bots WHERE removed_at IS NULL"
-    if not_seen_since is None:
-        return int(con.execute(sql).fetchall()[0][0])
-    return int(con.execute(sql + " AND last_seen_at < ?", [not_seen_since]).fetchall()[0][0])
-
-
-def _mark_removed(con: duckdb.DuckDBPyConnection, report: HarvestReport) -> int:
-    """Bots a complete listing no longer shows keep their history and get ``removed_at``."""
-    (count,) = con.execute(
-        "UPDATE bots SET removed_at = ? WHERE removed_at IS NULL AND last_seen_at < ?",
-        [report.started_at, report.started_at],
-    ).fetchall()[0]
-    con.execute("UPDATE harvest_runs SET bots_removed = ? WHERE run_id = ?",
-                [count, report.run_id])
-    return int(count)
-
-
+            await self.db.call(archive.write_batch, frames, self.report, self.new_only)

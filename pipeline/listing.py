@@ -61,8 +61,15 @@ class ListingPager:
     _head_passes: int = 0
     _same_as_first: int = 0
     max_head_passes: int = 3
+    # Read on from where an earlier read ended (a bot's /stats, which grows at its end): the
+    # first request asks ``start``, and the end of the list is the end (no head walk after).
+    start: int = 0
+    reread_head: bool = True
     _head_ids: set[str] = field(default_factory=set)  # bots first seen by the head walk
     _walk_requests: int = 0  # requests made before the head walk began
+
+    def __post_init__(self) -> None:
+        self._next_skip = self.start
 
     def next_request(self) -> tuple[int, int] | None:
         """(skip, limit) of the next GET /bots, or None when the listing is complete."""
@@ -91,11 +98,11 @@ class ListingPager:
         self._check_skip_honoured(skip, ids)
         self._largest_page = max(self._largest_page, len(ids))
         overlap = min(self.overlap, self._largest_page // 2)
-        # A page must start on known ground: a bot read by a page that did (a page that did
-        # not may itself lie past unread bots). Else the listing moved back, and unread bots
+        # A page must start on known ground: ``start``, or a bot read by a page that did (a
+        # page that did not may itself lie past unread bots). Else the listing moved back, and unread bots
         # may lie between what was read and this page. Pages too small to overlap (a cap of
         # 1) cannot tell: a page asked past the end is taken as it comes.
-        moved_back = (0 < skip and bool(ids) and ids[0] not in self._walked
+        moved_back = (skip > self.start and bool(ids) and ids[0] not in self._walked
                       and (skip < self._pos or overlap > 0))
         new: list[str] = []
         for bot_id in ids:
@@ -155,6 +162,9 @@ class ListingPager:
         # end (a listing shrinking as fast as the pager steps back must still end).
         at_end = skip >= self._pos or (self._state == "probe" and skip == self._last_end)
         if self._state == "head" or skip == 0:
+            self._next_skip, self.complete = None, True
+        elif at_end and not self.reread_head:
+            # A list read on from where an earlier read ended only grows at its end.
             self._next_skip, self.complete = None, True
         elif at_end and self._state != "verify":
             # Empty right after the last bot read: the end, unless bots were removed behind us

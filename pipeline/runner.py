@@ -89,19 +89,21 @@ def run(
     *,
     full: bool = False,
     accept_removals: bool = False,
+    full_trends: bool = False,
     lock_timeout: float | None = None,
     stop: threading.Event | None = None,
     on_progress: ProgressFn | None = None,
 ) -> RunReport:
-    """Lock, harvest, then trends. Raises LockTimeout (exit 75) when another run holds the lock."""
+    """Lock, harvest, then trends (``full_trends``: recomputed from the whole archive). Raises
+    LockTimeout (exit 75) when another run holds the lock."""
     stop = stop or threading.Event()
     started = time.monotonic()
     try:
         with run_lock(settings, "run", timeout=lock_timeout, stop=stop) as lock:
             report = RunReport("running", lock_wait=time.monotonic() - started,
                                took_over=lock.previous if lock.took_over else None)
-            _harvest_then_trends(settings, report, lock, full, accept_removals, stop,
-                                 on_progress)
+            _harvest_then_trends(settings, report, lock, full, full_trends, accept_removals,
+                                 stop, on_progress)
     except LockTimeout:
         if not stop.is_set():
             raise
@@ -112,7 +114,7 @@ def run(
 
 
 def _harvest_then_trends(settings: Settings, report: RunReport, lock: LockHandle, full: bool,
-                         accept_removals: bool, stop: threading.Event,
+                         full_trends: bool, accept_removals: bool, stop: threading.Event,
                          on_progress: ProgressFn | None) -> None:
     report.harvest = harvest(settings, full=full, accept_removals=accept_removals,
                              on_progress=_noting(lock, on_progress), stop=stop)
@@ -125,7 +127,7 @@ def _harvest_then_trends(settings: Settings, report: RunReport, lock: LockHandle
         report.trends_skipped = "stopped on request"
         return
     try:
-        report.trends = _build_trends(settings, report.harvest.run_id)
+        report.trends = _build_trends(settings, report.harvest.run_id, full=full_trends)
     except BotstatsError as exc:
         report.trends_error = str(exc)
         report.status = "failed"
@@ -133,11 +135,12 @@ def _harvest_then_trends(settings: Settings, report: RunReport, lock: LockHandle
         log.error("trends after harvest %s failed: %s", report.harvest.run_id, exc)
 
 
-def _build_trends(settings: Settings, run_id: str | None) -> TrendsReport:
+def _build_trends(settings: Settings, run_id: str | None, *, full: bool = False) -> TrendsReport:
     from .trends import build_trends
 
-    trends = build_trends(settings, run_id=run_id)
-    log.info("trends %s: %d datasets, %d partitions written, %d unchanged, %.1f s", trends.run_id,
+    trends = build_trends(settings, run_id=run_id, full=full)
+    log.info("trends %s: %s%s, %d datasets, %d partitions written, %d unchanged, %.1f s",
+             trends.run_id, trends.mode, f" from {trends.since}" if trends.since else "",
              len(trends.datasets), trends.written, trends.unchanged, trends.seconds)
     return trends
 

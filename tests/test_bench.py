@@ -49,7 +49,7 @@ def test_harvest_bench_measures_every_case_on_the_same_data(tmp_path: Path) -> N
     assert "round by round" in proc.stdout
 
 
-def test_trends_bench_compares_trends_with_plain_sql(tmp_path: Path) -> None:
+def test_trends_bench_compares_trends_with_plain_sql_and_incremental_with_full(tmp_path: Path) -> None:
     out = tmp_path / "trends.json"
     proc = _bench("bench/trends.py", "--rows", "20000", "--dir", str(tmp_path / "work"),
                   "--json", str(out))
@@ -59,6 +59,10 @@ def test_trends_bench_compares_trends_with_plain_sql(tmp_path: Path) -> None:
     assert figures["same_results"] is True  # trends and the SQL baseline agree
     trends = next(case for case in figures["cases"] if case["case"] == "trends")
     assert trends["datasets"]["bot_daily"] > 0 and trends["partitions"] > 0
+    # After one more record per bot, the incremental run equals a full build row for row.
+    incremental = next(case for case in figures["cases"] if case["case"] == "incremental")
+    assert incremental["mode"] == "incremental" and incremental["written"] > 0
+    assert figures["incremental_equals_full"] is True
 
 
 def test_soak_keeps_the_archive_equal_to_a_faulty_growing_service(tmp_path: Path) -> None:

@@ -199,12 +199,12 @@ def test_a_50_mb_stats_body_is_archived_with_bounded_memory(service_factory: Any
     body_mb = len(json.dumps(records, separators=(",", ":"))) / 2**20
     assert body_mb >= BODY_MB * 0.95
     small = service_factory(bots=1, history_days=3, stats_per_day=2)
-    baseline = harvest_peak_rss_mb(small.base_url, tmp_path / "small" / "archive.duckdb")
-    peak = harvest_peak_rss_mb(big.base_url, tmp_path / "big" / "archive.duckdb")
+    baseline = harvest_peak_rss_mb(small.base_url, tmp_path / "small" / "archive.ducklake")
+    peak = harvest_peak_rss_mb(big.base_url, tmp_path / "big" / "archive.ducklake")
     # The figures are in docs/reliability.md; the bound is what a body may cost at most.
     print(f"peak RSS: {peak:.0f} MB for a {body_mb:.0f} MB body, {baseline:.0f} MB for a small one")
     assert peak - baseline < MAX_RSS_PER_BODY_MB * body_mb
-    settings = harvest_settings_for(big, tmp_path / "big" / "archive.duckdb")
+    settings = harvest_settings_for(big, tmp_path / "big" / "archive.ducklake")
     assert archived_stat_rows(settings) == service_stat_rows(big.directory)
     custom = sum(len(r["custom"]) for r in records)
     assert query(settings, "SELECT count(*) FROM bot_stat_custom") == [(custom,)]

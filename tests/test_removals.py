@@ -67,7 +67,7 @@ def live_and_removed(settings: Any) -> tuple[int, int]:
 
 def test_a_collapsing_listing_marks_nothing_and_a_real_removal_goes_through(
         service_factory: Any, tmp_path: Path) -> None:
-    db = tmp_path / "archive.duckdb"
+    db = tmp_path / "archive.ducklake"
     healthy = service_factory(**DATA)
     empty = service_factory(**DATA, listing_cut=1.0)
     third = service_factory(**DATA, listing_cut=2 / 3)
