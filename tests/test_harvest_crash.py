@@ -202,9 +202,9 @@ def _largest_file(db: Path) -> int:
 @pytest.mark.skipif(not hasattr(signal, "SIGXFSZ"), reason="needs RLIMIT_FSIZE (POSIX)")
 def test_a_commit_the_disk_refuses_fails_the_run_and_readers_keep_what_was_there(
         service_factory: Callable[..., RunningService], tmp_path: Path) -> None:
-    # The clock starts 151 days back, so 300 intervals later it is still not ahead of now.
+    # The clock starts 301 days back, so 600 intervals later it is still not ahead of now.
     svc = service_factory(bots=BOTS, history_days=2, stats_per_day=2,
-                          end=datetime.now(UTC) - timedelta(days=151))
+                          end=datetime.now(UTC) - timedelta(days=301))
     db = tmp_path / "archive.ducklake"
     settings = harvest_settings_for(svc, db)
     assert harvest(settings).status == "complete"
