@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from pipeline import records
 from pipeline.client import decode_json, split_array
 from pipeline.config import FieldSettings
-from pipeline.listing import ListingPager
+from pipeline.listing import Pager
 from pipeline.records import (
     StatPage,
     _raw_page_by_record,
@@ -176,7 +176,7 @@ def test_the_pager_returns_every_bot_once_whatever_changes_between_requests(
     inserted_at: dict[str, int] = {}
     removed: set[str] = set()
     heads: list[int] = []
-    pager = ListingPager(page_size=page_size)
+    pager = Pager(page_size=page_size)
     returned: list[str] = []
     requests = 0
     while (request := pager.next_request()) is not None:
