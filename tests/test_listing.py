@@ -221,9 +221,11 @@ def test_bots_removed_ahead_are_harmless_with_a_page_cap_of_1(seed: int) -> None
     assert_exactly_once(listing, pager, returned)
 
 
-@pytest.mark.xfail(strict=True, raises=BotsLost, reason="known limit: with a page cap of 1 the "
-                   "pager has no overlap to notice a shift back, so a removal behind it hides "
-                   "the next bot")
+@pytest.mark.xfail(strict=True, raises=ListingUnstable, reason="known limit: with a page cap of "
+                   "1 the pager has no overlap to notice a shift back; reading the last page "
+                   "again before believing the end sees the shifts, and with a removal behind "
+                   "it every few requests it never confirms the end: it gives up (run partial, "
+                   "nothing marked removed) instead of finishing with a bot hidden")
 def test_bots_removed_behind_with_a_page_cap_of_1_do_not_hide_others() -> None:
     listing = Listing(bots(30), cap=1, remove_every=5, remove_where="behind")
     pager, returned = page_through(listing, page_size=10)
