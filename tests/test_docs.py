@@ -59,3 +59,11 @@ def test_python_dash_m_pipeline_is_the_same_command() -> None:
     proc = subprocess.run([sys.executable, "-m", "pipeline", "--help"], capture_output=True,
                           text=True, cwd=REPO, timeout=60)
     assert proc.returncode == 0 and "harvest" in proc.stdout
+
+
+def test_every_test_the_reliability_table_names_exists() -> None:
+    section = README.split("## Reliability", 1)[1].split("\n## ", 1)[0]
+    named = re.findall(r"`(tests/\w+\.py)::(\w+)`", section)
+    assert len(named) >= 15
+    for path, name in named:
+        assert f"def {name}(" in (REPO / path).read_text(), f"{path}::{name} does not exist"
