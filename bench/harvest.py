@@ -324,9 +324,9 @@ def case_botstats(svc: Service, work: Path, db: Path, full: bool) -> Case:
     pages_before = svc.listing_requests()
     code = measure_case(case, svc, cmd, cwd=REPO, log=work / f"harvest-{case.key}.log")
     case.listing_pages = svc.listing_requests() - pages_before
-    import duckdb
+    from pipeline.store import open_archive
 
-    with duckdb.connect(str(db), read_only=True) as con:
+    with open_archive(db) as con:
         status, requests, added = con.execute(
             "SELECT status, requests, stats_added FROM harvest_runs "
             "ORDER BY started_at DESC LIMIT 1").fetchone()
@@ -513,7 +513,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"service {svc.base_url}: {args.bots} bots x {args.days} days; work dir {work}",
               file=sys.stderr)
         def steps(n: int) -> list[tuple[str, Any]]:
-            db = work / f"archive-{n}.duckdb"  # (b) writes a fresh file each round
+            db = work / f"archive-{n}.ducklake"  # (b) writes a fresh archive each round
             out = [("a", lambda: case_bare(svc, work, concurrency, page_size)),
                    ("a'", lambda: case_bare(svc, work, concurrency, page_size, lanes=True)),
                    ("b", lambda: case_botstats(svc, work, db, full=True)),

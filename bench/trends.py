@@ -6,7 +6,7 @@ time, and the peak RSS the process reports itself from /proc ``VmHWM``, which, u
 ``getrusage``, does not count the parent's pages the child had between fork and exec):
 
   (a) trends   ``pipeline.trends.build_trends``: the eight datasets, exported as zstd parquet
-               month partitions with the manifest, the views created, the archive published;
+               month partitions with the manifest, the views created;
   (b) sql      the same ``bot_daily`` + ``bot_growth`` as plain DuckDB SQL (a ``lag()`` window
                for the counter deltas, self-joins for exact day-N lookups), written as zstd
                parquet partitioned by month with ``COPY ... PARTITION_BY``.
@@ -121,18 +121,17 @@ def settings_for(work: Path, exports: str) -> Any:
     config = work / "empty-config.toml"
     config.touch()
     return load_settings(config, env={}, overrides={
-        "store.db": str(work / "archive.duckdb"), "exports.dir": str(work / exports)})
+        "store.db": str(work / "archive.ducklake"), "exports.dir": str(work / exports)})
 
 
 def generate(work: Path, rows: int, per_day: int) -> tuple[int, float]:
     """The archive (reused when a --keep run left one of the same size)."""
-    import duckdb
-
     from pipeline import store
+    from pipeline.store import open_archive
 
     settings = settings_for(work, "exports")
-    if settings.db_path.exists():
-        with duckdb.connect(str(settings.db_path), read_only=True) as con:
+    if store.exists(settings):
+        with open_archive(settings.db_path) as con:
             if con.execute("SELECT count(*) FROM bot_stats").fetchall()[0][0] == rows:
                 return rows, 0.0
         shutil.rmtree(work)
@@ -144,6 +143,12 @@ def generate(work: Path, rows: int, per_day: int) -> tuple[int, float]:
                                         archived_at="TIMESTAMPTZ '2025-01-01 00:00:00+00'"))
         count = con.execute("SELECT count(*) FROM bot_stats").fetchall()[0][0]
     return count, time.perf_counter() - started
+
+
+def archive_mib(work: Path) -> float:
+    from pipeline import store
+
+    return sum(store.disk_bytes(store.ArchivePaths(work / "archive.ducklake"))) / 2**20
 
 
 def advance(work: Path, per_day: int) -> int:
@@ -196,11 +201,11 @@ def same_exports(work: Path, ours: str, theirs: str) -> bool:
 
 
 def child_sql(work: Path) -> dict[str, Any]:
-    import duckdb
+    from pipeline.store import open_archive
 
     out = work / "exports_sql"
     out.mkdir(parents=True, exist_ok=True)
-    with duckdb.connect(str(work / "archive.duckdb"), read_only=True) as con:
+    with open_archive(work / "archive.ducklake") as con:
         con.execute("SET TimeZone = 'UTC'")
         con.execute(SQL_DAILY)
         con.execute(SQL_GROWTH.format(changes=SQL_CHANGES))
@@ -289,7 +294,7 @@ def main() -> None:
     made = measure("generate", work, "--rows", str(args.rows), *per_day)
     count, took = made["rows"], made["took"]
     print(f"  {'reused' if not took else f'generated in {took:.1f} s'}: {count:,} rows, "
-          f"{(work / 'archive.duckdb').stat().st_size / 2**20:,.0f} MiB")
+          f"{archive_mib(work):,.0f} MiB")
     cases = [measure("trends", work), measure("sql", work)]
     trends, sql = cases
     agree = same_results(work)
@@ -303,7 +308,7 @@ def main() -> None:
               "incremental_rss_vs_full": round(incremental["peak_rss_mb"] / full["peak_rss_mb"], 2)}
     print(f"\n{'case':<8} {'seconds':>8} {'peak RSS MiB':>13}  what")
     print(f"{'trends':<8} {trends['seconds']:>8.2f} {trends['peak_rss_mb']:>13.0f}  8 datasets, "
-          f"{trends['partitions']} partitions, views, publish")
+          f"{trends['partitions']} partitions, views")
     print(f"{'sql':<8} {sql['seconds']:>8.2f} {sql['peak_rss_mb']:>13.0f}  bot_daily + bot_growth")
     print(f"{'incr':<8} {incremental['seconds']:>8.2f} {incremental['peak_rss_mb']:>13.0f}  after "
           f"{BOTS:,} new records: {incremental['mode']} from {incremental['since']}, "

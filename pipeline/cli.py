@@ -485,6 +485,101 @@ def _age_option(_ctx: click.Context, _param: click.Parameter,
         raise click.BadParameter(str(exc)) from None
 
 
+@cli.command("convert-archive")
+@common_options
+@click.option("--legacy-python", metavar="PYTHON",
+              help="A Python with duckdb 2.x to read the old archive (default: install "
+                   "duckdb 2.0 into this environment once, from the package index).")
+@pass_ctx
+@handle_errors
+def convert_archive_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str | None,
+                        legacy_python: str | None) -> None:
+    """Convert an archive of botstats 0.1 (one DuckDB 2.0 file) to the DuckLake layout, once.
+
+    Every table is copied and its rows counted; the old file is kept as
+    <db>.pre-ducklake.duckdb until you delete it.
+    """
+    from .legacy import convert
+    from .lock import run_lock
+
+    settings = settings_from(ctx, config_file, base_url, db)
+    with run_lock(settings, "convert-archive"):
+        report = convert(settings, python=legacy_python,
+                         say=lambda text: click.echo(f"botstats: {text}", err=True))
+    click.echo(report.message)
+
+
+@cli.command("compact")
+@common_options
+@click.option("--keep-days", default=7.0, show_default=True, type=click.FloatRange(0),
+              help="Keep snapshots (and the files they read) this many days: a reader's "
+                   "snapshot older than that may lose its files.")
+@pass_ctx
+@handle_errors
+def compact_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str | None,
+                keep_days: float) -> None:
+    """Merge the archive's small data files and delete the files no kept snapshot reads.
+
+    Each hourly run adds a few small files; run this daily (cron or [schedule]) to keep the
+    file count and the disk at what the data needs.
+    """
+    from .lock import run_lock
+    from .store import ArchivePaths, compact, writer
+
+    settings = settings_from(ctx, config_file, base_url, db)
+    with run_lock(settings, "compact"), writer(settings) as con:
+        done = compact(con, ArchivePaths.of(settings), keep_days=keep_days)
+    click.echo(f"compacted {settings.db_path}: data files {done.files_before} -> "
+               f"{done.files_after}, {done.bytes_before / 1e6:.1f} -> {done.bytes_after / 1e6:.1f} "
+               f"MB; {done.snapshots_expired} snapshots expired")
+
+
+@cli.command("backup")
+@click.argument("dest", type=click.Path(file_okay=False))
+@common_options
+@pass_ctx
+@handle_errors
+def backup_cmd(ctx: Ctx, dest: str, config_file: str | None, base_url: str | None,
+               db: str | None) -> None:
+    """Copy the archive into folder DEST (again: only what is new since the last backup there).
+
+    Restore with `botstats restore DEST`.
+    """
+    from pathlib import Path
+
+    from .lock import run_lock
+    from .store import ArchivePaths, backup
+
+    settings = settings_from(ctx, config_file, base_url, db)
+    with run_lock(settings, "backup"):
+        files, size = backup(ArchivePaths.of(settings), Path(dest))
+    click.echo(f"backed {settings.db_path} up into {dest}: {files} data files copied "
+               f"({size / 1e6:.1f} MB), the catalog as of now")
+
+
+@cli.command("restore")
+@click.argument("source", type=click.Path(exists=True, file_okay=False))
+@common_options
+@pass_ctx
+@handle_errors
+def restore_cmd(ctx: Ctx, source: str, config_file: str | None, base_url: str | None,
+                db: str | None) -> None:
+    """Put the backup in folder SOURCE in place of the archive (close notebooks first).
+
+    The next harvest reads again what the backup lacks.
+    """
+    from pathlib import Path
+
+    from .lock import run_lock
+    from .store import ArchivePaths, restore
+
+    settings = settings_from(ctx, config_file, base_url, db)
+    with run_lock(settings, "restore"):
+        files, size = restore(Path(source), ArchivePaths.of(settings))
+    click.echo(f"restored {settings.db_path} from {source} ({files} data files copied, "
+               f"{size / 1e6:.1f} MB)")
+
+
 @cli.command("status")
 @common_options
 @click.option("--runs", default=10, show_default=True, type=click.IntRange(1, 1000),
@@ -497,7 +592,7 @@ def _age_option(_ctx: click.Context, _param: click.Parameter,
 @handle_errors
 def status_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str | None,
                runs: int, as_json: bool, max_age: timedelta | None) -> None:
-    """Show recent harvest runs and the archive's size (reads the published archive)."""
+    """Show recent harvest runs and the archive's size (as of its last commit)."""
     from .console import print_table
     from .status import archive_status, describe_latest, freshness
 
@@ -510,7 +605,8 @@ def status_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str 
     if as_json:
         print_json(info)
     else:
-        click.echo(f"archive {info['path']}  ({info['size_mb']:.1f} MB, published "
+        click.echo(f"archive {info['path']}  ({info['size_mb']:.1f} MB: catalog "
+                   f"{info['catalog_mb']:.1f}, data {info['data_mb']:.1f}; last written "
                    f"{info['published_at']})")
         print_table([tuple(r.values()) for r in info["runs"]], list(info["runs"][0])
                     if info["runs"] else ["run_id"], title="recent runs")
@@ -581,13 +677,17 @@ def _format_table(frame: Any, more: bool) -> str:
               help="Write the result to this file (required for parquet).")
 @click.option("--max-rows", default=100, show_default=True, type=click.IntRange(1),
               help="Rows shown in table format (files always get every row).")
+@click.option("--attach", "attach", is_flag=True,
+              help="Print the SQL that opens the archive read-only in a DuckDB 1.5 session "
+                   "(e.g. duckdb -cmd \"$(botstats sql --attach)\") and exit.")
 @common_options
 @pass_ctx
 @handle_errors
 def sql_cmd(ctx: Ctx, query: str | None, sql_file: str | None, params: tuple[str, ...], fmt: str,
-            output: str | None, max_rows: int, config_file: str | None, base_url: str | None,
-            db: str | None) -> None:
-    """Run SQL against the published archive (read-only): tables and the trend_* views.
+            output: str | None, max_rows: int, attach: bool, config_file: str | None,
+            base_url: str | None, db: str | None) -> None:
+    """Run SQL against the archive (read-only, as of its last commit): tables and the trend_*
+    views.
 
     Give the query as an argument or with -f FILE. Prints a table, or writes csv/json/parquet
     with --format and --output (csv and json go to stdout without --output). SQL errors exit 2.
@@ -597,6 +697,12 @@ def sql_cmd(ctx: Ctx, query: str | None, sql_file: str | None, params: tuple[str
     from .exports import to_json, write_frame, write_text
     from .trends import read_query_file, run_query
 
+    if attach:
+        from .store import ArchivePaths, attach_statements
+
+        paths = ArchivePaths.of(settings_from(ctx, config_file, base_url, db))
+        click.echo(";\n".join(attach_statements(paths, read_only=True)) + ";")
+        return
     if (query is None) == (sql_file is None):
         raise click.UsageError("give a QUERY or -f FILE (one of them).")
     if fmt == "parquet" and not output:
@@ -769,7 +875,7 @@ def cron_cmd(ctx: Ctx, config_file: str | None, base_url: str | None, db: str | 
 
 @cli.command("demo")
 @click.option("--dir", "directory", default="data", show_default=True, type=click.Path(file_okay=False),
-              help="Where the archive (archive.duckdb) and exports (exports/) go.")
+              help="Where the archive (archive.ducklake) and exports (exports/) go.")
 @click.option("--bots", type=click.IntRange(1, 100_000), default=200, show_default=True,
               help="Bots the embedded service lists.")
 @click.option("--days", type=click.IntRange(1, 3650), default=90, show_default=True,
@@ -786,7 +892,7 @@ def demo_cmd(ctx: Ctx, directory: str, bots: int, days: int, stats_per_day: int,
              as_json: bool, config_file: str | None) -> None:
     """Start the embedded service, run harvest + trends against it, show what was written.
 
-    The archive goes to DIR/archive.duckdb (default data/, the default [store].db, so
+    The archive goes to DIR/archive.ducklake (default data/, the default [store].db, so
     `botstats sql` and the notebook find it without flags).
     """
     import threading
@@ -827,9 +933,9 @@ def demo_cmd(ctx: Ctx, directory: str, bots: int, days: int, stats_per_day: int,
         "",
         f"Done in {report.seconds:.1f} s. Three things to try next:",
         "",
-        "  1. Query the archive (a published copy: safe to keep open while harvests run):",
+        "  1. Query the archive (read-only: safe to keep open while harvests run):",
         f"       {exe}{db_flag} sql \"{query}\"",
-        f"       or: duckdb -readonly {db}",
+        f"       or: duckdb -cmd \"$({exe}{db_flag} sql --attach)\"",
         "  2. Explore it in the notebook:",
         "       .venv/bin/pip install -e '.[notebooks]' jupyterlab",
         "       .venv/bin/jupyter lab notebooks/explore.ipynb",

@@ -107,11 +107,11 @@ class FieldSettings:
 class StoreSettings:
     """The DuckDB archive."""
 
-    db: str = "data/archive.duckdb"
+    db: str = "data/archive.ducklake"
     # One DuckDB row group: a batch that fills one is written straight into the file, not
     # through the WAL and a checkpoint (a third less write CPU than 50,000).
     batch_rows: int = 122_880  # stat rows buffered before one INSERT
-    open_timeout: float = 30.0  # seconds to keep retrying while another process holds the file
+    open_timeout: float = 30.0  # seconds to keep retrying while another process commits
     memory_limit: str = "2GB"
     threads: int = 0  # 0 = DuckDB's default
 

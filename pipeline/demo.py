@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import store
+from . import lock, store
 from .config import Settings, load_settings
 from .exports import read_manifest
 from .harvest import ProgressFn
 from .runner import RunReport, run
+
+ARCHIVE_NAME = "archive.ducklake"
 
 DEFAULT_DIR = "data"
 DEFAULT_BOTS = 200
@@ -50,7 +52,7 @@ def demo_settings(directory: Path, base_url: str, user_token: str,
     """The user's settings (config.toml, environment), pointed at the demo service and dir."""
     return load_settings(config, overrides={
         "service.base_url": base_url,
-        "store.db": str(directory / "archive.duckdb"),
+        "store.db": str(directory / ARCHIVE_NAME),
         "exports.dir": str(directory / "exports"),
         "run.lock_file": "",
         "user_token": user_token,  # the demo user's: users tables get a snapshot too
@@ -59,9 +61,10 @@ def demo_settings(directory: Path, base_url: str, user_token: str,
 
 def clear(directory: Path) -> None:
     """Remove what a previous demo wrote in ``directory`` (only those files)."""
-    for name in ("archive.duckdb", "archive.duckdb.primary", "archive.duckdb.primary.wal",
-                 "archive.duckdb.wal", "archive.duckdb.lock", "archive.duckdb.lock.holder.json"):
-        (directory / name).unlink(missing_ok=True)
+    paths = store.ArchivePaths.at(directory / ARCHIVE_NAME)
+    for path in (paths.catalog, *lock.files(Path(f"{paths.catalog}.lock"))):
+        path.unlink(missing_ok=True)
+    shutil.rmtree(paths.data, ignore_errors=True)
     shutil.rmtree(directory / "exports", ignore_errors=True)
 
 

@@ -1,13 +1,13 @@
 """Helpers for notebooks and other ad-hoc readers: find the archive, query it read-only.
 
 A notebook's kernel runs in the notebook's folder (``notebooks/``), so a relative path such as
-the default ``[store].db = "data/archive.duckdb"`` would point inside ``notebooks/``.
+the default ``[store].db = "data/archive.ducklake"`` would point inside ``notebooks/``.
 :func:`notebook_settings` reads the settings the usual way (``$BOTSTATS_CONFIG``, else the
 project's ``config.toml``, then ``BOTSTATS_*`` variables such as ``BOTSTATS_DB`` and
 ``BOTSTATS_EXPORT_DIR``) and resolves relative paths against the project root, where
 ``botstats`` itself would be run.
 
-:func:`query` opens the published archive read-only for one query and closes it before
+:func:`query` opens the archive read-only for one query and closes it before
 returning, so a notebook never holds the file between cells and never gets in a harvest's way.
 """
 
@@ -71,7 +71,7 @@ def _under(root: Path, path: str) -> str:
 def query(
     settings: Settings, sql: str, params: Mapping[str, object] | None = None
 ) -> pl.DataFrame:
-    """Run one SELECT against the published archive (tables and ``trend_*`` views) and return
+    """Run one SELECT against the archive (tables and ``trend_*`` views) and return
     the result; the archive is opened read-only and closed before this returns.
 
     ``params`` become DuckDB variables, read in the query as ``getvariable('name')``; values

@@ -150,7 +150,7 @@ class _Db:
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="botstats-db")
-        self._reader = con.cursor()  # sees committed batches, like the writer between batches
+        self._reader = store.cursor(con)  # sees committed batches, like the writer between batches
         self._read_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="botstats-db-read")
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
@@ -180,7 +180,7 @@ async def _harvest(
         try:
             if settings.user_token:
                 await _snapshot_user(client, settings, report, buffer)
-            queue: asyncio.Queue[tuple[str, str | None] | None] = asyncio.Queue(
+            queue: asyncio.Queue[tuple[str, Newest | None] | None] = asyncio.Queue(
                 maxsize=settings.service.concurrency * 4
             )
             workers = [
@@ -218,7 +218,7 @@ async def _list(
     report: HarvestReport,
     buffer: _Batch,
     db: _Db,
-    queue: asyncio.Queue[tuple[str, str | None] | None],
+    queue: asyncio.Queue[tuple[str, Newest | None] | None],
     full: bool,
     stop: threading.Event,
 ) -> None:
@@ -254,7 +254,7 @@ async def _list(
         report.bots_seen += len(fresh)
         buffer.bots.extend(fresh)
         # --full reads every bot's /stats whatever is archived: no need to look.
-        newest = {} if full else await db.read(_newest_keys, [r.bot_id for r in fresh])
+        newest = {} if full else await db.read(_newest, [r.bot_id for r in fresh])
         for row in fresh:
             if stop.is_set():
                 return
@@ -285,7 +285,7 @@ async def _worker(
     settings: Settings,
     report: HarvestReport,
     buffer: _Batch,
-    queue: asyncio.Queue[tuple[str, str | None] | None],
+    queue: asyncio.Queue[tuple[str, Newest | None] | None],
     full: bool,
     stop: threading.Event,
     on_progress: ProgressFn | None,
@@ -301,19 +301,30 @@ async def _worker(
             on_progress(report)
 
 
+@dataclass(frozen=True)
+class Newest:
+    """A bot's newest archived record: its key and time (microseconds since the epoch), and how
+    long the bot's /stats list was when last read (None: not known)."""
+
+    stat_id: str
+    recorded_at: int
+    listed: int | None
+
+
 async def _harvest_bot(
     client: Client,
     settings: Settings,
     report: HarvestReport,
     buffer: _Batch,
     bot_id: str,
-    newest: str | None,
+    newest: Newest | None,
     full: bool,
 ) -> None:
     fields = settings.fields
     endpoint = f"GET /bots/{bot_id}/stat"
     page_size = settings.service.stats_page_size
     last_key = None
+    listed: list[int] = []
     try:
         if newest is not None and not full:
             # A bot with nothing archived skips this check: its /stats is needed anyway.
@@ -322,12 +333,15 @@ async def _harvest_bot(
                 last_key = stat_key(last, bot_id, fields)
             except Invalid:
                 pass  # the newest record is malformed: read them all, it lands in rejects
-            if last_key == newest:
+            if last_key == newest.stat_id:
                 report.bots_up_to_date += 1
                 return
         endpoint = f"GET /bots/{bot_id}/stats"
-        records = await (_stats_pages(client, bot_id, page_size) if page_size
-                         else client.bot_stats_raw(bot_id))
+        if page_size:
+            records = await _stats_pages(client, bot_id, page_size, fields,
+                                         None if full else newest, listed)
+        else:
+            records = await client.bot_stats_raw(bot_id)
     except NotFound:
         return  # no records yet, or the bot left between the listing and now
     except (SkipIgnored, ListingUnstable) as exc:
@@ -343,17 +357,35 @@ async def _harvest_bot(
     report.bots_fetched += 1
     if isinstance(records, RawArray):
         page = parse_stats_raw(records.body, records.items, bot_id, fields)
+        length = len(records.items)
     else:
         page = parse_stats(records, bot_id, fields)
-    if last_key is not None and not _holds(page, last_key, bot_id, fields):
+        length = len(records)
+    if last_key is not None and not page_size and not _holds(page, last_key, bot_id, fields):
         buffer.error(endpoint, bot_id, BadResponse(
             f"{endpoint} lacks the bot's newest record ({last_key}, which GET /bots/{bot_id}/stat "
             f"returned): the service seems to page /stats. Set [service].stats_page_size to its "
             f"page size (now {page_size}); the records read are archived and the bot is read "
             f"again next run."))
-    buffer.add_page(endpoint, bot_id, page)
+    checked = full or newest is None
+    if newest is not None and not full:
+        page, checked = _newer(page, newest)
+    buffer.add_page(endpoint, bot_id, page, checked=checked,
+                    listed=listed[0] if listed else length)
     if buffer.full:
         await buffer.flush()
+
+
+def _newer(page: StatPage, newest: Newest) -> tuple[StatPage, bool]:
+    """The records of ``page`` newer than the bot's newest archived one, and whether any of
+    them needs its key checked against the archive: only a record stamped exactly as the newest
+    (and keyed otherwise) can be archived already. Records at or before the newest are not
+    rewritten by an hourly run; `harvest --full` compares every record."""
+    at = newest.recorded_at
+    rows = [i for i, t in enumerate(page.recorded_at) if t >= at]
+    rows = [i for i in rows if page.recorded_at[i] > at or page.stat_id[i] != newest.stat_id]
+    tied = any(page.recorded_at[i] == at for i in rows)
+    return page.select(rows), tied
 
 
 def _holds(page: StatPage, key: str, bot_id: str, fields: FieldSettings) -> bool:
@@ -388,17 +420,24 @@ async def _read_paged(fetch: Callable[[int, int], Awaitable[list[T]]], key: Call
     return kept
 
 
-def _paged_list(what: str, items: str, setting: str, page_size: int) -> ListingPager:
+def _paged_list(what: str, items: str, setting: str, page_size: int, *, start: int = 0,
+                reread_head: bool = True) -> ListingPager:
     return ListingPager(
-        page_size=page_size, what=what, items=items,
+        page_size=page_size, what=what, items=items, start=start, reread_head=reread_head,
         skip_advice=f"the list cannot be paged: set [service].{setting} = 0 if the service "
                     f"sends whole lists.",
         unstable_advice="Nothing of this list is archived this run; it is read again next run.")
 
 
-async def _stats_pages(client: Client, bot_id: str, page_size: int) -> RawArray | list[Any]:
-    """A bot's whole /stats list from a service that pages it, as one list. Records are told
-    apart by their JSON text, valid or not."""
+async def _stats_pages(client: Client, bot_id: str, page_size: int, fields: FieldSettings,
+                       newest: Newest | None, listed: list[int]) -> RawArray | list[Any]:
+    """A bot's /stats list from a service that pages it, as one list; records are told apart by
+    their JSON text, valid or not. ``listed`` receives the length of the list.
+
+    With the bot's newest archived record known, the read starts a page before where the last
+    read ended and walks back (a page, two, four...) until a page holds that record, so an
+    hourly run reads what is new plus a page; the records before it are not read at all.
+    """
 
     async def texts(limit: int, skip: int) -> list[bytes]:
         page = await client.bot_stats_raw(bot_id, limit=limit, skip=skip)
@@ -408,11 +447,36 @@ async def _stats_pages(client: Client, bot_id: str, page_size: int) -> RawArray 
         # ASCII JSON, which that decoder reads back as it was.
         return [json.dumps(r, separators=(",", ":")).encode() for r in page]
 
-    kept = await _read_paged(
-        texts, lambda text: text.decode("utf-8", "replace"),
-        _paged_list(f"GET /bots/{bot_id}/stats", "records", "stats_page_size", page_size))
+    what = f"GET /bots/{bot_id}/stats"
+    start = 0
+    if newest is not None and newest.listed:
+        start = await _tail_start(texts, page_size, newest, bot_id, fields)
+    pager = _paged_list(what, "records", "stats_page_size", page_size, start=start,
+                        reread_head=start == 0)
+    kept = await _read_paged(texts, lambda text: text.decode("utf-8", "replace"), pager)
+    listed.append(start + len(kept))
     body = b"[" + b",".join(kept) + b"]"
     return split_array(body) or decode_json(body)
+
+
+async def _tail_start(texts: Callable[[int, int], Awaitable[list[bytes]]], page_size: int,
+                      newest: Newest, bot_id: str, fields: FieldSettings) -> int:
+    """Where to start reading a paged /stats list so that the first page holds the bot's newest
+    archived record: a page before the end of the last read, further back (doubling) while the
+    record is not there (records inserted or dropped before it), 0 at worst."""
+    assert newest.listed
+    back = page_size
+    while True:
+        start = max(0, newest.listed - back)
+        if start == 0:
+            return 0
+        for text in await texts(page_size, start):
+            try:
+                if stat_key(decode_json(text), bot_id, fields) == newest.stat_id:
+                    return start
+            except (Invalid, ValueError):
+                continue
+        back *= 2
 
 
 async def _user_list(fetch: Callable[..., Awaitable[list[Any]]], user_id: str, what: str,
@@ -511,6 +575,8 @@ class _Batch:
         self.errors: list[dict[str, Any]] = []
         self.users: list[dict[str, Any]] = []
         self.snapshots: dict[str, list[dict[str, Any]]] = {}
+        self.check: list[bool] = []  # per stat row: may its key be archived already?
+        self.listed: dict[str, int] = {}  # per bot read: the length of its /stats list
         self._bot_ids: set[str] = set()
         self.distinct = True  # no stat key twice in this batch: the write need not dedupe
 
@@ -518,11 +584,16 @@ class _Batch:
     def full(self) -> bool:
         return len(self.stats["stat_id"]) >= self.batch_rows
 
-    def add_page(self, endpoint: str, bot_id: str, page: StatPage) -> None:
-        """A validated /stats page: its rows extend the columns (C-speed), its rejects are kept."""
+    def add_page(self, endpoint: str, bot_id: str, page: StatPage, *, checked: bool = True,
+                 listed: int | None = None) -> None:
+        """A validated /stats page: its rows extend the columns (C-speed), its rejects are kept.
+        ``checked``: its keys may be archived already (else they are new for sure)."""
         if bot_id in self._bot_ids or len(set(page.stat_id)) < len(page):
             self.distinct = False
         self._bot_ids.add(bot_id)
+        self.check.extend(repeat(checked, len(page)))
+        if listed is not None:
+            self.listed[bot_id] = listed
         s = self.stats
         for column in STAT_COLUMNS:
             s[column].extend(getattr(page, column))
@@ -549,10 +620,12 @@ class _Batch:
     async def flush(self) -> None:
         async with self._lock:
             frames = _Frames(
-                stats=_frame(self.stats, STAT_SCHEMA),
+                stats=_frame(self.stats, STAT_SCHEMA).with_columns(
+                    _check=pl.Series(self.check, dtype=pl.Boolean)),
                 custom=_frame(self.custom, CUSTOM_SCHEMA),
                 bots=self.bots, rejects=self.rejects, errors=self.errors,
                 users=self.users, snapshots=self.snapshots, distinct=self.distinct,
+                listed=self.listed,
             )
             self._reset()
             if frames.empty:
@@ -570,11 +643,12 @@ class _Frames:
     users: list[dict[str, Any]]
     snapshots: dict[str, list[dict[str, Any]]]
     distinct: bool = False  # no stat key twice (custom field names are unique per record)
+    listed: dict[str, int] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
         return not (self.stats.height or self.bots or self.rejects or self.errors or self.users
-                    or self.snapshots)
+                    or self.snapshots or self.listed)
 
 
 def _write(con: duckdb.DuckDBPyConnection, f: _Frames, report: HarvestReport,
@@ -587,7 +661,7 @@ def _write(con: duckdb.DuckDBPyConnection, f: _Frames, report: HarvestReport,
         con.execute("BEGIN TRANSACTION")
         if f.bots:
             report.bots_new += _write_bots(con, f.bots, run_id, now)
-        if f.stats.height:
+        if f.stats.height or f.listed:
             added, updated = _write_stats(con, f, run_id, now, new_only)
             report.stats_added += added
             report.stats_updated += updated
@@ -598,12 +672,9 @@ def _write(con: duckdb.DuckDBPyConnection, f: _Frames, report: HarvestReport,
                       errors_in=pl.DataFrame(f.errors, schema=ERROR_SCHEMA).with_columns(
                           run_id=pl.lit(run_id), seen_at=pl.lit(now)))
         if f.users:
-            store.run(con, "INSERT INTO users BY NAME SELECT * FROM users_in ON CONFLICT DO NOTHING",
-                      users_in=pl.DataFrame(f.users))
+            _insert_snapshot(con, "users", f.users, run_id)
         for table, rows in f.snapshots.items():
-            keys = [c for c in rows[0] if c not in ("raw", "fetched_at")]
-            store.run(con, f"INSERT INTO {table} BY NAME SELECT * FROM snap_in ON CONFLICT DO NOTHING",
-                      snap_in=pl.DataFrame(rows).unique(subset=keys, keep="last"))
+            _insert_snapshot(con, table, rows, run_id)
         _save_counters(con, report)
         con.execute("COMMIT")
     except duckdb.Error as exc:
@@ -615,6 +686,16 @@ def _write(con: duckdb.DuckDBPyConnection, f: _Frames, report: HarvestReport,
             f"committed before this one and none of this one: fix what the error says (a full "
             f"disk, say) and run again, and the next run completes the work."
         ) from exc
+
+
+def _insert_snapshot(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict[str, Any]],
+                     run_id: str) -> None:
+    """A user snapshot's rows, each key once per run (a snapshot is taken once per run)."""
+    keys = [c for c in rows[0] if c not in ("raw", "fetched_at", "is_me")]
+    store.run(
+        con, f"INSERT INTO {table} BY NAME SELECT * FROM snap_in ANTI JOIN "
+        f"(SELECT * FROM {table} WHERE run_id = ?) USING ({', '.join(keys)})", [run_id],
+        snap_in=pl.DataFrame(rows).unique(subset=keys, keep="last", maintain_order=True))
 
 
 def _write_bots(con: duckdb.DuckDBPyConnection, rows: list[BotRow], run_id: str,
@@ -630,9 +711,10 @@ def _write_bots(con: duckdb.DuckDBPyConnection, rows: list[BotRow], run_id: str,
         con, "SELECT count(*) FROM bots_in n ANTI JOIN bots o USING (bot_id)", bots_in=bots_in)
     store.run(
         con,
-        "INSERT INTO bots BY NAME SELECT * FROM bots_in ON CONFLICT (bot_id) DO UPDATE SET "
-        "name = excluded.name, raw = excluded.raw, last_seen_at = excluded.last_seen_at, "
-        "removed_at = NULL, run_id = excluded.run_id",
+        "MERGE INTO bots USING bots_in AS n ON bots.bot_id = n.bot_id "
+        "WHEN MATCHED THEN UPDATE SET name = n.name, raw = n.raw, last_seen_at = n.last_seen_at, "
+        "removed_at = NULL, run_id = n.run_id "
+        "WHEN NOT MATCHED THEN INSERT BY NAME",
         bots_in=bots_in,
     )
     return int(new_count)
@@ -644,50 +726,77 @@ def _write_stats(con: duckdb.DuckDBPyConnection, f: _Frames, run_id: str, now: d
     and each bot's newest archived record; (added, changed)."""
     batch_in = _stats_in(f.stats, run_id, now, f.distinct)
     added, changed = _write_records(con, f, batch_in, run_id, new_only)
-    _update_latest(con, batch_in, changed)
+    _update_latest(con, batch_in, changed, f.listed)
     return added, changed.height
 
 
 def _update_latest(con: duckdb.DuckDBPyConnection, batch_in: pl.DataFrame,
-                   changed: pl.DataFrame) -> None:
+                   changed: pl.DataFrame, listed: dict[str, int]) -> None:
     """``bot_latest_stat`` after the batch: a bot's newest record in the batch replaces the one
-    kept unless that one is newer (the service may have dropped records the archive keeps)."""
+    kept unless that one is newer (the service may have dropped records the archive keeps), and
+    the length of each bot's /stats list as read."""
+    newest_in = batch_in.group_by("bot_id").agg(
+        pl.col("stat_id").sort_by("recorded_at").last(), pl.col("recorded_at").max())
+    lengths = pl.DataFrame({"bot_id": list(listed), "stats_listed": list(listed.values())},
+                           schema={"bot_id": pl.String, "stats_listed": pl.Int64})
+    latest_in = newest_in.join(lengths, on="bot_id", how="full", coalesce=True)
     store.run(
-        con, "INSERT INTO bot_latest_stat BY NAME SELECT bot_id, arg_max(stat_id, recorded_at) "
-        "AS stat_id, max(recorded_at) AS recorded_at FROM batch_in GROUP BY bot_id "
-        "ON CONFLICT (bot_id) DO UPDATE SET stat_id = excluded.stat_id, "
-        "recorded_at = excluded.recorded_at WHERE excluded.recorded_at >= bot_latest_stat.recorded_at",
-        batch_in=batch_in)
+        con, "MERGE INTO bot_latest_stat AS t USING latest_in AS n ON t.bot_id = n.bot_id "
+        "WHEN MATCHED THEN UPDATE SET "
+        "stat_id = CASE WHEN n.recorded_at >= t.recorded_at THEN n.stat_id ELSE t.stat_id END, "
+        "recorded_at = greatest(t.recorded_at, n.recorded_at), "
+        "stats_listed = coalesce(n.stats_listed, t.stats_listed) "
+        "WHEN NOT MATCHED AND n.stat_id IS NOT NULL THEN INSERT BY NAME",
+        latest_in=latest_in)
     if changed.height:
         # A rewritten record may have moved back in time: its bots' newest is looked up again
         # (a scan of bot_stats, only when the service changed records).
         store.run(
-            con, "INSERT OR REPLACE INTO bot_latest_stat SELECT bot_id, "
-            "arg_max(stat_id, recorded_at), max(recorded_at) FROM bot_stats "
-            "SEMI JOIN changed_in USING (bot_id) GROUP BY bot_id",
+            con, "UPDATE bot_latest_stat AS t SET stat_id = n.stat_id, recorded_at = n.recorded_at "
+            "FROM (SELECT bot_id, arg_max(stat_id, recorded_at) AS stat_id, max(recorded_at) AS "
+            "recorded_at FROM bot_stats SEMI JOIN changed_in USING (bot_id) GROUP BY bot_id) AS n "
+            "WHERE t.bot_id = n.bot_id",
             changed_in=changed.select("bot_id").unique())
 
 
 def _write_records(con: duckdb.DuckDBPyConnection, f: _Frames, batch_in: pl.DataFrame,
                    run_id: str, new_only: bool) -> tuple[int, pl.DataFrame]:
+    """Insert the batch's new records; rewrite those the service changed; (added, changed).
+
+    Rows the reader knows to be new (newer than their bot's newest archived record, or of a bot
+    with nothing archived) are inserted as they are; only the others are looked up in
+    ``bot_stats``, so an hourly run never scans the archive."""
     custom = f.custom
     if new_only:
-        # Nothing was archived when the run started and each bot is read once: every key is
-        # new. DuckDB runs ON CONFLICT as a join against the whole table plus a group-by, a
-        # third of the cost of a write, so plain INSERTs do here.
-        store.run(con, "INSERT INTO bot_stats BY NAME SELECT * FROM batch_in", batch_in=batch_in)
-        if custom.height:
-            store.run(con, "INSERT INTO bot_stat_custom BY NAME SELECT * FROM custom_in",
-                      custom_in=_custom_in(custom, run_id, f.distinct))
-        return batch_in.height, _keys([])
-    added = _keys(store.run(
-        con, "INSERT INTO bot_stats BY NAME SELECT * FROM batch_in ON CONFLICT DO NOTHING "
-        "RETURNING bot_id, stat_id", batch_in=batch_in))
-    # Every record of the batch new (bots archived for the first time): nothing to compare.
-    changed = _keys([]) if added.height == batch_in.height else _update_changed(con, batch_in)
+        # Nothing was archived when the run started and each bot is read once: every key is new.
+        checked = batch_in.clear()
+    else:
+        checked = batch_in.filter("_check")
+    fresh = batch_in.filter(~pl.col("_check")) if checked.height else batch_in
+    changed = _keys([])
+    if checked.height:
+        archived = _archived(con, checked)
+        fresh = pl.concat([fresh, checked.join(archived.select("bot_id", "stat_id"),
+                                               on=["bot_id", "stat_id"], how="anti",
+                                               maintain_order="left")])
+        changed = _update_changed(con, checked, archived)
+    fresh = fresh.drop("_check")
+    if fresh.height:
+        store.run(con, "INSERT INTO bot_stats BY NAME SELECT * FROM batch_in", batch_in=fresh)
     if custom.height:
-        _write_custom(con, custom, run_id, added, changed, f.distinct)
-    return added.height, changed
+        _write_custom(con, custom, run_id, fresh.select("bot_id", "stat_id"), changed,
+                      f.distinct, every=fresh.height == batch_in.height)
+    return fresh.height, changed
+
+
+def _archived(con: duckdb.DuckDBPyConnection, checked: pl.DataFrame) -> pl.DataFrame:
+    """The archived text of those ``checked`` records that are in ``bot_stats`` (keys, raw)."""
+    rows = store.run(
+        con, "SELECT t.bot_id, t.stat_id, t.raw::VARCHAR FROM bot_stats AS t SEMI JOIN "
+        "(SELECT bot_id, stat_id FROM batch_in) AS b USING (bot_id, stat_id)",
+        batch_in=checked.select("bot_id", "stat_id"))
+    return pl.DataFrame(rows, schema={"bot_id": pl.String, "stat_id": pl.String,
+                                      "old_raw": pl.String}, orient="row")
 
 
 def _keys(rows: list[tuple[Any, ...]]) -> pl.DataFrame:
@@ -695,25 +804,28 @@ def _keys(rows: list[tuple[Any, ...]]) -> pl.DataFrame:
 
 
 def _write_custom(con: duckdb.DuckDBPyConnection, custom: pl.DataFrame, run_id: str,
-                  added: pl.DataFrame, changed: pl.DataFrame, distinct: bool) -> None:
+                  added: pl.DataFrame, changed: pl.DataFrame, distinct: bool, *,
+                  every: bool = False) -> None:
     """Custom fields belong to their stat record: they are written with a new record and
-    replaced with a changed one, never compared on their own. (A key index of their own cost
-    four times the insert itself; the stat's key already makes them exactly-once.)"""
-    touched = pl.concat([added, changed])
-    if touched.is_empty():
-        return
-    custom_in = _custom_in(custom, run_id, distinct).join(
-        touched, on=["bot_id", "stat_id"], how="semi", maintain_order="left")
+    replaced with a changed one, never compared on their own (the stat's key already makes
+    them exactly-once)."""
+    custom_in = _custom_in(custom, run_id, distinct)
+    if not every:
+        touched = pl.concat([added, changed])
+        if touched.is_empty():
+            return
+        custom_in = custom_in.join(touched, on=["bot_id", "stat_id"], how="semi",
+                                   maintain_order="left")
     if changed.height:
-        store.run(con, "DELETE FROM bot_stat_custom AS c USING changed_in AS k "
-                  "WHERE c.bot_id = k.bot_id AND c.stat_id = k.stat_id", changed_in=changed)
-    store.run(con, "INSERT INTO bot_stat_custom BY NAME SELECT * FROM custom_in",
-              custom_in=custom_in)
+        store.run(con, "DELETE FROM bot_stat_custom WHERE (bot_id, stat_id) IN "
+                  "(SELECT bot_id, stat_id FROM changed_in)", changed_in=changed)
+    if custom_in.height:
+        store.run(con, "INSERT INTO bot_stat_custom BY NAME SELECT * FROM custom_in",
+                  custom_in=custom_in)
 
 
-# Duplicate keys inside one INSERT ... ON CONFLICT batch raise nothing and the first row wins:
-# keep the last copy the service sent ourselves. maintain_order: rows land in the order the
-# service sent them (bot by bot, oldest first), which DuckDB inserts faster than hash order.
+# Duplicate keys inside one batch: keep the last copy the service sent. maintain_order: rows
+# land in the order the service sent them (bot by bot, oldest first).
 def _stats_in(stats: pl.DataFrame, run_id: str, now: datetime, distinct: bool) -> pl.DataFrame:
     if not distinct:
         stats = stats.unique(subset=["bot_id", "stat_id"], keep="last", maintain_order=True)
@@ -729,34 +841,34 @@ def _custom_in(custom: pl.DataFrame, run_id: str, distinct: bool) -> pl.DataFram
 
 def _nothing_archived(con: duckdb.DuckDBPyConnection) -> bool:
     """No stat (nor custom field) archived yet: a first harvest, or --full into a fresh file."""
-    (count,) = con.execute(
-        "SELECT (SELECT count(*) FROM bot_stats) + (SELECT count(*) FROM bot_stat_custom)"
-    ).fetchall()[0]
-    return count == 0
+    ((found,),) = con.execute(
+        "SELECT EXISTS (SELECT 1 FROM bot_stats) OR EXISTS (SELECT 1 FROM bot_stat_custom)"
+    ).fetchall()
+    return not found
 
 
-def _update_changed(con: duckdb.DuckDBPyConnection, batch_in: pl.DataFrame) -> pl.DataFrame:
-    """Rewrite the records of ``batch_in`` the service changed since we archived them (an
-    unchanged record is never rewritten); return their keys.
+def _update_changed(con: duckdb.DuckDBPyConnection, checked: pl.DataFrame,
+                    archived: pl.DataFrame) -> pl.DataFrame:
+    """Rewrite the records the service changed since we archived them (an unchanged record is
+    never rewritten); return their keys.
 
     A record whose text differs is compared as JSON: the same record spelled another way (keys
     reordered, or archived canonically by an older botstats) is unchanged."""
-    spelled_apart = store.run(
-        con, "SELECT b.bot_id, b.stat_id, t.raw::VARCHAR, b.raw FROM batch_in AS b "
-        "JOIN bot_stats AS t ON t.bot_id = b.bot_id AND t.stat_id = b.stat_id "
-        "WHERE t.raw::VARCHAR <> b.raw", batch_in=batch_in)
-    changed = _keys([(bot_id, stat_id) for bot_id, stat_id, old, new in spelled_apart
-                     if not same_record(old, new)])
+    spelled_apart = checked.join(archived, on=["bot_id", "stat_id"], how="inner").filter(
+        pl.col("old_raw") != pl.col("raw"))
+    changed = _keys([(bot_id, stat_id) for bot_id, stat_id, old, new in spelled_apart.select(
+        "bot_id", "stat_id", "old_raw", "raw").iter_rows() if not same_record(old, new)])
     if changed.is_empty():
         return changed
-    return _keys(store.run(
+    store.run(
         con, "UPDATE bot_stats AS t SET recorded_at = b.recorded_at, users = b.users, "
         "guilds = b.guilds, shards = b.shards, memory_load = b.memory_load, "
         "cpu_load = b.cpu_load, commands_executed = b.commands_executed, raw = b.raw, "
         "run_id = b.run_id, archived_at = b.archived_at "
         "FROM (SELECT * FROM batch_in SEMI JOIN changed_in USING (bot_id, stat_id)) AS b "
-        "WHERE t.bot_id = b.bot_id AND t.stat_id = b.stat_id RETURNING t.bot_id, t.stat_id",
-        batch_in=batch_in, changed_in=changed))
+        "WHERE t.bot_id = b.bot_id AND t.stat_id = b.stat_id",
+        batch_in=checked.drop("_check"), changed_in=changed)
+    return changed
 
 
 def _write_rejects(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]], run_id: str,
@@ -773,28 +885,34 @@ def _write_rejects(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]], r
             run_id=pl.lit(run_id), seen_at=pl.lit(now))
         .unique(subset="reject_key", keep="first")
     )
-    ((added,),) = store.run(
-        con, "INSERT INTO rejects BY NAME SELECT * FROM rejects_in ON CONFLICT DO NOTHING",
-        rejects_in=rejects_in)
-    return int(added)
+    new = pl.DataFrame(store.run(
+        con, "SELECT reject_key FROM rejects_in ANTI JOIN rejects USING (reject_key)",
+        rejects_in=rejects_in.select("reject_key")), schema={"reject_key": pl.String},
+        orient="row")
+    if new.height:
+        store.run(con, "INSERT INTO rejects BY NAME SELECT * FROM rejects_in",
+                  rejects_in=rejects_in.join(new, on="reject_key", how="semi"))
+    return new.height
 
 
-def _newest_keys(con: duckdb.DuckDBPyConnection, bot_ids: list[str]) -> dict[str, str]:
-    """The newest archived stat key of each bot in one listing page (one query per page, on
+def _newest(con: duckdb.DuckDBPyConnection, bot_ids: list[str]) -> dict[str, Newest]:
+    """The newest archived record of each bot in one listing page (one query per page, on
     ``bot_latest_stat``: one row per bot, whatever the size of ``bot_stats``)."""
     rows = store.run(
-        con, "SELECT bot_id, stat_id FROM bot_latest_stat SEMI JOIN page_in USING (bot_id)",
+        con, "SELECT bot_id, stat_id, epoch_us(recorded_at), stats_listed FROM bot_latest_stat "
+        "SEMI JOIN page_in USING (bot_id)",
         page_in=pl.DataFrame({"bot_id": bot_ids}, schema={"bot_id": pl.String}))
-    return dict(rows)
+    return {bot_id: Newest(stat_id, at, listed) for bot_id, stat_id, at, listed in rows}
 
 
 def _begin_run(con: duckdb.DuckDBPyConnection, report: HarvestReport) -> None:
-    stale = con.execute(
-        "UPDATE harvest_runs SET status = 'interrupted', finished_at = now(), "
-        "message = 'the run ended without recording its end (its process was killed, or the "
-        "archive could not be written: see its log); its whole batches are kept and a later run "
-        "completes the work' WHERE status = 'running' RETURNING run_id"
-    ).fetchall()
+    stale = con.execute("SELECT run_id FROM harvest_runs WHERE status = 'running'").fetchall()
+    if stale:
+        con.execute(
+            "UPDATE harvest_runs SET status = 'interrupted', finished_at = now(), "
+            "message = 'the run ended without recording its end (its process was killed, or "
+            "the archive could not be written: see its log); its whole batches are kept and a "
+            "later run completes the work' WHERE status = 'running'")
     for (run_id,) in stale:
         log.warning("run %s had not recorded its end (killed, or the archive could not be "
                     "written); marked interrupted", run_id)
@@ -840,10 +958,12 @@ def _finish_run(con: duckdb.DuckDBPyConnection, report: HarvestReport) -> None:
 
 def _mark_removed(con: duckdb.DuckDBPyConnection, report: HarvestReport) -> int:
     """Bots a complete listing no longer shows keep their history and get ``removed_at``."""
-    (count,) = con.execute(
-        "UPDATE bots SET removed_at = ? WHERE removed_at IS NULL AND last_seen_at < ?",
-        [report.started_at, report.started_at],
-    ).fetchall()[0]
+    ((count,),) = con.execute(
+        "SELECT count(*) FROM bots WHERE removed_at IS NULL AND last_seen_at < ?",
+        [report.started_at]).fetchall()
+    if count:
+        con.execute("UPDATE bots SET removed_at = ? WHERE removed_at IS NULL AND last_seen_at < ?",
+                    [report.started_at, report.started_at])
     con.execute("UPDATE harvest_runs SET bots_removed = ? WHERE run_id = ?",
                 [count, report.run_id])
     return int(count)

@@ -56,8 +56,15 @@ class ListingPager:
     _head_passes: int = 0
     _same_as_first: int = 0
     max_head_passes: int = 3
+    # Read on from where an earlier read ended (a bot's /stats, which grows at its end): the
+    # first request asks ``start``, and the end of the list is the end (no head walk after).
+    start: int = 0
+    reread_head: bool = True
     _head_ids: set[str] = field(default_factory=set)  # bots first seen by the head walk
     _walk_requests: int = 0  # requests made before the head walk began
+
+    def __post_init__(self) -> None:
+        self._next_skip = self.start
 
     def next_request(self) -> tuple[int, int] | None:
         """(skip, limit) of the next GET /bots, or None when the listing is complete."""
@@ -134,6 +141,8 @@ class ListingPager:
 
     def _on_empty(self, skip: int, overlap: int) -> None:
         if self._state == "head" or skip == 0:
+            self._next_skip, self.complete = None, True
+        elif skip >= self._pos and not self.reread_head:
             self._next_skip, self.complete = None, True
         elif skip >= self._pos:
             # The end, confirmed by an empty page right after the last bot read. Re-read the

@@ -39,6 +39,11 @@ def _info_path(lock_path: Path) -> Path:
     return lock_path.with_name(lock_path.name + ".holder.json")
 
 
+def files(lock_path: Path) -> tuple[Path, Path]:
+    """The lock file and the file naming its holder."""
+    return lock_path, _info_path(lock_path)
+
+
 def holder(settings: Settings) -> dict[str, Any] | None:
     """Who last took the lock (it may have finished or died since: see ``released_at``)."""
     try:
@@ -112,7 +117,7 @@ def prepare_archive_place(settings: Settings) -> None:
     if db.is_dir():
         raise ConfigError(
             f"the archive ([store].db, --db) {db} is a directory: name the file, e.g. "
-            f"{db / 'archive.duckdb'}.")
+            f"{db / 'archive.ducklake'}.")
     create_lock_file(settings.lock_path)
 
 

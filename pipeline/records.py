@@ -274,6 +274,24 @@ class StatPage:
             getattr(self, name).extend(getattr(other, name))
         self.custom_row.extend(position + offset for position in other.custom_row)
 
+    def select(self, rows: list[int]) -> StatPage:
+        """The records at ``rows`` (ascending), with their custom fields; rejects kept."""
+        if len(rows) == len(self):
+            return self
+        page = StatPage(rejects=self.rejects)
+        for name in _ROW_COLUMNS:
+            column = getattr(self, name)
+            setattr(page, name, [column[i] for i in rows])
+        where = {old: new for new, old in enumerate(rows)}
+        for i, row in enumerate(self.custom_row):
+            position = where.get(row)
+            if position is not None:
+                page.custom_row.append(position)
+                page.custom_name.append(self.custom_name[i])
+                page.custom_text.append(self.custom_text[i])
+                page.custom_num.append(self.custom_num[i])
+        return page
+
     def add(self, row: StatRow) -> None:
         position = len(self.stat_id)
         self.stat_id.append(row.stat_id)

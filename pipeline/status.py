@@ -1,4 +1,4 @@
-"""`botstats status`: recent runs and the size of the archive, read from the published copy."""
+"""`botstats status`: recent runs and the size of the archive, read as of its last commit."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def archive_status(settings: Settings, *, runs: int = 10) -> dict[str, Any]:
         if "harvest_runs" not in tables:
             raise StoreError(
                 f"{path} holds no harvest_runs table: it is not a botstats archive, or no "
-                f"harvest has published it yet. Check --db, or run `botstats harvest`.")
+                f"harvest has written it yet. Check --db, or run `botstats harvest`.")
         rows = con.execute(
             "SELECT run_id, status, mode, strftime(started_at, '%Y-%m-%d %H:%M:%S'), "
             "round(epoch(finished_at) - epoch(started_at), 1), bots_seen, stats_added, rejects, "
@@ -68,11 +68,14 @@ def archive_status(settings: Settings, *, runs: int = 10) -> dict[str, Any]:
         latest = _latest_run(con, rows[0][0]) if rows else None
         ((complete,),) = con.execute(
             "SELECT max(finished_at) FROM harvest_runs WHERE status = 'complete'").fetchall()
-    stat = path.stat()
+    catalog, data = store.disk_bytes(store.ArchivePaths.of(settings))
     return {
         "path": str(path),
-        "size_mb": stat.st_size / 1e6,
-        "published_at": datetime.fromtimestamp(stat.st_mtime, UTC).isoformat(timespec="seconds"),
+        "size_mb": (catalog + data) / 1e6,
+        "catalog_mb": catalog / 1e6,
+        "data_mb": data / 1e6,
+        "published_at": datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat(
+            timespec="seconds"),
         "runs": [dict(zip(RUN_COLUMNS, r, strict=True)) for r in rows],
         "latest_run": latest,
         "latest_complete_at": complete,

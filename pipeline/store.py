@@ -1,23 +1,27 @@
-"""The DuckDB archive: opening, migrations, batch writes, and publishing a reader copy.
+"""The archive: a DuckLake (a SQLite catalog file plus parquet data files), opened, migrated and
+written in transactions.
 
-Readers and the writer never block each other (DuckDB lets no other process open a file that a
-writer holds, not even read-only). So there are two files:
+Layout, for ``[store].db = data/archive.ducklake``::
 
-- the **primary** (``<db>.primary``): only the writer (harvest, trends) opens it, under the run
-  lock, and only for the length of a job. Every batch is one transaction, so a killed run leaves
-  a file that opens (the WAL is replayed) and holds whole batches only.
-- the **published archive** (``[store].db``, e.g. ``data/archive.duckdb``): what analysts,
-  notebooks, ``botstats sql`` and ``duckdb data/archive.duckdb`` open. After each job the writer
-  copies the primary aside and renames it over the published file in one step: a reader that has
-  the old file open keeps its snapshot, the next open sees the new one, and nobody's open
-  connection makes a harvest fail.
+    data/archive.ducklake          the catalog (SQLite): tables, snapshots, which files hold what
+    data/archive.ducklake.files/   the data: parquet files, only ever added (and compacted)
+
+Why DuckLake (docs/design.md has the measurements): a commit writes only the new rows' files and
+a few catalog rows, so a job costs what it adds, not what the archive holds; readers (the
+``duckdb`` CLI, notebooks, ``botstats sql``, polars) open the catalog read-only, see the last
+committed snapshot and keep it while they read, and never block or fail the writer; a
+transaction spans every table, so a batch of rows and the run's counters land together or not
+at all, and a killed job leaves at most unreferenced files that compaction removes.
+
+Tables have no primary keys (DuckLake has none): the harvest keeps every key once itself.
+Writers are serialised by the run lock (``pipeline.lock``).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
-import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,9 +40,14 @@ log = logging.getLogger("botstats.store")
 if TYPE_CHECKING:
     import polars as pl
 
-# DuckDB's lock conflict has no wait setting: we retry the open with backoff for this long.
+# The catalog's name inside a connection: `archive.bot_stats`, or just `bot_stats` after USE.
+ALIAS = "archive"
+EXTENSIONS = ("ducklake", "sqlite_scanner")
+# SQLite answers "database is locked" while another process commits: wait and try again.
 DEFAULT_OPEN_TIMEOUT = 30.0
-_LOCK_WORDS = ("Could not set lock", "Conflicting lock")
+_BUSY_WORDS = ("database is locked", "SQLITE_BUSY", "Could not set lock", "Conflicting lock")
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_DUCKDB_MAGIC = b"DUCK"  # at offset 8 of a DuckDB database file
 
 
 def sql_dir() -> Path:
@@ -50,104 +59,203 @@ def sql_dir() -> Path:
     raise StoreError(f"botstats is installed without its sql/ folder (looked in {here}). Reinstall it.")
 
 
+def extension_file(name: str) -> Path:
+    """The DuckDB extension ``name`` as shipped by its package on the index
+    (``duckdb-extension-<name>``), so nothing is downloaded at run time."""
+    spec = importlib.util.find_spec(f"duckdb_extension_{name}")
+    roots = list(spec.submodule_search_locations or []) if spec else []
+    version = duckdb.__version__
+    for root in roots:
+        path = Path(root) / "extensions" / f"v{version}" / f"{name}.duckdb_extension"
+        if path.is_file():
+            return path
+    raise StoreError(
+        f"the DuckDB extension {name!r} for DuckDB {version} is not installed (package "
+        f"duckdb-extension-{name.replace('_', '-')}=={version}). Reinstall botstats: "
+        f"`pip install -e .` in its directory.")
+
+
 @dataclass(frozen=True)
 class ArchivePaths:
-    published: Path
-    primary: Path
+    catalog: Path
+    data_dir: Path | None = None  # the data folder, when not <catalog>.files (a conversion)
 
     @classmethod
     def of(cls, settings: Settings) -> ArchivePaths:
-        return cls.at(settings.db_path)
+        return cls(settings.db_path)
 
     @classmethod
-    def at(cls, published: Path) -> ArchivePaths:
-        return cls(published=published, primary=published.with_name(published.name + ".primary"))
+    def at(cls, catalog: Path) -> ArchivePaths:
+        return cls(catalog)
+
+    def _beside(self, suffix: str) -> Path:
+        return self.catalog.with_name(self.catalog.name + suffix)
 
     @property
-    def primary_wal(self) -> Path:
-        """DuckDB's WAL of the primary: what a clean close has not yet folded into the file."""
-        return self.primary.with_name(self.primary.name + ".wal")
+    def data(self) -> Path:
+        """The folder of the parquet data files."""
+        return self.data_dir or self._beside(".files")
+
+    @property
+    def legacy_primary(self) -> Path:
+        """The writer's file of an archive in the single-DuckDB-file layout (before DuckLake)."""
+        return self._beside(".primary")
+
+    @property
+    def converting(self) -> Path:
+        return self._beside(".converting")
+
+    @property
+    def legacy_backup(self) -> Path:
+        """Where a converted single-file archive is kept until the operator deletes it."""
+        return self._beside(".pre-ducklake.duckdb")
+
+    def kind(self) -> str:
+        """``ducklake``, ``legacy`` (the single DuckDB file layout), ``missing`` or ``other``."""
+        if self.legacy_primary.exists():
+            return "legacy" if file_kind(self.catalog) != "ducklake" else "ducklake"
+        return file_kind(self.catalog)
+
+
+def file_kind(path: Path) -> str:
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(16)
+    except FileNotFoundError:
+        return "missing"
+    except IsADirectoryError:
+        return "other"
+    if head.startswith(_SQLITE_MAGIC):
+        return "ducklake"
+    if head[8:12] == _DUCKDB_MAGIC:
+        return "legacy"
+    return "missing" if not head else "other"
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def attach_statements(paths: ArchivePaths, *, read_only: bool) -> list[str]:
+    """The SQL that opens the archive in a DuckDB 1.5 session: extensions from their packages,
+    the catalog attached as ``archive`` and made the default. `botstats sql --attach` prints it
+    for the ``duckdb`` CLI."""
+    catalog = paths.catalog.resolve()
+    data = paths.data.resolve().as_posix() + "/"
+    options = [f"DATA_PATH {_literal(data)}", "OVERRIDE_DATA_PATH true"]
+    if read_only:
+        options.insert(0, "READ_ONLY")
+    statements = [f"LOAD {_literal(extension_file(name).as_posix())}" for name in EXTENSIONS]
+    statements += [
+        f"ATTACH {_literal('ducklake:sqlite:' + catalog.as_posix())} AS {ALIAS} "
+        f"({', '.join(options)})",
+        f"USE {ALIAS}",
+        "SET TimeZone = 'UTC'",
+    ]
+    return statements
 
 
 def connect(
-    path: Path,
+    paths: ArchivePaths,
     *,
     read_only: bool = False,
     timeout: float = DEFAULT_OPEN_TIMEOUT,
     memory_limit: str | None = None,
     threads: int = 0,
 ) -> duckdb.DuckDBPyConnection:
-    """Open a DuckDB file, waiting with backoff while another process holds a conflicting lock."""
-    config: dict[str, Any] = {"autoinstall_known_extensions": False, "autoload_known_extensions": True}
+    """A DuckDB session with the archive attached as ``archive`` (the default catalog).
+
+    polars sees Etc/UTC as a zone other than UTC; the session speaks UTC so joins never fail.
+    """
+    config: dict[str, Any] = {"autoinstall_known_extensions": False,
+                              "autoload_known_extensions": False}
     if memory_limit:
         config["memory_limit"] = memory_limit
     if threads:
         config["threads"] = threads
     if not read_only:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            paths.data.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(
-                f"cannot create the archive's directory {path.parent}: {exc.strerror or exc}. "
+                f"cannot create the archive's data folder {paths.data}: {exc.strerror or exc}. "
                 f"Point [store].db (--db) at a writable place."
             ) from exc
+        _wal_mode(paths.catalog)
+    statements = attach_statements(paths, read_only=read_only)
+    con = duckdb.connect(config=config)
     deadline = time.monotonic() + timeout
     delay = 0.05
-    while True:
-        try:
-            con = duckdb.connect(str(path), read_only=read_only, config=config)
-            break
-        except duckdb.IOException as exc:
-            locked = any(w in str(exc) for w in _LOCK_WORDS)
-            if locked and time.monotonic() + delay < deadline:
-                time.sleep(delay)
-                delay = min(delay * 2, 1.0)
-                continue
-            if locked:
-                raise StoreError(
-                    f"{path} is held by another process ({_holder(exc)}) and stayed locked for "
-                    f"{timeout:.0f} s. Close it there, or raise [store].open_timeout."
-                ) from exc
-            raise StoreError(f"cannot open the archive {path}: {exc}") from exc
-        except duckdb.Error as exc:
+    try:
+        for statement in statements:
+            while True:
+                try:
+                    con.execute(statement)
+                    break
+                except duckdb.Error as exc:
+                    if _busy(exc) and time.monotonic() + delay < deadline:
+                        time.sleep(delay)
+                        delay = min(delay * 2, 1.0)
+                        continue
+                    raise
+    except duckdb.Error as exc:
+        con.close()
+        if _busy(exc):
             raise StoreError(
-                f"cannot open the archive {path}: {exc}. If the file is not a DuckDB database, "
-                f"point [store].db (or --db) at another path."
-            ) from exc
-    # polars sees Etc/UTC as a different zone from UTC; one name everywhere avoids join errors.
-    con.execute("SET TimeZone='UTC'")
+                f"the archive {paths.catalog} stayed locked by another process for "
+                f"{timeout:.0f} s. Close it there, or raise [store].open_timeout.") from exc
+        raise StoreError(
+            f"cannot open the archive {paths.catalog}: {_first_line(exc)}. If it is not a "
+            f"botstats archive, point [store].db (or --db) at another path.") from exc
     return con
 
 
-def _holder(exc: Exception) -> str:
-    text = str(exc)
-    marker = "(PID "
-    if marker in text:
-        return "PID " + text.split(marker, 1)[1].split(")", 1)[0]
-    return "a conflicting lock"
+def cursor(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """A second connection to the same session, for another thread (a cursor starts in the
+    default catalog, so it is pointed at the archive again)."""
+    cur = con.cursor()
+    cur.execute(f"USE {ALIAS}")
+    cur.execute("SET TimeZone = 'UTC'")
+    return cur
 
 
-class _ArrowStream:
-    """A polars frame as DuckDB reads it: through the Arrow C stream interface."""
+def _wal_mode(catalog: Path) -> None:
+    """Put the catalog in SQLite's WAL mode (kept in the file): readers then never block a
+    commit, and a commit never waits for them. In the default mode a reader in the middle of a
+    query makes the writer's commit fail with "database is locked"."""
+    import sqlite3
 
-    __slots__ = ("frame",)
+    try:
+        with sqlite3.connect(catalog, timeout=DEFAULT_OPEN_TIMEOUT) as db:
+            db.execute("PRAGMA journal_mode=WAL").fetchall()
+        db.close()
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open the archive's catalog {catalog}: {exc}. If it is not a "
+                         f"botstats archive, point [store].db (or --db) at another path.") from exc
 
-    def __init__(self, frame: pl.DataFrame) -> None:
-        self.frame = frame
 
-    def __arrow_c_stream__(self, requested_schema: object = None) -> object:
-        return self.frame.__arrow_c_stream__(requested_schema)
+def _busy(exc: Exception) -> bool:
+    return any(w in str(exc) for w in _BUSY_WORDS)
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+
+
+def _arrow(frame: pl.DataFrame) -> Any:
+    """A polars frame as an Arrow table DuckDB can scan with filters pushed down: DuckDB 1.5
+    evaluates a join's pushed-down filter with pyarrow, whose kernels lack polars' default
+    ``string_view`` strings, so strings go over as plain (large) strings."""
+    import polars as pl  # imported already by whoever built the frame
+
+    return frame.to_arrow(compat_level=pl.CompatLevel.oldest())
 
 
 def run(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None,
         **frames: pl.DataFrame) -> list[tuple[Any, ...]]:
-    """Run ``sql`` with each polars frame readable under its keyword name; return the rows.
-
-    Handed a polars frame itself, DuckDB converts it through pyarrow under the GIL (and imports
-    pyarrow for it): a tenth of a harvest's wall time. The Arrow C stream is read directly.
-    """
+    """Run ``sql`` with each polars frame readable under its keyword name; return the rows."""
     for name, frame in frames.items():
-        con.register(name, _ArrowStream(_no_null_columns(frame)))
+        con.register(name, _arrow(_no_null_columns(frame)))
     failed = True
     try:
         rows = con.execute(sql, params).fetchall()
@@ -173,18 +281,22 @@ def _no_null_columns(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(pl.col(nulls).cast(pl.String)) if nulls else frame
 
 
+def migration_files() -> dict[int, Path]:
+    return {int(f.name.split("_", 1)[0]): f for f in (sql_dir() / "migrations").glob("*.sql")}
+
+
 def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Apply the numbered files of sql/migrations/ not yet applied, each in one transaction."""
     con.execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations ("
-        " version INTEGER PRIMARY KEY, name VARCHAR NOT NULL, applied_at TIMESTAMPTZ NOT NULL)"
+        " version INTEGER NOT NULL, name VARCHAR NOT NULL, applied_at TIMESTAMPTZ NOT NULL)"
     )
     done = dict(con.execute("SELECT version, name FROM schema_migrations").fetchall())
-    files = {int(f.name.split("_", 1)[0]): f for f in (sql_dir() / "migrations").glob("*.sql")}
+    files = migration_files()
     unknown = sorted(set(done) - set(files))
     if unknown:
         # Written by a newer botstats: an older one writing there would miss what those
-        # migrations changed (a column it does not fill, a key it does not know).
+        # migrations changed (a column it does not fill, a table it does not know).
         raise StoreError(
             f"the archive has schema migrations this botstats does not know "
             f"({', '.join(done[v] for v in unknown)}; it knows up to {max(files):03d}): a newer "
@@ -212,38 +324,34 @@ def now_utc() -> datetime:
     return datetime.now(UTC)
 
 
-@contextmanager
-def writer(settings: Settings, *, publish_after: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
-    """The primary, migrated, for one job; published for readers when the job ends.
+def _refuse_legacy(paths: ArchivePaths) -> None:
+    if paths.kind() == "legacy":
+        raise StoreError(
+            f"{paths.catalog} is an archive in the single-DuckDB-file layout of botstats 0.1. "
+            f"Convert it once with `botstats convert-archive` (it keeps the old file as "
+            f"{paths.legacy_backup.name}), then run again.")
 
-    Publishing happens after a failure too: whatever whole batches were committed are worth
-    showing. Callers hold the run lock (``pipeline.lock``) around this.
-    """
+
+@contextmanager
+def writer(settings: Settings) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The archive, migrated, for one job. Callers hold the run lock (``pipeline.lock``)."""
     paths = ArchivePaths.of(settings)
-    _adopt_legacy(paths)
-    con = connect(
-        paths.primary,
-        timeout=settings.store.open_timeout,
-        memory_limit=settings.store.memory_limit,
-        threads=settings.store.threads,
-    )
+    _refuse_legacy(paths)
+    if paths.kind() == "other":
+        raise StoreError(
+            f"{paths.catalog} exists and is not a botstats archive (a DuckLake catalog). "
+            f"Point [store].db (or --db) at another path.")
+    con = connect(paths, timeout=settings.store.open_timeout,
+                  memory_limit=settings.store.memory_limit, threads=settings.store.threads)
     try:
         migrate(con)
         yield con
     finally:
-        closed = close(con)
-        if publish_after and closed and not paths.primary_wal.exists():
-            publish(paths)
-        elif publish_after:
-            # The primary's file alone lacks what its WAL holds (a close that could not
-            # checkpoint, e.g. a full disk): a copy of it would show readers less than before.
-            log.warning("the archive was not published: its last changes are only in %s; "
-                        "readers keep the previous copy until a run closes the archive cleanly",
-                        paths.primary_wal)
+        close(con)
 
 
 def close(con: duckdb.DuckDBPyConnection) -> bool:
-    """Close ``con``, checkpointing its WAL into the file; False when that failed."""
+    """Close ``con``; False when that failed (logged)."""
     try:
         con.close()
     except duckdb.Error as exc:
@@ -254,7 +362,7 @@ def close(con: duckdb.DuckDBPyConnection) -> bool:
 
 def rollback(con: duckdb.DuckDBPyConnection) -> None:
     """Roll back the open transaction, if the connection can still do anything: after a fatal
-    error (a write the disk refused) DuckDB has invalidated the database, and dropping the
+    error (a write the disk refused) DuckDB may have invalidated the session, and dropping the
     connection discards the transaction."""
     try:
         con.execute("ROLLBACK")
@@ -262,44 +370,43 @@ def rollback(con: duckdb.DuckDBPyConnection) -> None:
         pass
 
 
-def _adopt_legacy(paths: ArchivePaths) -> None:
-    """A published file with no primary beside it (copied in by hand): make it the primary."""
-    if not paths.primary.exists() and paths.published.exists():
-        shutil.copyfile(paths.published, paths.primary)
-
-
-def publish(paths: ArchivePaths) -> None:
-    """Copy the closed primary beside the published file and rename it over in one step."""
-    if not paths.primary.exists():
-        return
-    tmp = paths.published.with_name(f".{paths.published.name}.{os.getpid()}.tmp")
-    try:
-        shutil.copyfile(paths.primary, tmp)
-        with tmp.open("rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, paths.published)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise StoreError(
-            f"cannot publish the archive to {paths.published}: {exc}. What the job wrote is "
-            f"safe in {paths.primary}; readers keep the previous copy. Fix that (free space, "
-            f"say) and the next job publishes it.") from exc
+def exists(settings: Settings) -> bool:
+    return ArchivePaths.of(settings).kind() != "missing"
 
 
 @contextmanager
 def reader(settings: Settings) -> Iterator[duckdb.DuckDBPyConnection]:
-    """The published archive, read-only, closed when the block ends (open late, close early)."""
-    path = settings.db_path
-    if not path.exists():
+    """The archive, read-only, as of its last commit; closed when the block ends."""
+    paths = ArchivePaths.of(settings)
+    kind = paths.kind()
+    if kind == "missing":
         raise StoreError(
-            f"there is no archive at {path} yet. Run `botstats harvest` (or `botstats demo`) "
-            f"first, or point --db at an existing archive."
+            f"there is no archive at {paths.catalog} yet. Run `botstats harvest` (or "
+            f"`botstats demo`) first, or point --db at an existing archive."
         )
-    con = connect(path, read_only=True, timeout=settings.store.open_timeout)
+    _refuse_legacy(paths)
+    con = connect(paths, read_only=True, timeout=settings.store.open_timeout)
     try:
         yield con
     finally:
         con.close()
+
+
+def open_archive(db: str | os.PathLike[str] = "data/archive.ducklake") -> duckdb.DuckDBPyConnection:
+    """The archive at ``db``, read-only, for Python and notebooks:
+    ``pipeline.open_archive().sql("FROM bot_stats").pl()``. Close it when done."""
+    paths = ArchivePaths(Path(db))
+    if paths.kind() == "missing":
+        raise StoreError(f"there is no archive at {paths.catalog}.")
+    _refuse_legacy(paths)
+    return connect(paths, read_only=True)
+
+
+def table_names(con: duckdb.DuckDBPyConnection) -> list[str]:
+    return [r[0] for r in con.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE' "
+        "AND table_catalog = ? AND table_schema = 'main' ORDER BY table_name", [ALIAS]
+    ).fetchall()]
 
 
 @dataclass(frozen=True)
@@ -338,11 +445,124 @@ def changes_since(con: duckdb.DuckDBPyConnection, watermark: str | None) -> Chan
 
 def table_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
     """Row counts of every base table in the archive, for summaries and `botstats status`."""
-    names = [
-        r[0]
-        for r in con.execute(
-            "SELECT table_name FROM information_schema.tables "
-            "WHERE table_type = 'BASE TABLE' AND table_schema = 'main' ORDER BY table_name"
-        ).fetchall()
-    ]
-    return {n: con.execute(f'SELECT count(*) FROM "{n}"').fetchall()[0][0] for n in names}
+    return {n: con.execute(f'SELECT count(*) FROM "{n}"').fetchall()[0][0]
+            for n in table_names(con)}
+
+
+def disk_bytes(paths: ArchivePaths) -> tuple[int, int]:
+    """(catalog bytes, data folder bytes) on disk."""
+    catalog = paths.catalog.stat().st_size if paths.catalog.exists() else 0
+    data = sum(f.stat().st_size for f in paths.data.rglob("*") if f.is_file()) \
+        if paths.data.is_dir() else 0
+    return catalog, data
+
+
+def backup(paths: ArchivePaths, dest: Path) -> tuple[int, int]:
+    """Copy the archive into folder ``dest``: the catalog as of now (SQLite's online backup),
+    and the data files it may name. Data files never change once written, so a backup into the
+    same folder copies only the files added since (and drops those compaction removed): it
+    costs what is new. Callers hold the run lock, so no job adds or removes files meanwhile.
+    Returns (files copied, bytes copied)."""
+    import sqlite3
+
+    target = ArchivePaths(dest / paths.catalog.name)
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+        tmp = dest / f".{paths.catalog.name}.tmp"
+        with sqlite3.connect(paths.catalog) as src, sqlite3.connect(tmp) as out:
+            src.backup(out)
+        copied = _mirror(paths.data, target.data)
+        os.replace(tmp, target.catalog)
+    except (OSError, sqlite3.Error) as exc:
+        raise StoreError(f"cannot back the archive up into {dest}: {exc}. The archive is "
+                         f"unchanged; free space or fix permissions and run again.") from exc
+    return copied
+
+
+def restore(source: Path, paths: ArchivePaths) -> tuple[int, int]:
+    """Put a backup made by :func:`backup` in folder ``source`` in place of the archive."""
+    backed = ArchivePaths(source / paths.catalog.name)
+    if file_kind(backed.catalog) != "ducklake":
+        raise StoreError(f"{source} holds no backup of {paths.catalog.name} (made by "
+                         f"`botstats backup`).")
+    try:
+        copied = _mirror(backed.data, paths.data)
+        tmp = paths.catalog.with_name(f".{paths.catalog.name}.restore.tmp")
+        import shutil
+
+        shutil.copyfile(backed.catalog, tmp)
+        # SQLite's side files belong to the catalog being replaced: left there, the next open
+        # would replay the old catalog's log into the restored one.
+        for side in ("-wal", "-shm"):
+            paths.catalog.with_name(paths.catalog.name + side).unlink(missing_ok=True)
+        os.replace(tmp, paths.catalog)
+    except OSError as exc:
+        raise StoreError(f"cannot restore {paths.catalog} from {source}: {exc}.") from exc
+    return copied
+
+
+def _mirror(src: Path, dest: Path) -> tuple[int, int]:
+    """Make folder ``dest`` hold exactly the files of ``src``, copying only what it lacks
+    (files are told apart by path and size: a data file never changes once written)."""
+    import shutil
+
+    files = bytes_ = 0
+    wanted = set()
+    for file in src.rglob("*") if src.is_dir() else []:
+        if not file.is_file():
+            continue
+        rel = file.relative_to(src)
+        wanted.add(rel)
+        target = dest / rel
+        size = file.stat().st_size
+        if target.is_file() and target.stat().st_size == size:
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(file, target)
+        files, bytes_ = files + 1, bytes_ + size
+    for file in list(dest.rglob("*")) if dest.is_dir() else []:
+        if file.is_file() and file.relative_to(dest) not in wanted:
+            file.unlink()
+    return files, bytes_
+
+
+# Files below this are merged by compaction; a file that reached it is never rewritten again,
+# so a compaction rewrites at most about this much per table whatever the archive's size.
+COMPACT_TARGET = "64MB"
+
+
+@dataclass(frozen=True)
+class Compaction:
+    files_before: int
+    files_after: int
+    bytes_before: int
+    bytes_after: int
+    snapshots_expired: int
+
+
+def compact(con: duckdb.DuckDBPyConnection, paths: ArchivePaths, *, keep_days: float) -> Compaction:
+    """Merge small data files (each hourly commit writes a few), forget snapshots older than
+    ``keep_days`` and delete the files only they used. Readers keep working throughout; a
+    reader holding a snapshot older than ``keep_days`` may lose files under it, so keep it
+    longer than any query or notebook session. Callers hold the run lock."""
+    def files() -> tuple[int, int]:
+        found = [f.stat().st_size for f in paths.data.rglob("*.parquet")] if paths.data.is_dir() \
+            else []
+        return len(found), sum(found)
+
+    before = files()
+    try:
+        con.execute(f"CALL {ALIAS}.set_option('target_file_size', '{COMPACT_TARGET}')")
+        con.execute(f"CALL ducklake_flush_inlined_data('{ALIAS}')").fetchall()
+        con.execute(f"CALL ducklake_merge_adjacent_files('{ALIAS}')").fetchall()
+        expired = con.execute(
+            f"CALL ducklake_expire_snapshots('{ALIAS}', older_than => now() - "
+            f"to_seconds({float(keep_days) * 86400}))").fetchall()
+        con.execute(f"CALL ducklake_cleanup_old_files('{ALIAS}', cleanup_all => true)").fetchall()
+        con.execute(f"CALL ducklake_delete_orphaned_files('{ALIAS}', cleanup_all => true)"
+                    ).fetchall()
+    except duckdb.Error as exc:
+        raise StoreError(f"compacting the archive failed: {_first_line(exc)}. Nothing was "
+                         f"lost: a compaction commits whole or not at all; run it again.") from exc
+    after = files()
+    return Compaction(before[0], after[0], before[1], after[1], len(expired))

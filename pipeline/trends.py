@@ -897,15 +897,14 @@ def build_trends(settings: Settings, *, run_id: str | None = None,
     partitions from there are rewritten; a run with nothing new computes and writes nothing.
     The previous export's settings differing, or its files missing, make a full rebuild.
 
-    Runs in the archive's writer connection, so the published copy readers open carries the
-    views when this returns. Callers hold the run lock around it, as for a harvest.
+    Runs in the archive's writer connection, which also (re)creates the views. Callers hold the
+    run lock around it, as for a harvest.
     """
     started = time.monotonic()
-    paths = store.ArchivePaths.of(settings)
-    if not (paths.primary.exists() or paths.published.exists()):
+    if not store.exists(settings):
         # The writer would create an empty archive; trends of nothing help nobody.
         raise StoreError(
-            f"there is no archive at {paths.published} yet. Run `botstats harvest` (or "
+            f"there is no archive at {settings.db_path} yet. Run `botstats harvest` (or "
             f"`botstats demo`) first, or point --db at an existing archive."
         )
     written_at = store.now_utc()
@@ -1026,7 +1025,7 @@ def read_query_file(path: str | Path) -> str:
 
 def run_query(settings: Settings, query: str, params: Mapping[str, str] | None = None,
               *, limit: int | None = None) -> pl.DataFrame | None:
-    """Run SQL against the published archive (read-only, closed before returning).
+    """Run SQL against the archive (read-only, as of its last commit; closed before returning).
 
     ``params`` become DuckDB variables, read in the query as ``getvariable('name')``.
     ``limit`` fetches at most that many rows. None when the last statement returns nothing.

@@ -83,10 +83,10 @@ def harvest_settings_for(svc: RunningService, db: Path, overrides: dict[str, Any
 @pytest.fixture
 def harvest_settings(tmp_path: Path) -> Callable[..., Settings]:
     """``harvest_settings(svc, {"section.key": value})``: settings archiving ``svc`` into
-    ``tmp_path / "archive.duckdb"``."""
+    ``tmp_path / "archive.ducklake"``."""
 
     def make(svc: RunningService, overrides: dict[str, Any] | None = None) -> Settings:
-        return harvest_settings_for(svc, tmp_path / "archive.duckdb", overrides)
+        return harvest_settings_for(svc, tmp_path / "archive.ducklake", overrides)
 
     return make
 
@@ -254,7 +254,7 @@ def trend_settings_for(root: Path, overrides: dict[str, Any] | None = None) -> S
     config = root / "empty-config.toml"
     config.touch()
     return load_settings(config, env={}, overrides={
-        "store.db": str(root / "archive.duckdb"), "exports.dir": str(root / "exports"),
+        "store.db": str(root / "archive.ducklake"), "exports.dir": str(root / "exports"),
         **TREND_OVERRIDES, **(overrides or {}),
     })
 

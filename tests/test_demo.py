@@ -1,5 +1,6 @@
 """`botstats demo`, the README's main command: serve, run, show what was written, and what next."""
 
+
 from __future__ import annotations
 
 import json
@@ -8,8 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import duckdb
 import pytest
+
+from pipeline.store import open_archive
 
 pytestmark = pytest.mark.slow
 
@@ -35,8 +37,8 @@ def test_demo_writes_the_archive_and_exports_and_says_what_next(tmp_path: Path) 
     assert "Three things to try next" in out
     assert " sql \"SELECT " in out and "notebooks/explore.ipynb" in out
     assert " schedule" in out and " cron" in out
-    db = tmp_path / "data" / "archive.duckdb"
-    with duckdb.connect(str(db), read_only=True) as con:
+    db = tmp_path / "data" / "archive.ducklake"
+    with open_archive(db) as con:
         bots = con.execute("SELECT count(*) FROM bots").fetchall()[0][0]
         stats = con.execute("SELECT count(*) FROM bot_stats").fetchall()[0][0]
         views = {r[0] for r in con.execute(
@@ -56,6 +58,6 @@ def test_demo_again_is_incremental_and_json_reports_it(tmp_path: Path) -> None:
     assert report["status"] == "complete" and report["tables"]["harvest_runs"] == 2
     assert report["run"]["harvest"]["stats_added"] == 0
     assert set(report["datasets"]) == set(DATASETS)
-    assert report["archive"] == str(Path("out") / "archive.duckdb")
+    assert report["archive"] == str(Path("out") / "archive.ducklake")
     proc = _demo(tmp_path, *args, "--fresh", "--json")
     assert json.loads(proc.stdout)["tables"]["harvest_runs"] == 1

@@ -145,14 +145,13 @@ def test_full_rereads_everything_and_still_duplicates_nothing(harvested: Harvest
 
 
 @contextmanager
-def archive_by_hand(settings: Settings, *, publish: bool = False
-                    ) -> Iterator[duckdb.DuckDBPyConnection]:
-    """The archive's primary, read-write, as an operator's own duckdb shell opens it; with
-    ``publish`` the edit is published after, so readers (and ``query``) see it too."""
-    with duckdb.connect(str(ArchivePaths.of(settings).primary)) as con:
+def archive_by_hand(settings: Settings) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The archive, read-write, as an operator's own duckdb session opens it."""
+    con = store.connect(ArchivePaths.of(settings))
+    try:
         yield con
-    if publish:
-        store.publish(ArchivePaths.of(settings))
+    finally:
+        con.close()
 
 
 def test_records_deleted_by_hand_come_back_with_full(harvested: Harvested) -> None:
@@ -208,7 +207,7 @@ def test_a_record_moved_back_in_time_leaves_the_bots_true_newest_for_the_next_ru
     settings = harvested.settings
     bot_id, stat_id = query(settings, "SELECT bot_id, stat_id FROM bot_latest_stat "
                                       "ORDER BY bot_id LIMIT 1")[0]
-    with archive_by_hand(settings, publish=True) as con:  # as archived before the correction
+    with archive_by_hand(settings) as con:  # as archived before the correction
         for table in ("bot_stats", "bot_latest_stat"):
             con.execute(f"UPDATE {table} SET recorded_at = recorded_at + INTERVAL 1 YEAR "
                         "WHERE bot_id = ? AND stat_id = ?", [bot_id, stat_id])
@@ -229,7 +228,7 @@ def test_a_record_archived_in_another_spelling_is_not_rewritten(harvested: Harve
     # (canonical JSON, sorted keys) or a service that reorders keys spells the same record
     # differently. That is no change: nothing is rewritten.
     settings = harvested.settings
-    with archive_by_hand(settings, publish=True) as con:
+    with archive_by_hand(settings) as con:
         rows = con.execute("SELECT bot_id, stat_id, raw::VARCHAR FROM bot_stats").fetchall()
         respelled = [(json.dumps(json.loads(raw), sort_keys=True, indent=1), b, s)
                      for b, s, raw in rows]
@@ -258,19 +257,17 @@ def test_new_stats_between_runs_are_added_exactly(harvested: Harvested) -> None:
 
 def test_an_archive_restored_from_a_backup_is_completed_by_the_next_run(
         harvested: Harvested) -> None:
-    # The README's restore: copy the backup over [store].db, delete <db>.primary, run.
-    import shutil
-
+    # The README's backup and restore: `botstats backup DIR` copies the catalog and the data
+    # files; restoring is copying them back over [store].db and its data folder.
     settings = harvested.settings
     paths = ArchivePaths.of(settings)
-    backup = paths.published.with_name("backup.duckdb")
-    shutil.copyfile(paths.published, backup)
+    backup = paths.catalog.parent / "backup"
+    store.backup(paths, backup)
     harvested.svc.directory.advance(2)
     lost, _ = harvested.run()
     assert lost.stats_added == 2 * BOTS
 
-    shutil.copyfile(backup, paths.published)
-    paths.primary.unlink()
+    store.restore(backup, paths)
     assert archived_stat_rows(settings) != service_stat_rows(harvested.svc.directory)
     report, _ = harvested.run()
     assert report.status == "complete" and report.stats_added == 2 * BOTS
@@ -384,7 +381,7 @@ def test_a_bot_that_reappears_is_no_longer_marked_removed(service_factory: Any,
     # that the other still lists, which is how a bot comes back.
     churned = service_factory(bots=20, history_days=5, stats_per_day=2, end=FIXED_END)
     pristine = service_factory(bots=20, history_days=5, stats_per_day=2, end=FIXED_END)
-    db = tmp_path / "archive.duckdb"
+    db = tmp_path / "archive.ducklake"
     harvest(harvest_settings_for(churned, db))
     added, removed = churned.directory.churn()
     harvest(harvest_settings_for(churned, db))
@@ -410,7 +407,7 @@ def test_a_key_sent_twice_in_one_batch_is_archived_once_with_its_last_copy(
     from pipeline.config import StoreSettings
     from pipeline.records import parse_stats
 
-    settings = Settings(store=StoreSettings(db=str(tmp_path / "a.duckdb")))
+    settings = Settings(store=StoreSettings(db=str(tmp_path / "a.ducklake")))
 
     def rec(stat_id: str, users: int) -> dict[str, Any]:
         return {"id": stat_id, "timestamp": "2024-06-01T00:00:00Z", "users": users, "guilds": 1,

@@ -468,7 +468,7 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_the_harvest_command_exits_non_zero_when_skip_is_ignored(service_factory: Any,
                                                                  tmp_path: Path) -> None:
     svc = service_factory(**SMALL, ignore_skip=True, max_page_size=10)
-    result = run_cli("harvest", "--base-url", svc.base_url, "--db", str(tmp_path / "a.duckdb"),
+    result = run_cli("harvest", "--base-url", svc.base_url, "--db", str(tmp_path / "a.ducklake"),
                      "--no-progress", cwd=tmp_path)
     assert result.returncode == EXIT_CODES["failed"], result.stderr
     assert "ignores `skip`" in result.stdout + result.stderr

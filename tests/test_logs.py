@@ -99,7 +99,7 @@ def test_cli_flags_choose_json_and_a_file(tmp_path: Path, monkeypatch: pytest.Mo
                                           restore_logging: None) -> None:
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(cli, [
-        "--log-format", "json", "--log-file", "run.log", "--db", "a.duckdb",
+        "--log-format", "json", "--log-file", "run.log", "--db", "a.ducklake",
         "--base-url", "http://127.0.0.1:9", "run", "--no-progress", "--lock-timeout", "1"],
         env={"BOTSTATS_CONFIG": "", "BOTSTATS_RETRY_ATTEMPTS": "1"})
     assert result.exit_code == 1, result.output

@@ -68,12 +68,12 @@ def test_notebook_settings_resolve_relative_paths_from_the_project_root(tmp_path
     (tmp_path / "pyproject.toml").write_text("")
     (tmp_path / "notebooks").mkdir()
     s = explore.notebook_settings(tmp_path / "notebooks", env={})
-    assert s.db_path == tmp_path / "data" / "archive.duckdb"
+    assert s.db_path == tmp_path / "data" / "archive.ducklake"
     assert s.export_dir == tmp_path / "data" / "exports"
 
     (tmp_path / "config.toml").write_text('[store]\ndb = "elsewhere/a.duckdb"\n')
     s = explore.notebook_settings(tmp_path / "notebooks", env={"BOTSTATS_EXPORT_DIR": "out"})
-    assert s.db_path == tmp_path / "elsewhere" / "a.duckdb"
+    assert s.db_path == tmp_path / "elsewhere" / "a.ducklake"
     assert s.export_dir == tmp_path / "out"
 
     env = {"BOTSTATS_DB": str(tmp_path / "abs.duckdb"), "BOTSTATS_CONFIG": "config.toml"}
@@ -83,7 +83,7 @@ def test_notebook_settings_resolve_relative_paths_from_the_project_root(tmp_path
 
 
 def test_query_reads_the_archive_and_closes_it(tmp_path: Path) -> None:
-    db = tmp_path / "archive.duckdb"
+    db = tmp_path / "archive.ducklake"
     with duckdb.connect(str(db)) as con:
         con.execute("CREATE TABLE bots AS SELECT '1' AS bot_id, 'one' AS name")
     settings = load_settings(env={}, overrides={"store.db": str(db)})
@@ -108,7 +108,7 @@ def harvested_archive(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Arch
     with start_service(**ARCHIVE_SERVICE) as svc:
         settings = load_settings(env={}, overrides={
             "service.base_url": svc.base_url,
-            "store.db": str(root / "archive.duckdb"),
+            "store.db": str(root / "archive.ducklake"),
             "exports.dir": str(root / "exports"),
         })
         report = harvest(settings)

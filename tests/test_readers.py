@@ -1,6 +1,7 @@
-"""Readers and the writer, with real second processes: an analyst's open connection (read-only,
-or read-write like the `duckdb` shell) never makes a harvest fail, a query during a harvest reads
-the previous published copy, and two `botstats run` at once leave an exact archive."""
+"""Readers and the writer, with real second processes: an analyst's open session (read-only,
+or read-write like a `duckdb` shell) never makes a harvest fail and keeps the snapshot it opened,
+a query during a harvest sees whole batches only, and two `botstats run` at once leave an exact
+archive."""
 
 from __future__ import annotations
 
@@ -13,21 +14,28 @@ import time
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pytest
+from conftest import service_stat_rows
 
 from pipeline import runner, store
 from pipeline.config import Settings, load_settings
+from pipeline.store import open_archive
 
 pytestmark = pytest.mark.slow
 
-# A second process that opens the archive, reports its row count, holds the connection until
-# told to go on (a line on stdin), then counts again on the same connection.
+# A second process that opens the archive, starts a transaction (as a notebook's long query
+# or an analyst's `BEGIN` does), reports its row count, holds it until told to go on (a line on
+# stdin), counts again in the same transaction, then once more after it.
 HOLDER = textwrap.dedent("""
-    import sys, duckdb
-    con = duckdb.connect(sys.argv[1], read_only=sys.argv[2] == "ro")
+    import sys
+    from pathlib import Path
+    from pipeline import store
+    con = store.connect(store.ArchivePaths(Path(sys.argv[1])), read_only=sys.argv[2] == "ro")
+    con.execute("BEGIN TRANSACTION")
     print(con.execute("SELECT count(*) FROM bot_stats").fetchall()[0][0], flush=True)
     sys.stdin.readline()
+    print(con.execute("SELECT count(*) FROM bot_stats").fetchall()[0][0], flush=True)
+    con.execute("COMMIT")
     print(con.execute("SELECT count(*) FROM bot_stats").fetchall()[0][0], flush=True)
     con.close()
 """)
@@ -40,12 +48,12 @@ def _env() -> dict[str, str]:
 
 def _settings(tmp_path: Path, base_url: str) -> Settings:
     return load_settings(None, env={}, overrides={
-        "service.base_url": base_url, "store.db": str(tmp_path / "a.duckdb"),
+        "service.base_url": base_url, "store.db": str(tmp_path / "a.ducklake"),
         "exports.dir": str(tmp_path / "exports")})
 
 
 def _count(db: Path, sql: str = "SELECT count(*) FROM bot_stats") -> int:
-    with duckdb.connect(str(db), read_only=True) as con:
+    with open_archive(db) as con:
         return int(con.execute(sql).fetchall()[0][0])
 
 
@@ -77,8 +85,9 @@ def test_an_open_reader_never_blocks_a_harvest(tmp_path: Path, service: Any, mod
         assert harvest.returncode == 0, err
         reader.stdin.write("go on\n")
         reader.stdin.flush()
-        # The open connection keeps its snapshot; a new open sees the new archive.
+        # The open transaction keeps its snapshot; the next one sees the new records.
         assert int(reader.stdout.readline()) == before
+        assert int(reader.stdout.readline()) == _expected(service)
         assert reader.wait(timeout=30) == 0
     finally:
         if reader.poll() is None:
@@ -86,8 +95,8 @@ def test_an_open_reader_never_blocks_a_harvest(tmp_path: Path, service: Any, mod
     assert _count(settings.db_path) == _expected(service) > before
 
 
-def test_an_analyst_query_during_a_harvest_reads_the_previous_copy(tmp_path: Path,
-                                                                   service_factory: Any) -> None:
+def test_an_analyst_query_during_a_harvest_sees_whole_batches_only(tmp_path: Path,
+                                                                    service_factory: Any) -> None:
     svc = service_factory(bots=60, history_days=3, stats_per_day=2, latency_ms=300)
     settings = _settings(tmp_path, svc.base_url)
     assert runner.run(settings).status == "complete"
@@ -98,12 +107,12 @@ def test_an_analyst_query_during_a_harvest_reads_the_previous_copy(tmp_path: Pat
         # Wait until the harvester holds the primary (its holder file names the run).
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            info = (tmp_path / "a.duckdb.lock.holder.json")
+            info = (tmp_path / "a.ducklake.lock.holder.json")
             if info.exists() and '"released_at"' not in info.read_text():
                 break
             time.sleep(0.05)
-        # Each read sees one whole published copy: the previous one while the harvest runs,
-        # the new one once it is published (then trends run, and publish again).
+        # Each read sees a committed snapshot: the records as before while the harvest runs
+        # (its run row may be there already), all of them once its one batch commits.
         seen: list[tuple[int, int]] = []
         while harvest.poll() is None and len(seen) < 200:
             with store.reader(settings) as con:  # what `botstats sql` and notebooks use
@@ -111,8 +120,9 @@ def test_an_analyst_query_during_a_harvest_reads_the_previous_copy(tmp_path: Pat
                     "SELECT (SELECT count(*) FROM bot_stats), (SELECT count(*) FROM harvest_runs)"
                 ).fetchall()[0])
             time.sleep(0.02)
-        assert set(seen) <= {(before, 1), (_expected(svc), 2)}, set(seen)
-        assert seen.count((before, 1)) >= 3, "the harvest ended before a query could run during it"
+        assert set(seen) <= {(before, 1), (before, 2), (_expected(svc), 2)}, set(seen)
+        during = sum(1 for stats, _ in seen if stats == before)
+        assert during >= 3, "the harvest ended before a query could run during it"
         _, err = harvest.communicate(timeout=120)
     finally:
         if harvest.poll() is None:
@@ -124,7 +134,7 @@ def test_an_analyst_query_during_a_harvest_reads_the_previous_copy(tmp_path: Pat
 def test_two_runs_at_once_both_succeed_and_the_archive_is_exact(tmp_path: Path,
                                                                 service_factory: Any) -> None:
     svc = service_factory(bots=60, history_days=5, stats_per_day=2, latency_ms=200)
-    db = tmp_path / "a.duckdb"
+    db = tmp_path / "a.ducklake"
     first = _run(tmp_path, db, svc.base_url, "--lock-timeout", "120", "--json")
     second = _run(tmp_path, db, svc.base_url, "--lock-timeout", "120", "--json")
     results = [p.communicate(timeout=180) for p in (first, second)]
@@ -139,7 +149,7 @@ def test_two_runs_at_once_both_succeed_and_the_archive_is_exact(tmp_path: Path,
 
 def test_two_runs_at_once_with_no_wait_one_exits_75(tmp_path: Path, service_factory: Any) -> None:
     svc = service_factory(bots=60, history_days=5, stats_per_day=2, latency_ms=200)
-    db = tmp_path / "a.duckdb"
+    db = tmp_path / "a.ducklake"
     first = _run(tmp_path, db, svc.base_url, "--lock-timeout", "0")
     time.sleep(0.05)
     second = _run(tmp_path, db, svc.base_url, "--lock-timeout", "0")
@@ -153,9 +163,11 @@ def test_two_runs_at_once_with_no_wait_one_exits_75(tmp_path: Path, service_fact
 
 
 def _assert_exact(db: Path, svc: Any) -> None:
-    with duckdb.connect(str(db), read_only=True) as con:
-        total, distinct = con.execute(
-            "SELECT count(*), count(DISTINCT (bot_id, stat_id)) FROM bot_stats").fetchall()[0]
-        bots = con.execute("SELECT count(*) FROM bots").fetchall()[0][0]
-    assert total == distinct == _expected(svc)
-    assert bots == len(svc.directory.bot_ids())
+    """Row for row what the service holds: every record once, every bot once."""
+    with open_archive(db) as con:
+        rows = sorted(con.execute(
+            "SELECT bot_id, stat_id, recorded_at, users, guilds, shards, memory_load, cpu_load, "
+            "commands_executed FROM bot_stats").fetchall())
+        bots = sorted(r[0] for r in con.execute("SELECT bot_id FROM bots").fetchall())
+    assert rows == service_stat_rows(svc.directory)
+    assert bots == sorted(svc.directory.bot_ids())

@@ -15,7 +15,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pytest
 
 from pipeline import runner
@@ -23,6 +22,7 @@ from pipeline.config import Settings, load_settings
 from pipeline.errors import ExportError, LockTimeout
 from pipeline.harvest import HarvestReport
 from pipeline.lock import holder, run_lock
+from pipeline.store import open_archive
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -32,7 +32,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 def _settings(tmp_path: Path, base_url: str, **more: Any) -> Settings:
     return load_settings(None, env={}, overrides={
-        "service.base_url": base_url, "store.db": str(tmp_path / "a.duckdb"),
+        "service.base_url": base_url, "store.db": str(tmp_path / "a.ducklake"),
         "exports.dir": str(tmp_path / "exports"), **more})
 
 
@@ -42,7 +42,7 @@ def _botstats(tmp_path: Path, *args: str, **kw: Any) -> subprocess.Popen[str]:
 
 
 def _statuses(db: Path) -> list[str]:
-    with duckdb.connect(str(db), read_only=True) as con:
+    with open_archive(db) as con:
         return [r[0] for r in con.execute(
             "SELECT status FROM harvest_runs ORDER BY started_at").fetchall()]
 
@@ -103,14 +103,14 @@ def test_an_unreachable_service_fails_the_run_and_skips_trends(tmp_path: Path) -
 # --- the CLI ---------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_botstats_run_prints_a_summary_and_exits_0(tmp_path: Path, service: Any) -> None:
-    proc = _botstats(tmp_path, "--db", "a.duckdb", "--base-url", service.base_url, "run",
+    proc = _botstats(tmp_path, "--db", "a.ducklake", "--base-url", service.base_url, "run",
                      "--no-progress")
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert "harvest " in out and ": complete" in out
     assert "bot_growth" in out  # the trends summary
     assert out.strip().splitlines()[-1].endswith(": complete (exit 0)")
-    proc = _botstats(tmp_path, "--db", "a.duckdb", "--base-url", service.base_url, "run", "--json",
+    proc = _botstats(tmp_path, "--db", "a.ducklake", "--base-url", service.base_url, "run", "--json",
                      "--full-trends")
     out, err = proc.communicate(timeout=120)
     data = json.loads(out)
@@ -137,7 +137,7 @@ def test_a_second_run_gives_up_with_75_naming_the_holder(tmp_path: Path, service
                          ids=["harvest", "trends", "run", "demo"])
 def test_an_archive_path_under_a_file_is_refused_clearly(tmp_path: Path, job: list[str]) -> None:
     (tmp_path / "notes.txt").write_text("not a directory")
-    db = tmp_path / "notes.txt" / "a.duckdb"
+    db = tmp_path / "notes.txt" / "a.ducklake"
     args = [a.format(db=db.parent / "demo") for a in job]
     proc = _botstats(tmp_path, "--db", str(db), "--base-url", "http://127.0.0.1:9", *args)
     _, err = proc.communicate(timeout=60)
@@ -159,14 +159,14 @@ def test_an_archive_path_that_is_a_directory_is_refused_clearly(tmp_path: Path, 
     assert proc.returncode == 2, err
     assert "Traceback" not in err
     assert f"the archive ([store].db, --db) {folder} is a directory" in err
-    assert f"e.g. {folder / 'archive.duckdb'}" in err
+    assert f"e.g. {folder / 'archive.ducklake'}" in err
     assert list(tmp_path.iterdir()) == [folder] and not any(folder.iterdir())
 
 
 def test_a_lock_file_that_cannot_be_opened_is_refused_not_waited_on(tmp_path: Path) -> None:
     # filelock takes a lock file it cannot open for one another process holds: the run would
     # wait out the whole lock timeout (here longer than the test allows) and then blame a holder.
-    db = tmp_path / "a.duckdb"
+    db = tmp_path / "a.ducklake"
     (tmp_path / "a.duckdb.lock").mkdir()
     proc = _botstats(tmp_path, "--db", str(db), "--base-url", "http://127.0.0.1:9", "run",
                      "--lock-timeout", "600")
@@ -249,6 +249,6 @@ def test_sigterm_finishes_the_batch_and_records_the_run_interrupted(tmp_path: Pa
     # The next run completes the work, exactly.
     report = runner.run(settings)
     assert report.status == "complete"
-    with duckdb.connect(str(settings.db_path), read_only=True) as con:
+    with open_archive(settings.db_path) as con:
         stats = con.execute("SELECT count(*) FROM bot_stats").fetchall()[0][0]
     assert stats == sum(len(svc.directory.valid_stats(b)) for b in svc.directory.bot_ids())

@@ -16,7 +16,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pytest
 from click.testing import CliRunner
 
@@ -29,6 +28,7 @@ from pipeline.schedule import (
     on_calendar,
     parse_crontab,
 )
+from pipeline.store import open_archive
 
 
 # --- weekday numbering: standard crontab -> APScheduler names -------------------------------
@@ -225,7 +225,7 @@ def test_schedule_refuses_an_archive_it_could_never_write_before_starting(
     # Otherwise the daemon would start and log a failed job at every fire time, forever.
     monkeypatch.chdir(tmp_path)
     (tmp_path / "notes.txt").write_text("not a directory")
-    result = CliRunner().invoke(cli, ["schedule", "--db", str(tmp_path / "notes.txt" / "a.duckdb"),
+    result = CliRunner().invoke(cli, ["schedule", "--db", str(tmp_path / "notes.txt" / "a.ducklake"),
                                       "--harvest-cron", "* * * * * *"])
     assert result.exit_code == 2
     assert "cannot create the archive's lock file" in result.output
@@ -261,7 +261,7 @@ def test_schedule_runs_skips_overlaps_and_stops_on_sigterm(tmp_path: Path,
                                                            service_factory: Any) -> None:
     # Every bot request takes 0.5 s, so one harvest (about 2.5 s) outlasts the 2 s trigger.
     svc = service_factory(bots=60, history_days=3, stats_per_day=2, latency_ms=500)
-    db, log_file = tmp_path / "a.duckdb", tmp_path / "schedule.log"
+    db, log_file = tmp_path / "a.ducklake", tmp_path / "schedule.log"
     proc = subprocess.Popen(
         [sys.executable, "-m", "pipeline", "--log-format", "json", "--log-file", str(log_file),
          "--db", str(db), "--base-url", svc.base_url, "schedule",
@@ -287,7 +287,7 @@ def test_schedule_runs_skips_overlaps_and_stops_on_sigterm(tmp_path: Path,
     skipped = [e for e in events if e.get("event") == "max_instances"]
     assert "skipped" in skipped[0]["msg"] and skipped[0]["job"] == "harvest"
     assert events[-1]["event"] == "scheduler_stopped" and "SIGTERM" in events[-1]["msg"]
-    with duckdb.connect(str(db), read_only=True) as con:
+    with open_archive(db) as con:
         runs = con.execute("SELECT status FROM harvest_runs ORDER BY started_at").fetchall()
         stats = con.execute("SELECT count(*) FROM bot_stats").fetchall()[0][0]
     statuses = [r[0] for r in runs]

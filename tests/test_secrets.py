@@ -2,6 +2,7 @@
 token and a bot key (and a refused post), then every log, output, archive table and export is
 searched for both."""
 
+
 from __future__ import annotations
 
 import os
@@ -10,9 +11,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import polars as pl
 import pytest
+
+from pipeline.store import open_archive
 
 pytestmark = pytest.mark.slow
 
@@ -23,7 +25,7 @@ def _botstats(cwd: Path, env: dict[str, str], *args: str) -> subprocess.Complete
 
 
 def _text_columns(db: Path) -> list[tuple[str, str]]:
-    with duckdb.connect(str(db), read_only=True) as con:
+    with open_archive(db) as con:
         return con.execute(
             "SELECT table_name, column_name FROM information_schema.columns "
             "WHERE table_schema = 'main' AND data_type IN ('VARCHAR', 'JSON') "
@@ -43,7 +45,7 @@ def test_no_secret_in_logs_outputs_tables_or_exports(tmp_path: Path, service_fac
     secrets = {"user token": token, "bot key": key}
     env = {k: v for k, v in os.environ.items() if not k.startswith("BOTSTATS_")}
     env.update({"BOTSTATS_CONFIG": "", "BOTSTATS_USER_TOKEN": token, "BOTSTATS_BOT_KEY": key,
-                "BOTSTATS_LOG_LEVEL": "debug", "BOTSTATS_DB": str(tmp_path / "a.duckdb"),
+                "BOTSTATS_LOG_LEVEL": "debug", "BOTSTATS_DB": str(tmp_path / "a.ducklake"),
                 "BOTSTATS_EXPORT_DIR": str(tmp_path / "exports"), "BOTSTATS_BASE_URL": svc.base_url,
                 "BOTSTATS_SERVICE_TOKEN_ON_BOT_READS": str(on_reads).lower()})
     log_file = tmp_path / "botstats.log"
@@ -60,7 +62,7 @@ def test_no_secret_in_logs_outputs_tables_or_exports(tmp_path: Path, service_fac
     assert '"guilds": 6' in runs[1].stdout
 
     # The secrets were really used: the user snapshot needs the token.
-    with duckdb.connect(str(tmp_path / "a.duckdb"), read_only=True) as con:
+    with open_archive(tmp_path / "a.ducklake") as con:
         assert con.execute("SELECT count(*) FROM users").fetchall()[0][0] >= 1
         assert con.execute("SELECT count(*) FROM bot_stats WHERE guilds = 6 AND bot_id = ?",
                            [bot_id]).fetchall()[0][0] == 1
@@ -70,8 +72,8 @@ def test_no_secret_in_logs_outputs_tables_or_exports(tmp_path: Path, service_fac
     for i, r in enumerate(runs):
         places[f"stdout of command {i}"] = r.stdout
         places[f"stderr of command {i}"] = r.stderr
-    for db in (tmp_path / "a.duckdb", tmp_path / "a.duckdb.primary"):
-        with duckdb.connect(str(db), read_only=True) as con:
+    for db in (tmp_path / "a.ducklake", tmp_path / "a.duckdb.primary"):
+        with open_archive(db) as con:
             for table, column in _text_columns(db):
                 values = con.execute(f'SELECT "{column}"::VARCHAR FROM "{table}"').fetchall()
                 places[f"{db.name}: {table}.{column}"] = "\n".join(str(v[0]) for v in values)

@@ -17,6 +17,7 @@ from conftest import TREND_OVERRIDES
 
 from pipeline.cli import cli
 from pipeline.config import Settings
+from pipeline.store import open_archive
 from pipeline.trends import DATASETS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -250,8 +251,8 @@ def test_status_of_a_duckdb_file_that_is_no_archive_says_so(tmp_path: Path) -> N
 
 
 def test_views_are_in_the_published_archive(built_config: Path, trend_archive: Settings) -> None:
-    """A fresh read-only connection (what `duckdb data/archive.duckdb` opens) sees them."""
-    with duckdb.connect(str(trend_archive.db_path), read_only=True) as con:
+    """A fresh read-only connection (what `duckdb data/archive.ducklake` opens) sees them."""
+    with open_archive(trend_archive.db_path) as con:
         views = [r[0] for r in con.execute(
             "SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY 1").fetchall()]
         assert views == sorted(f"trend_{name}" for name in DATASETS)

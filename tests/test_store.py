@@ -1,10 +1,11 @@
-"""The store: polars frames read by DuckDB under their names (`store.run`), and the schema's
-migrations, applied on open."""
+"""The store: the archive as a DuckLake (opened, read-only for readers, backed up and restored),
+polars frames read by DuckDB under their names (`store.run`), and the schema's migrations."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import polars as pl
@@ -12,10 +13,16 @@ import pytest
 
 from pipeline import store
 from pipeline.errors import StoreError
+from pipeline.store import ArchivePaths, open_archive
+
+
+def lake(path: Path) -> duckdb.DuckDBPyConnection:
+    """The archive at ``path``, read-write, without migrations."""
+    return store.connect(ArchivePaths(path))
 
 
 def test_frames_are_read_under_their_names_and_unregistered_after(tmp_path: Path) -> None:
-    con = store.connect(tmp_path / "a.duckdb")
+    con = lake(tmp_path / "a.ducklake")
     con.execute("CREATE TABLE t (k VARCHAR, n BIGINT, seen TIMESTAMPTZ, note VARCHAR)")
     when = datetime(2024, 6, 1, tzinfo=UTC)
     rows = pl.DataFrame({"k": ["a", "b"], "n": [1, None], "seen": [when, when]})
@@ -37,12 +44,12 @@ def test_a_failing_statement_inside_a_transaction_reports_its_own_error(tmp_path
     # The frames are unregistered after a failure too, which an aborted transaction refuses
     # ("Current transaction is aborted"): that must not hide why the statement failed (a full
     # disk, once, showed up as nothing but "please ROLLBACK").
-    con = store.connect(tmp_path / "a.duckdb")
-    con.execute("CREATE TABLE t (a INTEGER PRIMARY KEY)")
+    con = lake(tmp_path / "a.ducklake")
+    con.execute("CREATE TABLE t (a INTEGER NOT NULL)")
     con.execute("INSERT INTO t VALUES (1)")
     con.execute("BEGIN TRANSACTION")
-    with pytest.raises(duckdb.ConstraintException, match="Duplicate key"):
-        store.run(con, "INSERT INTO t SELECT a FROM f", f=pl.DataFrame({"a": [1]}))
+    with pytest.raises(duckdb.ConstraintException, match="NOT NULL"):
+        store.run(con, "INSERT INTO t SELECT a FROM f", f=pl.DataFrame({"a": [None]}, schema={"a": pl.Int32}))
     store.rollback(con)
     assert con.execute("SELECT count(*) FROM t").fetchall() == [(1,)]
     con.close()
@@ -50,7 +57,7 @@ def test_a_failing_statement_inside_a_transaction_reports_its_own_error(tmp_path
 
 def test_a_column_of_nothing_but_nulls_is_written_as_null(tmp_path: Path) -> None:
     # polars types an all-None column Null, which DuckDB refuses from an Arrow stream as is.
-    con = store.connect(tmp_path / "a.duckdb")
+    con = lake(tmp_path / "a.ducklake")
     con.execute("CREATE TABLE t (k VARCHAR, bot_id VARCHAR, n DOUBLE)")
     errors_in = pl.DataFrame([{"k": "x", "bot_id": None, "n": None}])
     assert errors_in.schema["bot_id"] == pl.Null
@@ -78,8 +85,8 @@ def _applied(con: duckdb.DuckDBPyConnection) -> list[str]:
 
 def test_an_archive_gets_the_new_migrations_on_open_and_keeps_its_rows(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    db = tmp_path / "archive.duckdb"
-    with duckdb.connect(str(db)) as con:
+    db = tmp_path / "archive.ducklake"
+    with lake(db) as con:
         shipped = store.migrate(con)
         assert shipped and shipped == sorted(shipped)  # every shipped file, in order
         con.execute("INSERT INTO bots (bot_id, name, raw, first_seen_at, last_seen_at, run_id) "
@@ -89,7 +96,7 @@ def test_an_archive_gets_the_new_migrations_on_open_and_keeps_its_rows(
         "901_bot_notes.sql": "CREATE TABLE bot_notes (bot_id VARCHAR, note VARCHAR);",
         "902_note_one.sql": "INSERT INTO bot_notes SELECT bot_id, 'seen' FROM bots;"})
     monkeypatch.setattr(store, "sql_dir", lambda: newer)
-    with duckdb.connect(str(db)) as con:
+    with lake(db) as con:
         assert store.migrate(con) == ["901_bot_notes.sql", "902_note_one.sql"]
         assert _applied(con) == [*shipped, "901_bot_notes.sql", "902_note_one.sql"]
         assert con.execute("SELECT * FROM bot_notes").fetchall() == [("b1", "seen")]
@@ -107,28 +114,19 @@ def test_an_archive_from_before_bot_latest_stat_gets_it_filled_on_open(
         if not later.name.startswith("001_"):
             later.unlink()
     monkeypatch.setattr(store, "sql_dir", lambda: old_sql)
-    db = tmp_path / "archive.duckdb"
-    with duckdb.connect(str(db)) as con:
+    db = tmp_path / "archive.ducklake"
+    with lake(db) as con:
         assert store.migrate(con) == ["001_init.sql"]
         con.execute(
             "INSERT INTO bot_stats (stat_id, bot_id, recorded_at, raw, run_id, archived_at) "
             "SELECT 's' || i, 'b' || (i % 3), TIMESTAMPTZ '2026-01-01' + to_days(i), '{}', 'r', "
             "now() FROM range(10) t(i)")
     monkeypatch.undo()
-    with duckdb.connect(str(db)) as con:
+    with lake(db) as con:
         assert store.migrate(con)[0] == "002_bot_latest_stat.sql"
         latest = con.execute("SELECT bot_id, stat_id, day(recorded_at) FROM bot_latest_stat "
                              "ORDER BY bot_id").fetchall()
     assert latest == [("b0", "s9", 10), ("b1", "s7", 8), ("b2", "s8", 9)]
-
-
-def test_bot_stats_keeps_no_index_but_its_key(tmp_path: Path) -> None:
-    # 001 created an index on recorded_at that DuckDB never used and every insert paid for;
-    # 003 drops it, on new archives and old ones alike.
-    with duckdb.connect(str(tmp_path / "archive.duckdb")) as con:
-        store.migrate(con)
-        assert con.execute("SELECT index_name FROM duckdb_indexes() "
-                           "WHERE table_name = 'bot_stats'").fetchall() == []
 
 
 def test_an_archive_a_newer_botstats_migrated_is_not_written_by_this_one(tmp_path: Path) -> None:
@@ -136,14 +134,12 @@ def test_an_archive_a_newer_botstats_migrated_is_not_written_by_this_one(tmp_pat
 
     from pipeline.cli import cli
 
-    db = tmp_path / "archive.duckdb"
-    paths = store.ArchivePaths.at(db)
-    with duckdb.connect(str(paths.primary)) as con:
+    db = tmp_path / "archive.ducklake"
+    with lake(db) as con:
         store.migrate(con)
         con.execute("INSERT INTO schema_migrations VALUES (900, '900_from_the_future.sql', now())")
         con.execute("INSERT INTO harvest_runs (run_id, started_at, status, mode) "
                     "VALUES ('r1', now(), 'complete', 'full')")
-    store.publish(paths)
     (tmp_path / "empty.toml").touch()
     base = ["--config", str(tmp_path / "empty.toml"), "--db", str(db)]
 
@@ -151,7 +147,7 @@ def test_an_archive_a_newer_botstats_migrated_is_not_written_by_this_one(tmp_pat
     assert refused.exit_code == 1, refused.output
     assert "schema migrations this botstats does not know (900_from_the_future.sql" in refused.output
     assert "Upgrade botstats" in refused.output and "Traceback" not in refused.output
-    with duckdb.connect(str(paths.primary), read_only=True) as con:
+    with open_archive(db) as con:
         assert con.execute("SELECT run_id FROM harvest_runs").fetchall() == [("r1",)]
     read = CliRunner().invoke(cli, [*base, "sql", "SELECT count(*) AS n FROM harvest_runs"])
     assert read.exit_code == 0 and "1" in read.output
@@ -159,22 +155,200 @@ def test_an_archive_a_newer_botstats_migrated_is_not_written_by_this_one(tmp_pat
 
 def test_a_failing_migration_is_rolled_back_whole_and_says_which(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    db = tmp_path / "archive.duckdb"
-    with duckdb.connect(str(db)) as con:
+    db = tmp_path / "archive.ducklake"
+    with lake(db) as con:
         shipped = store.migrate(con)
     broken = _sql_dir_with(tmp_path, {
         "901_half.sql": "CREATE TABLE half_done (x INTEGER); SELECT * FROM no_such_table;"})
     monkeypatch.setattr(store, "sql_dir", lambda: broken)
-    with duckdb.connect(str(db)) as con:
+    with lake(db) as con:
         with pytest.raises(StoreError, match=r"migration 901_half\.sql failed: .*no_such_table"):
             store.migrate(con)
         assert _applied(con) == shipped
-        tables = {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        tables = set(store.table_names(con))
         assert "half_done" not in tables and "bot_stats" in tables
 
 
 def test_an_archive_whose_directory_cannot_be_made_is_a_store_error(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("keep me")
-    with pytest.raises(StoreError, match=r"cannot create the archive's directory .*notes\.txt"):
-        store.connect(tmp_path / "notes.txt" / "sub" / "a.duckdb")
+    with pytest.raises(StoreError, match=r"cannot create the archive's data folder .*notes\.txt"):
+        lake(tmp_path / "notes.txt" / "sub" / "a.ducklake")
     assert (tmp_path / "notes.txt").read_text() == "keep me"
+
+
+# --- the archive as readers meet it -------------------------------------------------------------
+def _filled(tmp_path: Path) -> Path:
+    db = tmp_path / "archive.ducklake"
+    with lake(db) as con:
+        store.migrate(con)
+        con.execute("INSERT INTO bots (bot_id, name, raw, first_seen_at, last_seen_at, run_id) "
+                    "SELECT 'b' || i, 'n', '{}', now(), now(), 'r1' FROM range(5) t(i)")
+    return db
+
+
+def test_a_reader_keeps_its_snapshot_while_a_writer_commits(tmp_path: Path) -> None:
+    db = _filled(tmp_path)
+    reader = open_archive(db)
+    reader.execute("BEGIN TRANSACTION")
+    assert reader.execute("SELECT count(*) FROM bots").fetchall() == [(5,)]
+    with lake(db) as writer:
+        writer.execute("INSERT INTO bots (bot_id, name, raw, first_seen_at, last_seen_at, run_id) "
+                       "VALUES ('b9', 'n', '{}', now(), now(), 'r2')")
+    assert reader.execute("SELECT count(*) FROM bots").fetchall() == [(5,)]
+    reader.execute("COMMIT")
+    assert reader.execute("SELECT count(*) FROM bots").fetchall() == [(6,)]
+    reader.close()
+
+
+def test_readers_cannot_write(tmp_path: Path) -> None:
+    db = _filled(tmp_path)
+    with open_archive(db) as con, pytest.raises(duckdb.Error, match="read-only|read only"):
+        con.execute("DELETE FROM bots")
+    with open_archive(db) as con:
+        assert con.execute("SELECT count(*) FROM bots").fetchall() == [(5,)]
+
+
+def test_the_attach_statements_open_the_archive_in_a_plain_duckdb_session(tmp_path: Path) -> None:
+    # What `botstats sql --attach` prints for the duckdb CLI, run in a session of its own, from
+    # another working directory: the archive's data paths do not depend on where it was made.
+    import os
+
+    db = _filled(tmp_path)
+    statements = store.attach_statements(ArchivePaths(db), read_only=True)
+    cwd = os.getcwd()
+    os.chdir("/")
+    try:
+        with duckdb.connect(config={"autoinstall_known_extensions": False}) as con:
+            for statement in statements:
+                con.execute(statement)
+            assert con.execute("SELECT count(*) FROM bots").fetchall() == [(5,)]
+    finally:
+        os.chdir(cwd)
+
+
+def test_an_archive_moved_elsewhere_opens_with_its_data(tmp_path: Path) -> None:
+    import shutil
+
+    db = _filled(tmp_path / "here")
+    with lake(db) as con:  # rows in a data file, not only inlined in the catalog
+        con.execute("INSERT INTO bot_stats (stat_id, bot_id, recorded_at, raw, run_id, archived_at) "
+                    "SELECT 's' || i, 'b1', now(), '{}', 'r', now() FROM range(5000) t(i)")
+    shutil.move(tmp_path / "here", tmp_path / "there")
+    with open_archive(tmp_path / "there" / "archive.ducklake") as con:
+        assert con.execute("SELECT count(*), count(DISTINCT stat_id) FROM bot_stats").fetchall() \
+            == [(5000, 5000)]
+
+
+def test_a_backup_copies_only_what_is_new_and_restores_exactly(tmp_path: Path) -> None:
+    db = _filled(tmp_path / "live")
+    paths = ArchivePaths(db)
+
+    def add(n: int, tag: str) -> None:
+        with lake(db) as con:
+            con.execute("INSERT INTO bot_stats (stat_id, bot_id, recorded_at, raw, run_id, "
+                        f"archived_at) SELECT '{tag}' || i, 'b1', now(), '{{}}', 'r', now() "
+                        f"FROM range({n}) t(i)")
+
+    add(5000, "a")
+    first = store.backup(paths, tmp_path / "bk")
+    assert first[0] >= 1
+    add(5000, "b")
+    second = store.backup(paths, tmp_path / "bk")
+    assert second[0] == 1  # the one data file the second insert wrote
+    add(5000, "c")  # lost by the restore below
+    store.restore(tmp_path / "bk", paths)
+    with open_archive(db) as con:
+        assert con.execute("SELECT count(*) FROM bot_stats").fetchall() == [(10000,)]
+        assert con.execute("SELECT count(*) FROM bot_stats WHERE stat_id LIKE 'c%'").fetchall() \
+            == [(0,)]
+
+
+def test_a_file_that_is_not_an_archive_is_refused_by_name(tmp_path: Path) -> None:
+    db = tmp_path / "notes.ducklake"
+    db.write_text("my notes")
+    settings_db = ArchivePaths(db)
+    assert settings_db.kind() == "other"
+    with pytest.raises(StoreError, match="not a botstats archive"):
+        with store.writer(_settings(tmp_path, db)):
+            pass
+    assert db.read_text() == "my notes"
+
+
+def _settings(tmp_path: Path, db: Path):  # noqa: ANN202
+    from pipeline.config import load_settings
+
+    config = tmp_path / "empty.toml"
+    config.touch()
+    return load_settings(config, env={}, overrides={"store.db": str(db)})
+
+
+# --- an archive of botstats 0.1 (one DuckDB 2.0 file) carries on as a DuckLake -------------------
+LEGACY = Path(__file__).parent / "data" / "legacy-0.1-archive.duckdb.gz"
+
+
+@pytest.mark.slow
+def test_an_archive_made_by_botstats_0_1_is_converted_and_harvested_on(
+        tmp_path: Path, service_factory: Any) -> None:
+    import gzip
+    import json
+    import os
+    import subprocess
+    import sys
+    from datetime import datetime
+
+    from conftest import (
+        archived_stat_rows,
+        assert_archive_has_no_duplicates,
+        harvest_settings_for,
+        query,
+        service_stat_rows,
+    )
+
+    from pipeline.harvest import harvest
+
+    facts = json.loads(LEGACY.with_name("legacy-0.1-archive.json").read_text())
+    db = tmp_path / "archive.duckdb"
+    paths = ArchivePaths(db)
+    old = gzip.decompress(LEGACY.read_bytes())
+    paths.legacy_primary.write_bytes(old)  # as 0.1 left it: the primary and its published copy
+    db.write_bytes(old)
+    (tmp_path / "empty.toml").touch()
+    cli = [sys.executable, "-m", "pipeline", "--config", str(tmp_path / "empty.toml"),
+           "--db", str(db)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BOTSTATS_")}
+
+    refused = subprocess.run([*cli, "status"], capture_output=True, text=True, env=env)
+    assert refused.returncode == 1 and "botstats convert-archive" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+    done = subprocess.run([*cli, "convert-archive"], capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "converted 807 records" in done.stdout
+    assert paths.kind() == "ducklake" and not paths.legacy_primary.exists()
+    assert paths.legacy_backup.read_bytes() == old  # kept until the operator deletes it
+
+    svc = service_factory(bots=40, history_days=20, seed=7, end=datetime(2026, 11, 1, tzinfo=UTC),
+                          malformed_rate=0.02)
+    settings = harvest_settings_for(svc, db)
+    with store.reader(settings) as con:
+        counts = store.table_counts(con)
+        ((keys,),) = con.execute(
+            "SELECT md5(string_agg(bot_id || '/' || stat_id || '/' || raw::VARCHAR, ',' "
+            "ORDER BY bot_id, stat_id)) FROM bot_stats").fetchall()
+    assert {t: counts[t] for t in facts["counts"]} == facts["counts"]
+    assert keys == facts["bot_stats_keys"]
+    assert query(settings, "SELECT count(*) FROM bots WHERE removed_at IS NOT NULL") == [(2,)]
+
+    # The service as 0.1 last saw it, then a day more: the next harvest adds exactly that day.
+    svc.directory.advance(2)
+    for _ in range(2):
+        svc.directory.churn()
+    svc.directory.advance(1)
+    report = harvest(settings)
+    assert report.status == "complete"
+    listed = set(svc.directory.bot_ids())
+    rows = [r for r in archived_stat_rows(settings) if r[0] in listed]
+    assert rows == service_stat_rows(svc.directory)
+    assert report.stats_added == len(listed)  # one new record per bot
+    assert_archive_has_no_duplicates(settings)

@@ -11,7 +11,8 @@ from-scratch `build_trends` into another directory.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -78,7 +79,7 @@ class Scenario:
     def __init__(self, svc: RunningService, root: Path) -> None:
         self.svc = svc
         self.root = root
-        self.settings = harvest_settings_for(svc, root / "archive.duckdb",
+        self.settings = harvest_settings_for(svc, root / "archive.ducklake",
                                              {"exports.dir": str(root / "exports"),
                                               "trends.movers_top": 3})
         self.builds = 0
@@ -96,9 +97,14 @@ class Scenario:
         assert_same_exports(self.settings.export_dir, scratch.export_dir)
         return report
 
-    def archive(self) -> duckdb.DuckDBPyConnection:
-        """The primary, read-write, as an operator's own duckdb shell opens it."""
-        return duckdb.connect(str(store.ArchivePaths.of(self.settings).primary))
+    @contextmanager
+    def archive(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """The archive, read-write, as an operator's own duckdb session opens it."""
+        con = store.connect(store.ArchivePaths.of(self.settings))
+        try:
+            yield con
+        finally:
+            con.close()
 
 
 @pytest.fixture
@@ -157,12 +163,6 @@ def test_incremental_exports_equal_a_build_from_scratch(scenario: Scenario) -> N
     s.harvest()
     assert s.trends().mode == "incremental"
 
-    # Churn: a new bot, and a removed one (its history stays; directory_daily counts it).
-    s.svc.directory.churn()
-    s.svc.directory.advance(1)
-    s.harvest()
-    assert s.trends().mode == "incremental"
-
     # The late record (if no harvest brought it back yet): archived 12 days after its time.
     s.harvest(full=True)
     report = s.trends()
@@ -174,13 +174,20 @@ def test_incremental_exports_equal_a_build_from_scratch(scenario: Scenario) -> N
                if p["partition"] == "month=2026-01"]
     assert january and january[0]["run_id"] == first.run_id  # months before: untouched
 
+    # Churn: a new bot, and a removed one (its history stays; directory_daily counts it).
+    s.svc.directory.churn()
+    s.svc.directory.advance(1)
+    s.harvest()
+    assert s.trends().mode == "incremental"
+
     # A record changed in the archive (as if a run had archived a wrong copy of it), and
     # another moved two days later; then `harvest --full` puts both back as the service has
     # them. The second move's earlier day is known only from before the rewrite.
     with s.archive() as con:
         changed, moved = con.execute(
-            "SELECT bot_id, stat_id FROM bot_stats WHERE recorded_at = $t ORDER BY bot_id "
-            "LIMIT 2", {"t": END - timedelta(days=20)}).fetchall()
+            "SELECT bot_id, stat_id FROM bot_stats WHERE recorded_at = $t AND bot_id IN "
+            "(SELECT bot_id FROM bots WHERE removed_at IS NULL) ORDER BY bot_id LIMIT 2",
+            {"t": END - timedelta(days=20)}).fetchall()
         con.execute("UPDATE bot_stats SET guilds = 0, raw = '{\"stale\":true}', "
                     "archived_at = now() WHERE bot_id = $b AND stat_id = $s",
                     {"b": changed[0], "s": changed[1]})
@@ -193,7 +200,10 @@ def test_incremental_exports_equal_a_build_from_scratch(scenario: Scenario) -> N
     assert (report.mode, report.since) == ("incremental",
                                            week_start((END - timedelta(days=20)).date()))
     s.harvest(full=True)
-    s.trends()
+    report = s.trends()
+    with s.archive() as con:
+        assert con.execute("SELECT sum(stats_updated) FROM harvest_runs WHERE run_id = (SELECT "
+                           "max(run_id) FROM harvest_runs)").fetchall() == [(2,)]
 
     # Nothing new: nothing computed, no file touched.
     before = files_state(s.settings.export_dir)
@@ -351,7 +361,7 @@ def test_changes_since_a_watermark(trend_archive: Settings) -> None:
         assert everything.first_day == date(2025, 1, 25)
         assert store.changes_since(con, everything.watermark) == store.Changes(
             None, everything.watermark)
-        con.execute("INSERT INTO bot_stats SELECT 'late', bot_id, '2025-01-28 01:00+00', users, "
+        con.execute("INSERT INTO bot_stats SELECT 'late', bot_id, '2025-01-28 01:00:00+00', users, "
                     "guilds, shards, memory_load, cpu_load, commands_executed, raw, 'r2', now() "
                     "FROM bot_stats WHERE bot_id = 'gamma' LIMIT 1")
         later = store.changes_since(con, everything.watermark)

@@ -1,10 +1,12 @@
 -- 001: the archive. These tables and columns are the public SQL interface of botstats:
 -- analysts and other tools query them by these names. Change them only by a new migration.
+-- The archive is a DuckLake, which has no primary keys: the keys named in comments are kept
+-- unique by the harvester (each batch is one transaction that checks them).
 -- Timestamps are TIMESTAMPTZ in UTC. `raw` keeps the record exactly as the service sent it
 -- (unknown fields included), so nothing the service says is lost.
 
 CREATE TABLE harvest_runs (
-    run_id        VARCHAR PRIMARY KEY,      -- e.g. 20261122T161500Z-3f9a1c
+    run_id        VARCHAR NOT NULL,         -- key; e.g. 20261122T161500Z-3f9a1c
     started_at    TIMESTAMPTZ NOT NULL,
     finished_at   TIMESTAMPTZ,
     status        VARCHAR NOT NULL,         -- running | complete | partial | failed | interrupted
@@ -26,7 +28,7 @@ CREATE TABLE harvest_runs (
 );
 
 CREATE TABLE bots (
-    bot_id        VARCHAR PRIMARY KEY,
+    bot_id        VARCHAR NOT NULL,         -- key
     name          VARCHAR,
     raw           JSON,                     -- the bot record as last seen
     first_seen_at TIMESTAMPTZ NOT NULL,
@@ -47,8 +49,8 @@ CREATE TABLE bot_stats (
     commands_executed BIGINT,               -- as sent: may be cumulative and may reset
     raw               JSON NOT NULL,
     run_id            VARCHAR NOT NULL,     -- the run that archived (or last changed) the record
-    archived_at       TIMESTAMPTZ NOT NULL,
-    PRIMARY KEY (bot_id, stat_id)
+    archived_at       TIMESTAMPTZ NOT NULL
+    -- key: (bot_id, stat_id)
 );
 
 CREATE TABLE bot_stat_custom (
@@ -60,7 +62,7 @@ CREATE TABLE bot_stat_custom (
     value_num   DOUBLE,                     -- numeric values (and booleans as 0/1); else NULL
     run_id      VARCHAR NOT NULL
     -- One row per (bot_id, stat_id, name). Written with their stat record (new or changed) in
-    -- the same transaction, so the stat's key makes them exactly-once without an index here.
+    -- the same transaction, so the stat's key makes them exactly-once.
 );
 
 -- Snapshots of the configured user, taken once per run: history is kept, never overwritten.
@@ -69,8 +71,8 @@ CREATE TABLE users (
     user_id    VARCHAR NOT NULL,
     is_me      BOOLEAN NOT NULL,
     raw        JSON NOT NULL,
-    fetched_at TIMESTAMPTZ NOT NULL,
-    PRIMARY KEY (run_id, user_id)
+    fetched_at TIMESTAMPTZ NOT NULL
+    -- key: (run_id, user_id)
 );
 
 CREATE TABLE user_bots (
@@ -78,8 +80,8 @@ CREATE TABLE user_bots (
     user_id    VARCHAR NOT NULL,
     bot_id     VARCHAR NOT NULL,
     raw        JSON NOT NULL,
-    fetched_at TIMESTAMPTZ NOT NULL,
-    PRIMARY KEY (run_id, user_id, bot_id)
+    fetched_at TIMESTAMPTZ NOT NULL
+    -- key: (run_id, user_id, bot_id)
 );
 
 CREATE TABLE user_servers (
@@ -87,8 +89,8 @@ CREATE TABLE user_servers (
     user_id    VARCHAR NOT NULL,
     server_id  VARCHAR NOT NULL,
     raw        JSON NOT NULL,
-    fetched_at TIMESTAMPTZ NOT NULL,
-    PRIMARY KEY (run_id, user_id, server_id)
+    fetched_at TIMESTAMPTZ NOT NULL
+    -- key: (run_id, user_id, server_id)
 );
 
 CREATE TABLE user_webhooks (
@@ -96,13 +98,13 @@ CREATE TABLE user_webhooks (
     user_id    VARCHAR NOT NULL,
     webhook_id VARCHAR NOT NULL,
     raw        JSON NOT NULL,
-    fetched_at TIMESTAMPTZ NOT NULL,
-    PRIMARY KEY (run_id, user_id, webhook_id)
+    fetched_at TIMESTAMPTZ NOT NULL
+    -- key: (run_id, user_id, webhook_id)
 );
 
 -- Records and pages that failed validation: kept with the reason, never dropped silently.
 CREATE TABLE rejects (
-    reject_key VARCHAR PRIMARY KEY,         -- sha1 of endpoint, bot, reason and raw: kept once
+    reject_key VARCHAR NOT NULL,            -- key: sha1 of endpoint, bot, reason and raw: kept once
     run_id   VARCHAR NOT NULL,              -- the first run that saw it
     endpoint VARCHAR NOT NULL,              -- e.g. GET /bots/123/stats
     bot_id   VARCHAR,
@@ -120,4 +122,3 @@ CREATE TABLE harvest_errors (
     seen_at  TIMESTAMPTZ NOT NULL
 );
 
-CREATE INDEX bot_stats_recorded ON bot_stats (recorded_at);

@@ -4,7 +4,7 @@
 -- 10-million-row archive, growing with it). Analysts may read it too: join bot_stats on
 -- (bot_id, stat_id) for the whole record.
 CREATE TABLE bot_latest_stat (
-    bot_id      VARCHAR PRIMARY KEY,
+    bot_id      VARCHAR NOT NULL,    -- key
     stat_id     VARCHAR NOT NULL,       -- the newest record's key in bot_stats
     recorded_at TIMESTAMPTZ NOT NULL    -- its time: the newest of the bot's archived records
 );

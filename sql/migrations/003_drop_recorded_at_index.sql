@@ -1,5 +1,4 @@
--- 003: drop the ART index on bot_stats(recorded_at) that 001 created. DuckDB's planner never
--- used it (a time range, even one instant, is a sequential scan with zonemaps), while every
--- insert paid to keep it: on a 10-million-row archive a 122,880-row batch took a quarter to a
--- third longer with it. Indexes are not part of the public SQL interface.
-DROP INDEX IF EXISTS bot_stats_recorded;
+-- 003: nothing. In the single-DuckDB-file layout of botstats 0.1 this dropped an index on
+-- bot_stats(recorded_at) that 001 created there; a DuckLake has no indexes (its files carry
+-- min/max statistics, which serve time ranges). Kept so versions keep their numbers.
+SELECT 1;
