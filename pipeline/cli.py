@@ -694,8 +694,8 @@ def sql_cmd(ctx: Ctx, query: str | None, sql_file: str | None, params: tuple[str
     """
     from pathlib import Path
 
+    from .archive import read_query_file, run_query
     from .exports import to_json, write_frame, write_text
-    from .trends import read_query_file, run_query
 
     if attach:
         from .store import ArchivePaths, attach_statements

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import polars as pl
 
+from .archive import run_query
 from .config import DEFAULT_CONFIG_FILE, Settings, load_settings
-from .trends import run_query
 
 # A folder holding one of these is the project root (the first found walking up).
 ROOT_MARKERS = (DEFAULT_CONFIG_FILE, "pyproject.toml")

@@ -38,12 +38,11 @@ import dataclasses
 import difflib
 import hashlib
 import json
-import re
 import secrets
 import string
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from functools import partial
@@ -55,7 +54,7 @@ import numpy as np
 import polars as pl
 from numpy.lib.stride_tricks import sliding_window_view
 
-from . import exports, store, trend_window
+from . import archive, exports, store, trend_window
 from .config import Settings, TrendSettings
 from .errors import ExportError, QueryError, StoreError
 from .exports import DatasetExport, MonthSpill
@@ -791,7 +790,7 @@ def plan_run(con: duckdb.DuckDBPyConnection, t: TrendSettings, export_dir: Path,
     """Full, incremental from a Monday, or nothing to do: decided from the archive's changes
     since the watermark in ``manifest`` (the previous export) and from the bots table."""
     def rebuild(reason: str) -> Plan:
-        return Plan(FULL, store.changes_since(con, None).watermark, reason)
+        return Plan(FULL, archive.changes_since(con, None).watermark, reason)
 
     source = manifest.get("source") or {}
     if full:
@@ -801,7 +800,7 @@ def plan_run(con: duckdb.DuckDBPyConnection, t: TrendSettings, export_dir: Path,
     if source.get("trends") != fingerprint(t):
         return rebuild("the [trends] settings or the datasets' columns changed")
     try:
-        changes = store.changes_since(con, source["watermark"])
+        changes = archive.changes_since(con, source["watermark"])
     except (TypeError, ValueError) as exc:
         return rebuild(f"the export's watermark is unreadable ({exc})")
     missing = [p for d in manifest.get("datasets", {}).values() for p in d.get("partitions", [])
@@ -1009,50 +1008,6 @@ def load_dataset(settings: Settings, name: str) -> pl.DataFrame:
     return scan_dataset(settings, name).collect()
 
 
-_PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def read_query_file(path: str | Path) -> str:
-    """The SQL in a file given to `botstats sql --file`, as UTF-8 text."""
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise QueryError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}). Save the "
-                         f"query as UTF-8 and run again.") from exc
-    except OSError as exc:
-        raise QueryError(f"cannot read the query file {path}: {exc.strerror or exc}.") from exc
-
-
-def run_query(settings: Settings, query: str, params: Mapping[str, str] | None = None,
-              *, limit: int | None = None) -> pl.DataFrame | None:
-    """Run SQL against the archive (read-only, as of its last commit; closed before returning).
-
-    ``params`` become DuckDB variables, read in the query as ``getvariable('name')``.
-    ``limit`` fetches at most that many rows. None when the last statement returns nothing.
-    """
-    for key in params or {}:
-        if not _PARAM_NAME.match(key):
-            raise QueryError(f"--param {key!r}: a name must be letters, digits and _, like bot_id.")
-    with store.reader(settings) as con:
-        try:
-            for key, value in (params or {}).items():
-                con.execute(f"SET VARIABLE {key} = ?", [value])
-            rel = con.sql(query)
-            if rel is None:
-                return None
-            if limit is not None:
-                rel = rel.limit(limit)
-            result = pl.from_arrow(rel.to_arrow_table())
-        except duckdb.CatalogException as exc:
-            hint = (" The trend_* views exist once `botstats trends` has run."
-                    if "trend_" in query else "")
-            raise QueryError(f"the query failed: {exc}{hint}") from exc
-        except duckdb.Error as exc:
-            raise QueryError(f"the query failed: {exc}") from exc
-    assert isinstance(result, pl.DataFrame)
-    return result
-
-
 __all__ = [
     "DATASETS",
     "Dataset",
@@ -1075,7 +1030,6 @@ __all__ = [
     "rank_movers",
     "ranks_by_month",
     "resource_health",
-    "run_query",
     "scan_dataset",
     "robust_outliers",
     "with_days_ago",

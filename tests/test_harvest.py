@@ -402,6 +402,7 @@ def test_a_key_sent_twice_in_one_batch_is_archived_once_with_its_last_copy(
         tmp_path: Any, new_only: bool) -> None:
     # The service repeats a record in one page, and a bot comes back in the same batch: the
     # batch writer keeps the last copy of each key, with its custom fields once.
+    from pipeline import archive
     from pipeline import harvest as h
     from pipeline import store
     from pipeline.config import StoreSettings
@@ -416,7 +417,7 @@ def test_a_key_sent_twice_in_one_batch_is_archived_once_with_its_last_copy(
     async def write(con: Any) -> h.HarvestReport:
         db = h._Db(con)
         report = h.HarvestReport(run_id="r1", mode="full")
-        h._begin_run(con, report)
+        archive.begin_run(con, report)
         batch = h._Batch(db, report, 1000, new_only=new_only)
         batch.add_page("GET /bots/b1/stats", "b1",
                        parse_stats([rec("s1", 1), rec("s2", 7), rec("s1", 2)], "b1", settings.fields))

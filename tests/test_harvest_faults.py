@@ -279,6 +279,29 @@ def test_a_paged_stats_list_is_archived_whole_when_stats_page_size_is_set(
     assert_archive_equals_service(settings, directory)
 
 
+def test_an_incremental_run_reads_a_paged_stats_list_on_from_where_the_last_read_ended(
+        service_factory: Any, harvest_settings: Any) -> None:
+    # 80 records a bot, 6 a page: read from skip=0 that is 14 pages a bot. An hourly run reads
+    # the page that holds the newest archived record, the new ones, and the empty page after.
+    svc = service_factory(**{**PAGED_STATS, "history_days": 20}, malformed_rate=0.05)
+    directory = svc.directory
+    settings = harvest_settings(svc, {"service.stats_page_size": 6})
+    first = harvest(settings)
+    assert first.status == "complete"
+    listed = dict(query(settings, "SELECT bot_id, stats_listed FROM bot_latest_stat"))
+    assert listed == records_per_bot(directory)  # malformed records count: they are listed
+    directory.advance(3)
+    again = harvest(settings)
+    assert (again.status, again.errors, again.stats_updated) == ("complete", 0, 0)
+    assert_archive_equals_service(settings, directory)
+    bots = len(directory.bot_ids())
+    listing = first.requests - bots - sum(-(-n // 6) + 1 for n in listed.values())
+    per_bot = (again.requests - listing) / bots
+    assert per_bot <= 5, per_bot  # /stat + about three pages, not fourteen
+    assert again.stats_added == sum(len(directory.valid_stats(b)) for b in directory.bot_ids()) \
+        - first.stats_added
+
+
 def test_a_paged_stats_list_read_unpaged_is_noticed_by_the_next_run(
         service_factory: Any, harvest_settings: Any) -> None:
     svc = service_factory(**PAGED_STATS)
@@ -344,7 +367,7 @@ def test_paged_stats_that_only_the_lenient_decoder_reads_come_back_whole(tmp_pat
 
         async def read() -> Any:
             async with Client(settings) as client:
-                return await _stats_pages(client, "b1", 4)
+                return await _stats_pages(client, "b1", 4, settings.fields, None, [])
 
         records = asyncio.run(read())
     finally:

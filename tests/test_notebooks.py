@@ -12,15 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import nbformat
 import pytest
 from conftest import start_service
 from jupyter_client.kernelspec import KernelSpecManager
 from nbclient import NotebookClient
 
-from pipeline import explore
+from pipeline import explore, store
 from pipeline.config import Settings, load_settings
+from pipeline.errors import StoreError
 from pipeline.harvest import harvest
 from pipeline.trends import TrendsReport, build_trends
 
@@ -71,7 +71,7 @@ def test_notebook_settings_resolve_relative_paths_from_the_project_root(tmp_path
     assert s.db_path == tmp_path / "data" / "archive.ducklake"
     assert s.export_dir == tmp_path / "data" / "exports"
 
-    (tmp_path / "config.toml").write_text('[store]\ndb = "elsewhere/a.duckdb"\n')
+    (tmp_path / "config.toml").write_text('[store]\ndb = "elsewhere/a.ducklake"\n')
     s = explore.notebook_settings(tmp_path / "notebooks", env={"BOTSTATS_EXPORT_DIR": "out"})
     assert s.db_path == tmp_path / "elsewhere" / "a.ducklake"
     assert s.export_dir == tmp_path / "out"
@@ -84,14 +84,15 @@ def test_notebook_settings_resolve_relative_paths_from_the_project_root(tmp_path
 
 def test_query_reads_the_archive_and_closes_it(tmp_path: Path) -> None:
     db = tmp_path / "archive.ducklake"
-    with duckdb.connect(str(db)) as con:
+    with store.connect(store.ArchivePaths(db)) as con:
         con.execute("CREATE TABLE bots AS SELECT '1' AS bot_id, 'one' AS name")
     settings = load_settings(env={}, overrides={"store.db": str(db)})
     frame = explore.query(settings, "SELECT name FROM bots WHERE bot_id = getvariable('b')",
                           {"b": 1})
     assert frame.to_dicts() == [{"name": "one"}]
-    # Still open read-only in this process, a read-write open would be refused.
-    duckdb.connect(str(db)).close()
+    # Closed: this process holds no file of the archive open any more.
+    held = [os.readlink(fd) for fd in Path("/proc/self/fd").iterdir() if fd.is_symlink()]
+    assert not [f for f in held if f.startswith(str(db))], held
 
 
 # --- executed by a kernel ----------------------------------------------------------------------
@@ -135,9 +136,9 @@ def run_notebook(name: str, settings: Settings) -> nbformat.NotebookNode:
     held: list[str] = []
 
     def archive_is_free(cell: Any, cell_index: int, **_: Any) -> None:
-        try:
-            duckdb.connect(str(settings.db_path)).close()
-        except duckdb.Error as exc:
+        try:  # a writer opens the archive whatever the kernel holds
+            store.connect(store.ArchivePaths(settings.db_path)).close()
+        except StoreError as exc:
             held.append(f"cell {cell_index}: {exc}")
 
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)

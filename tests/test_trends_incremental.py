@@ -25,7 +25,7 @@ import pytest
 from conftest import harvest_settings_for, write_trend_archive
 from polars.testing import assert_frame_equal
 
-from pipeline import store
+from pipeline import archive, store
 from pipeline.config import Settings
 from pipeline.exports import read_manifest
 from pipeline.harvest import harvest
@@ -357,21 +357,21 @@ def test_week_start_is_the_monday_on_or_before() -> None:
 
 def test_changes_since_a_watermark(trend_archive: Settings) -> None:
     with store.writer(trend_archive) as con:
-        everything = store.changes_since(con, None)
+        everything = archive.changes_since(con, None)
         assert everything.first_day == date(2025, 1, 25)
-        assert store.changes_since(con, everything.watermark) == store.Changes(
+        assert archive.changes_since(con, everything.watermark) == archive.Changes(
             None, everything.watermark)
         con.execute("INSERT INTO bot_stats SELECT 'late', bot_id, '2025-01-28 01:00:00+00', users, "
                     "guilds, shards, memory_load, cpu_load, commands_executed, raw, 'r2', now() "
                     "FROM bot_stats WHERE bot_id = 'gamma' LIMIT 1")
-        later = store.changes_since(con, everything.watermark)
+        later = archive.changes_since(con, everything.watermark)
         assert later.first_day == date(2025, 1, 28) and later.watermark > everything.watermark
         # A run that rewrote records: their earlier day is unknown, so from the beginning.
         con.execute("INSERT INTO harvest_runs (run_id, started_at, status, mode, stats_updated) "
                     "VALUES ('r2', now(), 'complete', 'full', 1)")
-        assert store.changes_since(con, everything.watermark).first_day == date(2025, 1, 25)
+        assert archive.changes_since(con, everything.watermark).first_day == date(2025, 1, 25)
         with pytest.raises(ValueError):
-            store.changes_since(con, "yesterday")
+            archive.changes_since(con, "yesterday")
 
 
 def test_window_since_keeps_the_recomputed_days() -> None:
