@@ -327,9 +327,10 @@ def now_utc() -> datetime:
 def _refuse_legacy(paths: ArchivePaths) -> None:
     if paths.kind() == "legacy":
         raise StoreError(
-            f"{paths.catalog} is an archive in the single-DuckDB-file layout of botstats 0.1. "
-            f"Convert it once with `botstats convert-archive` (it keeps the old file as "
-            f"{paths.legacy_backup.name}), then run again.")
+            f"{paths.catalog} is a DuckDB database file, not a DuckLake archive. If it is an "
+            f"archive of botstats 0.1 (one DuckDB file), convert it once with `botstats "
+            f"convert-archive` (it keeps the old file as {paths.legacy_backup.name}); else "
+            f"point [store].db (or --db) at another path.")
 
 
 @contextmanager

@@ -167,7 +167,7 @@ def test_a_lock_file_that_cannot_be_opened_is_refused_not_waited_on(tmp_path: Pa
     # filelock takes a lock file it cannot open for one another process holds: the run would
     # wait out the whole lock timeout (here longer than the test allows) and then blame a holder.
     db = tmp_path / "a.ducklake"
-    (tmp_path / "a.duckdb.lock").mkdir()
+    (tmp_path / "a.ducklake.lock").mkdir()
     proc = _botstats(tmp_path, "--db", str(db), "--base-url", "http://127.0.0.1:9", "run",
                      "--lock-timeout", "600")
     _, err = proc.communicate(timeout=60)
@@ -237,7 +237,7 @@ def test_sigterm_finishes_the_batch_and_records_the_run_interrupted(tmp_path: Pa
     proc = _botstats(tmp_path, "--db", str(settings.db_path), "--base-url", svc.base_url, "run",
                      "--no-progress")
     deadline = time.monotonic() + 30
-    while not (tmp_path / "a.duckdb.primary").exists() and time.monotonic() < deadline:
+    while not (tmp_path / "a.ducklake").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(0.8)  # well inside the harvest (80 bots x 0.3 s / 16 workers)
     proc.send_signal(signal.SIGTERM)

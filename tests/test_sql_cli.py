@@ -246,7 +246,8 @@ def test_status_of_a_duckdb_file_that_is_no_archive_says_so(tmp_path: Path) -> N
     empty.touch()
     result = botstats("status", "--config", empty, "--db", other)
     assert result.exit_code == 1
-    assert "holds no harvest_runs table: it is not a botstats archive" in result.output
+    assert "is a DuckDB database file, not a DuckLake archive" in result.output
+    assert "botstats convert-archive" in result.output
     assert "Traceback" not in result.output
 
 
