@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,6 +35,7 @@ import duckdb
 
 from .config import Settings
 from .errors import StoreError
+from .files import replacing
 
 log = logging.getLogger("botstats.store")
 
@@ -251,8 +253,8 @@ def _arrow(frame: pl.DataFrame) -> Any:
     return frame.to_arrow(compat_level=pl.CompatLevel.oldest())
 
 
-def run(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None,
-        **frames: pl.DataFrame) -> list[tuple[Any, ...]]:
+def run_with_frames(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None,
+                    **frames: pl.DataFrame) -> list[tuple[Any, ...]]:
     """Run ``sql`` with each polars frame readable under its keyword name; return the rows."""
     for name, frame in frames.items():
         con.register(name, _arrow(_no_null_columns(frame)))
@@ -435,11 +437,10 @@ def backup(paths: ArchivePaths, dest: Path) -> tuple[int, int]:
     target = ArchivePaths(dest / paths.catalog.name)
     try:
         dest.mkdir(parents=True, exist_ok=True)
-        tmp = dest / f".{paths.catalog.name}.tmp"
-        with sqlite3.connect(paths.catalog) as src, sqlite3.connect(tmp) as out:
-            src.backup(out)
-        copied = _mirror(paths.data, target.data)
-        os.replace(tmp, target.catalog)
+        with replacing(target.catalog) as tmp:
+            with sqlite3.connect(paths.catalog) as src, sqlite3.connect(tmp) as out:
+                src.backup(out)
+            copied = _mirror(paths.data, target.data)
     except (OSError, sqlite3.Error) as exc:
         raise StoreError(f"cannot back the archive up into {dest}: {exc}. The archive is "
                          f"unchanged; free space or fix permissions and run again.") from exc
@@ -454,15 +455,12 @@ def restore(source: Path, paths: ArchivePaths) -> tuple[int, int]:
                          f"`botstats backup`).")
     try:
         copied = _mirror(backed.data, paths.data)
-        tmp = paths.catalog.with_name(f".{paths.catalog.name}.restore.tmp")
-        import shutil
-
-        shutil.copyfile(backed.catalog, tmp)
-        # SQLite's side files belong to the catalog being replaced: left there, the next open
-        # would replay the old catalog's log into the restored one.
-        for side in ("-wal", "-shm"):
-            paths.catalog.with_name(paths.catalog.name + side).unlink(missing_ok=True)
-        os.replace(tmp, paths.catalog)
+        with replacing(paths.catalog) as tmp:
+            shutil.copyfile(backed.catalog, tmp)
+            # SQLite's side files belong to the catalog being replaced: left there, the next
+            # open would replay the old catalog's log into the restored one.
+            for side in ("-wal", "-shm"):
+                paths.catalog.with_name(paths.catalog.name + side).unlink(missing_ok=True)
     except OSError as exc:
         raise StoreError(f"cannot restore {paths.catalog} from {source}: {exc}.") from exc
     return copied

@@ -38,7 +38,6 @@ import dataclasses
 import difflib
 import hashlib
 import json
-import secrets
 import string
 import tempfile
 import time
@@ -58,6 +57,7 @@ from . import archive, exports, store, trend_window
 from .config import Settings, TrendSettings
 from .errors import ExportError, QueryError, StoreError
 from .exports import DatasetExport, MonthSpill
+from .run_id import new_run_id
 from .trend_window import FULL, Window
 
 
@@ -880,11 +880,6 @@ class TrendsReport:
                 for d in self.datasets
             ],
         }
-
-
-def new_run_id(now: datetime | None = None) -> str:
-    now = now or datetime.now(UTC)
-    return f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
 
 
 def build_trends(settings: Settings, *, run_id: str | None = None,
