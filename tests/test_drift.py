@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from click.testing import CliRunner
@@ -26,13 +27,16 @@ def test_new_fields_are_those_seen_and_not_known() -> None:
 
 def test_a_renamed_field_is_said_once_by_the_run_and_by_status(
         tmp_path: Any, service_factory: Callable[..., RunningService]) -> None:
-    db = tmp_path / "archive.duckdb"
-    before = service_factory(bots=8, history_days=3)
+    db = tmp_path / "archive.ducklake"
+    # Clocks in the past: two advances of a day must not stamp records beyond
+    # [fields].max_future_skew.
+    end = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(days=5)
+    before = service_factory(bots=8, history_days=3, end=end)
     first = harvest(harvest_settings_for(before, db))
     assert first.status == "complete" and first.new_fields == ""  # the baseline is not drift
 
     # The service renames its time field; the config follows; new records arrive.
-    after = service_factory(bots=8, history_days=3, stat_time_field="recorded")
+    after = service_factory(bots=8, history_days=3, stat_time_field="recorded", end=end)
     after.directory.advance(1)
     settings = harvest_settings_for(after, db, {"fields.stat_time": "recorded"})
     second = harvest(settings)
