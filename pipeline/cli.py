@@ -186,7 +186,7 @@ def serve_cmd(host: str, port: int, bots: int, users: int, seed: int, history_da
               live_interval: float, access_log: bool) -> None:
     """Run the embedded bot-listing service in the foreground (Ctrl+C stops it).
 
-    Prints the base URL and a few user tokens and bot API keys; see README for the data,
+    Prints the base URL and a few user tokens and bot API keys; see docs/service.md for the data,
     the admin endpoints and each fault.
     """
     from .service import Faults, ServiceConfig, serve
