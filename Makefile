@@ -25,6 +25,7 @@ demo: $(VENV)/.base
 	$(BIN)/botstats demo
 
 test: $(VENV)/.dev
+	.ci/test-deps
 	$(BIN)/python -m pytest -q
 
 bench: bench-harvest bench-trends

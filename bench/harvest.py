@@ -33,7 +33,6 @@ import compileall
 import json
 import os
 import platform
-import re
 import statistics
 import subprocess
 import sys
@@ -44,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from _service import Service
 
 REPO = Path(__file__).resolve().parent.parent
 SERVICE_END = "2026-11-01T00:00:00Z"  # a fixed clock: every run serves the same data
@@ -245,59 +245,6 @@ def run_child(args: argparse.Namespace) -> None:
 
 
 # --- the service --------------------------------------------------------------------------------
-class Service:
-    """The embedded service in its own process, on a free port."""
-
-    def __init__(self, bots: int, days: int, workdir: Path) -> None:
-        self.log = workdir / "service.log"
-        cmd = [sys.executable, "-m", "pipeline", "serve", "--port", "0", "--bots", str(bots),
-               "--history-days", str(days), "--stats-per-day", "1", "--end", SERVICE_END,
-               "--max-page-size", str(SERVICE_PAGE_CAP)]
-        self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE,
-                                     stderr=self.log.open("wb"), text=True)
-        assert self.proc.stdout is not None
-        first = self.proc.stdout.readline()  # "botstats service listening on http://..."
-        match = re.search(r"(http://\S+)", first)
-        if not match:
-            self.close()
-            raise SystemExit(f"the service did not start: {first!r}; see {self.log}")
-        self.base_url = match.group(1)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{self.base_url}/_admin/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                self.close()
-                raise SystemExit(f"the service at {self.base_url} never became healthy")
-            time.sleep(0.05)
-
-    def cpu_seconds(self) -> float | None:
-        """User + system CPU the service process has used so far (None off Linux)."""
-        try:
-            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            return None
-        # utime and stime are fields 14 and 15 of the stat line (11 and 12 after the name).
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def health(self) -> dict[str, Any]:
-        return httpx.get(f"{self.base_url}/_admin/health", timeout=10).json()
-
-    def listing_requests(self) -> int:
-        return int(self.health()["listing_requests"])
-
-    def close(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-
 # --- the cases ------------------------------------------------------------------------------------
 def case_bare(svc: Service, work: Path, concurrency: int, page_size: int,
               lanes: bool = False) -> Case:
@@ -508,7 +455,9 @@ def main(argv: list[str] | None = None) -> None:
     work = Path(tempfile.mkdtemp(prefix="botstats-bench-"))
     cases: dict[str, Case] = {}
     rounds: dict[str, list[Case]] = {}
-    svc = Service(args.bots, args.days, work)
+    svc = Service(["--bots", str(args.bots), "--history-days", str(args.days), "--stats-per-day",
+                   "1", "--end", SERVICE_END, "--max-page-size", str(SERVICE_PAGE_CAP)],
+                  work / "service.log")
     try:
         print(f"service {svc.base_url}: {args.bots} bots x {args.days} days; work dir {work}",
               file=sys.stderr)

@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import platform
-import re
 import shutil
 import subprocess
 import sys
@@ -38,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from _service import Service
 
 REPO = Path(__file__).resolve().parent.parent
 SERVICE_END = "2026-11-01T00:00:00Z"
@@ -70,31 +70,9 @@ class Run:
     ratios: dict[str, float] = field(default_factory=dict)
 
 
-class Service:
-    """The embedded service in its own process, on a free port."""
-
-    def __init__(self, bots: int, days: int, page: int, log: Path) -> None:
-        cmd = [sys.executable, "-m", "pipeline", "serve", "--port", "0", "--bots", str(bots),
-               "--history-days", str(days), "--stats-per-day", "1", "--end", SERVICE_END,
-               "--stats-page-size", str(page)]
-        self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE,
-                                     stderr=log.open("wb"), text=True)
-        assert self.proc.stdout is not None
-        match = re.search(r"(http://\S+)", self.proc.stdout.readline())
-        if not match:
-            self.close()
-            raise SystemExit(f"the service did not start; see {log}")
-        self.base_url = match.group(1)
-
-    def advance(self) -> None:
-        httpx.post(f"{self.base_url}/_admin/advance?intervals=1", timeout=60).raise_for_status()
-
-    def close(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+def service_args(bots: int, days: int, page: int) -> list[str]:
+    return ["--bots", str(bots), "--history-days", str(days), "--stats-per-day", "1",
+            "--end", SERVICE_END, "--stats-page-size", str(page)]
 
 
 def settings_for(work: Path, base_url: str, page: int) -> Any:
@@ -152,7 +130,7 @@ def synthetic(settings: Any, per_bot: int, days: int) -> int:
             bots_in = pl.DataFrame({"b": range(lo, min(len(ids), lo + 500)),
                                     "bot_id": ids[lo:lo + 500]})
             con.execute("BEGIN TRANSACTION")
-            store.run(con, f"""
+            store.run_with_frames(con, f"""
                 INSERT INTO bot_stats
                 SELECT 'old-' || b || '-' || r, bot_id,
                        {first} - to_seconds(({per_bot} - r) * {step}),
@@ -163,7 +141,7 @@ def synthetic(settings: Any, per_bot: int, days: int) -> int:
                        {first}
                 FROM bots_in, range({per_bot}) AS u(r)
                 ORDER BY 2, 3""", bots_in=bots_in)
-            store.run(con, "INSERT INTO bot_latest_stat BY NAME SELECT bot_id, "
+            store.run_with_frames(con, "INSERT INTO bot_latest_stat BY NAME SELECT bot_id, "
                       "arg_max(stat_id, recorded_at) AS stat_id, max(recorded_at) AS recorded_at "
                       "FROM bot_stats SEMI JOIN bots_in USING (bot_id) GROUP BY bot_id",
                       bots_in=bots_in)
@@ -291,6 +269,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--cases", default="paged,unpaged")
     p.add_argument("--work", help="work folder (default: a temporary one, removed after)")
     p.add_argument("--json", help="also write the results to this file")
+    p.add_argument("--keep", action="store_true",
+                   help="keep each built archive in --work and reuse it on the next run")
     # the children's own arguments
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--base-url", help=argparse.SUPPRESS)
@@ -318,28 +298,37 @@ def main(argv: list[str] | None = None) -> None:
         for size in sizes:
             days, _ = SIZES[size]
             base = root / size / "built"
-            shutil.rmtree(root / size, ignore_errors=True)
-            base.mkdir(parents=True)
             log = root / size / "bench.log"
-            print(f"{size}: building ({args.bots:,} bots, {days} days of service history)",
-                  flush=True)
-            build_svc = Service(args.bots, days, 0, root / size / "service-build.log")
-            try:
-                build(size, args.bots, base, build_svc.base_url, log)
-            finally:
-                build_svc.close()
+            if not (args.keep and (base / ".built").exists()):
+                shutil.rmtree(root / size, ignore_errors=True)
+                base.mkdir(parents=True)
+                print(f"{size}: building ({args.bots:,} bots, {days} days of service history)",
+                      flush=True)
+                build_svc = Service(service_args(args.bots, days, 0), root / size / "service-build.log")
+                try:
+                    build(size, args.bots, base, build_svc.base_url, log)
+                finally:
+                    build_svc.close()
+                (base / ".built").touch()
             for case in cases:
                 page = PAGE if case == "paged" else 0
                 work = root / size / case
                 shutil.copytree(base, work)
-                svc = Service(args.bots, days, page, root / size / f"service-{case}.log")
+                svc = Service(service_args(args.bots, days, page),
+                              root / size / f"service-{case}.log")
                 try:
                     print(f"{size}: measuring the hourly job, {case} /stats", flush=True)
                     runs.append(measure(size, case, work, svc, page, log))
+                    r = runs[-1]
+                    print(f"  {r.status}: {r.new_records:,} new of {r.records:,}, {r.seconds:.1f} s, "
+                          f"{r.cpu_s:.1f} CPU-s, {r.written_mb:.1f} MB written, "
+                          f"{r.peak_rss_mb:.0f} MB RSS, trends {r.trends_s:.1f} s, "
+                          f"{r.requests:,} requests", flush=True)
                 finally:
                     svc.close()
                 shutil.rmtree(work, ignore_errors=True)
-            shutil.rmtree(base, ignore_errors=True)
+            if not args.keep:
+                shutil.rmtree(base, ignore_errors=True)
         runs.sort(key=lambda r: (cases.index(r.case), sizes.index(r.size)))
         ratios(runs)
         print()

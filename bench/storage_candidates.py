@@ -59,17 +59,22 @@ def fill(insert: Callable[[pl.DataFrame], None], n: int) -> None:
         insert(records(min(CHUNK, n - start), start))
 
 
+def create_and_fill(con: duckdb.DuckDBPyConnection, n: int) -> None:
+    """Table ``t`` in ``con`` with ``n`` records, a million at a time."""
+    first = True
+
+    def insert(frame: pl.DataFrame) -> None:
+        nonlocal first
+        con.execute("CREATE TABLE t AS FROM frame" if first else "INSERT INTO t FROM frame")
+        first = False
+
+    fill(insert, n)
+
+
 def single_file(work: Path, n: int) -> None:
     primary, published = work / "a.duckdb.primary", work / "a.duckdb"
     with duckdb.connect(str(primary)) as con:
-        first = True
-
-        def insert(frame: pl.DataFrame) -> None:
-            nonlocal first
-            con.execute("CREATE TABLE t AS FROM frame" if first else "INSERT INTO t FROM frame")
-            first = False
-
-        fill(insert, n)
+        create_and_fill(con, n)
     shutil.copyfile(primary, published)
 
 
@@ -87,14 +92,7 @@ def lake(work: Path) -> duckdb.DuckDBPyConnection:
 
 def ducklake(work: Path, n: int) -> None:
     with lake(work) as con:
-        first = True
-
-        def insert(frame: pl.DataFrame) -> None:
-            nonlocal first
-            con.execute("CREATE TABLE t AS FROM frame" if first else "INSERT INTO t FROM frame")
-            first = False
-
-        fill(insert, n)
+        create_and_fill(con, n)
 
 
 def ducklake_append(work: Path, new: pl.DataFrame) -> None:

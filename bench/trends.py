@@ -11,12 +11,18 @@ time, and the peak RSS the process reports itself from /proc ``VmHWM``, which, u
                for the counter deltas, self-joins for exact day-N lookups), written as zstd
                parquet partitioned by month with ``COPY ... PARTITION_BY``.
 
-Then it checks that both wrote the same ``bot_daily`` and ``bot_growth`` (row counts and column
-sums) and prints the figures and the ratios against the targets (no slower than SQL, peak
-memory under 2 GiB). Nothing is asserted.
+Then every bot gets one more record (archived now, as an hourly harvest would), and:
+
+  (c) incremental  ``build_trends`` on (a)'s export: only the week of the new records;
+  (d) full         ``build_trends(full=True)`` of the same archive into a fresh directory.
+
+It checks that both wrote the same ``bot_daily`` and ``bot_growth`` (row counts and column
+sums), that (c)'s export equals (d)'s row for row (floats to 1e-12), and prints the figures and
+the ratios against the targets (no slower than SQL, peak memory under 2 GiB, and (c)/(d)).
+Nothing is asserted.
 
     python bench/trends.py                 # 10M rows; the archive is deleted afterwards
-    python bench/trends.py --rows 1000000 --keep --json bench/results/trends.json
+    python bench/trends.py --rows 1000000 --per-day 1 --keep --json bench/results/trends.json
 """
 
 from __future__ import annotations
@@ -47,8 +53,8 @@ SELECT 'b' || b || 'r' || r, 'bot' || lpad(b::VARCHAR, 5, '0'),
        TIMESTAMPTZ '2025-01-01 00:00:00+00' + to_minutes(r * (1440 // {per_day}) + b % 360),
        1000 + b * 10 + r * (b % 7), 100 + b + r * (b % 5) // 3, 1 + r // 100,
        (hash(b, r, 1) % 1000) / 10.0, (hash(b, r, 2) % 1000) / 10.0,
-       (r % 200) * 37 + b % 11, '{{}}', 'bench', TIMESTAMPTZ '2025-01-01 00:00:00+00'
-FROM range({bots}) AS t1(b), range({per_bot}) AS t2(r)
+       (r % 200) * 37 + b % 11, '{{}}', 'bench', {archived_at}
+FROM range({bots}) AS t1(b), range({first}, {last}) AS t2(r)
 """
 
 # (b): bot_daily and bot_growth as an analyst would write them in SQL.
@@ -118,7 +124,7 @@ def settings_for(work: Path, exports: str) -> Any:
         "store.db": str(work / "archive.ducklake"), "exports.dir": str(work / exports)})
 
 
-def generate(work: Path, rows: int) -> tuple[int, float]:
+def generate(work: Path, rows: int, per_day: int) -> tuple[int, float]:
     """The archive (reused when a --keep run left one of the same size)."""
     from pipeline import store
     from pipeline.store import open_archive
@@ -133,7 +139,8 @@ def generate(work: Path, rows: int) -> tuple[int, float]:
         settings = settings_for(work, "exports")
     started = time.perf_counter()
     with store.writer(settings) as con:
-        con.execute(GENERATE_SQL.format(bots=BOTS, per_bot=rows // BOTS, per_day=PER_DAY))
+        con.execute(GENERATE_SQL.format(bots=BOTS, first=0, last=rows // BOTS, per_day=per_day,
+                                        archived_at="TIMESTAMPTZ '2025-01-01 00:00:00+00'"))
         count = con.execute("SELECT count(*) FROM bot_stats").fetchall()[0][0]
     return count, time.perf_counter() - started
 
@@ -144,12 +151,53 @@ def archive_mib(work: Path) -> float:
     return sum(store.disk_bytes(store.ArchivePaths(work / "archive.ducklake"))) / 2**20
 
 
-def child_trends(work: Path) -> dict[str, Any]:
+def advance(work: Path, per_day: int) -> int:
+    """One more record per bot, archived now: what an hourly harvest adds."""
+    from pipeline import store
+
+    with store.writer(settings_for(work, "exports")) as con:
+        (per_bot,) = con.execute(
+            "SELECT count(*) // count(DISTINCT bot_id) FROM bot_stats").fetchall()[0]
+        con.execute(GENERATE_SQL.format(bots=BOTS, first=per_bot, last=per_bot + 1,
+                                        per_day=per_day, archived_at="now()"))
+    return BOTS
+
+
+def child_trends(work: Path, exports: str = "exports_trends", full: bool = False
+                 ) -> dict[str, Any]:
     from pipeline.trends import build_trends
 
-    report = build_trends(settings_for(work, "exports_trends"))
+    report = build_trends(settings_for(work, exports), full=full)
     return {"datasets": {d.name: d.rows for d in report.datasets},
-            "partitions": sum(d.partitions for d in report.datasets)}
+            "partitions": sum(d.partitions for d in report.datasets),
+            "written": report.written, "mode": report.mode,
+            "since": report.since.isoformat() if report.since else None}
+
+
+def same_exports(work: Path, ours: str, theirs: str) -> bool:
+    """Every partition of every dataset equal, row for row (floats to rounding)."""
+    import polars as pl
+    from polars.testing import assert_frame_equal
+
+    from pipeline.exports import read_manifest
+    from pipeline.trends import DATASETS
+
+    def partitions(name: str) -> dict[tuple[str, str], pl.DataFrame]:
+        manifest = read_manifest(work / name)
+        return {(d, p["partition"]): pl.read_parquet(work / name / p["path"])
+                for d in DATASETS for p in manifest["datasets"][d]["partitions"]}
+
+    mine, other = partitions(ours), partitions(theirs)
+    if sorted(mine) != sorted(other):
+        print(f"  partitions differ: {sorted(set(mine) ^ set(other))}")
+        return False
+    for key, frame in other.items():
+        try:
+            assert_frame_equal(mine[key], frame, rel_tol=1e-12, abs_tol=1e-9)
+        except AssertionError as exc:
+            print(f"  {key} differs: {exc}")
+            return False
+    return True
 
 
 def child_sql(work: Path) -> dict[str, Any]:
@@ -181,6 +229,7 @@ def peak_rss_mb() -> float:
 def measure(case: str, work: Path, *extra: str) -> dict[str, Any]:
     """Run one case in a fresh interpreter: wall time, and the peak RSS it reports."""
     result = work / f"{case}.json"
+    result.unlink(missing_ok=True)
     started = time.perf_counter()
     proc = subprocess.run([sys.executable, __file__, "--child", case, "--dir", str(work), *extra],
                           cwd=REPO, check=False)
@@ -212,48 +261,72 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true",
                         help="keep the archive and exports (a later run of the same size reuses it)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
-    parser.add_argument("--child", choices=["generate", "trends", "sql"], help=argparse.SUPPRESS)
+    parser.add_argument("--per-day", type=int, default=PER_DAY, choices=[1, 2, 4, 6, 12, 24],
+                        help="records per bot and day (days of history = rows / bots / this)")
+    parser.add_argument("--child", choices=["generate", "trends", "sql", "advance", "incremental",
+                                            "full"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     work: Path = args.dir.resolve()
     if args.child:
         sys.path.insert(0, str(REPO))
         if args.child == "generate":
-            count, took = generate(work, args.rows)
+            count, took = generate(work, args.rows, args.per_day)
             out: dict[str, Any] = {"rows": count, "took": took}
-        else:
-            out = child_trends(work) if args.child == "trends" else child_sql(work)
+        elif args.child == "advance":
+            out = {"rows": advance(work, args.per_day)}
+        elif args.child == "sql":
+            out = child_sql(work)
+        elif args.child == "full":
+            out = child_trends(work, "exports_full", full=True)
+        else:  # trends, then incremental: the same export directory
+            out = child_trends(work)
         out["peak_rss_mb"] = round(peak_rss_mb(), 1)
         (work / f"{args.child}.json").write_text(json.dumps(out))
         return
 
     sys.path.insert(0, str(REPO))
     work.mkdir(parents=True, exist_ok=True)
-    for stale in ("exports_trends", "exports_sql"):
+    for stale in ("exports_trends", "exports_sql", "exports_full"):
         shutil.rmtree(work / stale, ignore_errors=True)
-    print(f"archive: {args.rows:,} stat rows, {BOTS:,} bots, {PER_DAY} a day -> {work}")
+    per_day = ["--per-day", str(args.per_day)]
+    print(f"archive: {args.rows:,} stat rows, {BOTS:,} bots, {args.per_day} a day -> {work}")
     # In its own process too: a big parent would make every later child start big.
-    made = measure("generate", work, "--rows", str(args.rows))
+    made = measure("generate", work, "--rows", str(args.rows), *per_day)
     count, took = made["rows"], made["took"]
     print(f"  {'reused' if not took else f'generated in {took:.1f} s'}: {count:,} rows, "
           f"{archive_mib(work):,.0f} MiB")
     cases = [measure("trends", work), measure("sql", work)]
     trends, sql = cases
     agree = same_results(work)
+    measure("advance", work, *per_day)
+    cases += [measure("incremental", work), measure("full", work)]
+    incremental, full = cases[2:]
+    incremental_equal = same_exports(work, "exports_trends", "exports_full")
     ratios = {"time_vs_sql": round(trends["seconds"] / sql["seconds"], 2),
-              "rss_vs_sql": round(trends["peak_rss_mb"] / sql["peak_rss_mb"], 2)}
+              "rss_vs_sql": round(trends["peak_rss_mb"] / sql["peak_rss_mb"], 2),
+              "incremental_vs_full": round(incremental["seconds"] / full["seconds"], 2),
+              "incremental_rss_vs_full": round(incremental["peak_rss_mb"] / full["peak_rss_mb"], 2)}
     print(f"\n{'case':<8} {'seconds':>8} {'peak RSS MiB':>13}  what")
     print(f"{'trends':<8} {trends['seconds']:>8.2f} {trends['peak_rss_mb']:>13.0f}  8 datasets, "
           f"{trends['partitions']} partitions, views")
     print(f"{'sql':<8} {sql['seconds']:>8.2f} {sql['peak_rss_mb']:>13.0f}  bot_daily + bot_growth")
+    print(f"{'incr':<8} {incremental['seconds']:>8.2f} {incremental['peak_rss_mb']:>13.0f}  after "
+          f"{BOTS:,} new records: {incremental['mode']} from {incremental['since']}, "
+          f"{incremental['written']} partitions written")
+    print(f"{'full':<8} {full['seconds']:>8.2f} {full['peak_rss_mb']:>13.0f}  the same archive, "
+          f"from scratch")
     print(f"\ntrends/sql: time {ratios['time_vs_sql']} (target <= {TARGETS['time_vs_sql']}), "
           f"memory {ratios['rss_vs_sql']}; trends peak {trends['peak_rss_mb']:.0f} MiB "
           f"(target < {TARGETS['peak_rss_mb']:.0f}); same bot_daily/bot_growth: {agree}")
+    print(f"incremental/full: time {ratios['incremental_vs_full']}, memory "
+          f"{ratios['incremental_rss_vs_full']}; same exports row for row: {incremental_equal}")
     print(f"machine: {platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({
             "rows": count, "bots": BOTS, "cases": cases, "ratios": ratios, "targets": TARGETS,
-            "same_results": agree, "cpus": os.cpu_count(),
+            "same_results": agree, "incremental_equals_full": incremental_equal,
+            "per_day": args.per_day, "cpus": os.cpu_count(),
         }, indent=2))
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)

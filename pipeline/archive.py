@@ -111,7 +111,7 @@ def write_batch(con: duckdb.DuckDBPyConnection, f: Frames, report: RunCounts,
         if f.rejects:
             report.rejects += _write_rejects(con, f.rejects, run_id, now)
         if f.errors:
-            store.run(con, "INSERT INTO harvest_errors BY NAME SELECT * FROM errors_in",
+            store.run_with_frames(con, "INSERT INTO harvest_errors BY NAME SELECT * FROM errors_in",
                       errors_in=pl.DataFrame(f.errors, schema=ERROR_SCHEMA).with_columns(
                           run_id=pl.lit(run_id), seen_at=pl.lit(now)))
         if f.users:
@@ -135,7 +135,7 @@ def _insert_snapshot(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict
                      run_id: str) -> None:
     """A user snapshot's rows, each key once per run (a snapshot is taken once per run)."""
     keys = [c for c in rows[0] if c not in ("raw", "fetched_at", "is_me")]
-    store.run(
+    store.run_with_frames(
         con, f"INSERT INTO {table} BY NAME SELECT * FROM snap_in ANTI JOIN "
         f"(SELECT * FROM {table} WHERE run_id = ?) USING ({', '.join(keys)})", [run_id],
         snap_in=pl.DataFrame(rows).unique(subset=keys, keep="last", maintain_order=True))
@@ -150,9 +150,9 @@ def _write_bots(con: duckdb.DuckDBPyConnection, rows: list[BotRow], run_id: str,
         schema={"bot_id": pl.String, "name": pl.String, "raw": pl.String},
     ).unique(subset="bot_id", keep="last").with_columns(
         first_seen_at=pl.lit(now), last_seen_at=pl.lit(now), run_id=pl.lit(run_id))
-    ((new_count,),) = store.run(
+    ((new_count,),) = store.run_with_frames(
         con, "SELECT count(*) FROM bots_in n ANTI JOIN bots o USING (bot_id)", bots_in=bots_in)
-    store.run(
+    store.run_with_frames(
         con,
         "MERGE INTO bots USING bots_in AS n ON bots.bot_id = n.bot_id "
         "WHEN MATCHED THEN UPDATE SET name = n.name, raw = n.raw, last_seen_at = n.last_seen_at, "
@@ -183,7 +183,7 @@ def _update_latest(con: duckdb.DuckDBPyConnection, batch_in: pl.DataFrame,
     lengths = pl.DataFrame({"bot_id": list(listed), "stats_listed": list(listed.values())},
                            schema={"bot_id": pl.String, "stats_listed": pl.Int64})
     latest_in = newest_in.join(lengths, on="bot_id", how="full", coalesce=True)
-    store.run(
+    store.run_with_frames(
         con, "MERGE INTO bot_latest_stat AS t USING latest_in AS n ON t.bot_id = n.bot_id "
         "WHEN MATCHED THEN UPDATE SET "
         "stat_id = CASE WHEN n.recorded_at >= t.recorded_at THEN n.stat_id ELSE t.stat_id END, "
@@ -194,7 +194,7 @@ def _update_latest(con: duckdb.DuckDBPyConnection, batch_in: pl.DataFrame,
     if changed.height:
         # A rewritten record may have moved back in time: its bots' newest is looked up again
         # (a scan of bot_stats, only when the service changed records).
-        store.run(
+        store.run_with_frames(
             con, "UPDATE bot_latest_stat AS t SET stat_id = n.stat_id, recorded_at = n.recorded_at "
             "FROM (SELECT bot_id, arg_max(stat_id, recorded_at) AS stat_id, max(recorded_at) AS "
             "recorded_at FROM bot_stats SEMI JOIN changed_in USING (bot_id) GROUP BY bot_id) AS n "
@@ -225,7 +225,7 @@ def _write_records(con: duckdb.DuckDBPyConnection, f: Frames, batch_in: pl.DataF
         changed = _update_changed(con, checked, archived)
     fresh = fresh.drop("_check")
     if fresh.height:
-        store.run(con, "INSERT INTO bot_stats BY NAME SELECT * FROM batch_in", batch_in=fresh)
+        store.run_with_frames(con, "INSERT INTO bot_stats BY NAME SELECT * FROM batch_in", batch_in=fresh)
     if custom.height:
         _write_custom(con, custom, run_id, fresh.select("bot_id", "stat_id"), changed,
                       f.distinct, every=fresh.height == batch_in.height)
@@ -234,7 +234,7 @@ def _write_records(con: duckdb.DuckDBPyConnection, f: Frames, batch_in: pl.DataF
 
 def _archived(con: duckdb.DuckDBPyConnection, checked: pl.DataFrame) -> pl.DataFrame:
     """The archived text of those ``checked`` records that are in ``bot_stats`` (keys, raw)."""
-    rows = store.run(
+    rows = store.run_with_frames(
         con, "SELECT t.bot_id, t.stat_id, t.raw::VARCHAR FROM bot_stats AS t SEMI JOIN "
         "(SELECT bot_id, stat_id FROM batch_in) AS b USING (bot_id, stat_id)",
         batch_in=checked.select("bot_id", "stat_id"))
@@ -260,10 +260,10 @@ def _write_custom(con: duckdb.DuckDBPyConnection, custom: pl.DataFrame, run_id: 
         custom_in = custom_in.join(touched, on=["bot_id", "stat_id"], how="semi",
                                    maintain_order="left")
     if changed.height:
-        store.run(con, "DELETE FROM bot_stat_custom WHERE (bot_id, stat_id) IN "
+        store.run_with_frames(con, "DELETE FROM bot_stat_custom WHERE (bot_id, stat_id) IN "
                   "(SELECT bot_id, stat_id FROM changed_in)", changed_in=changed)
     if custom_in.height:
-        store.run(con, "INSERT INTO bot_stat_custom BY NAME SELECT * FROM custom_in",
+        store.run_with_frames(con, "INSERT INTO bot_stat_custom BY NAME SELECT * FROM custom_in",
                   custom_in=custom_in)
 
 
@@ -303,7 +303,7 @@ def _update_changed(con: duckdb.DuckDBPyConnection, checked: pl.DataFrame,
         "bot_id", "stat_id", "old_raw", "raw").iter_rows() if not same_record(old, new)])
     if changed.is_empty():
         return changed
-    store.run(
+    store.run_with_frames(
         con, "UPDATE bot_stats AS t SET recorded_at = b.recorded_at, users = b.users, "
         "guilds = b.guilds, shards = b.shards, memory_load = b.memory_load, "
         "cpu_load = b.cpu_load, commands_executed = b.commands_executed, raw = b.raw, "
@@ -328,12 +328,12 @@ def _write_rejects(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]], r
             run_id=pl.lit(run_id), seen_at=pl.lit(now))
         .unique(subset="reject_key", keep="first")
     )
-    new = pl.DataFrame(store.run(
+    new = pl.DataFrame(store.run_with_frames(
         con, "SELECT reject_key FROM rejects_in ANTI JOIN rejects USING (reject_key)",
         rejects_in=rejects_in.select("reject_key")), schema={"reject_key": pl.String},
         orient="row")
     if new.height:
-        store.run(con, "INSERT INTO rejects BY NAME SELECT * FROM rejects_in",
+        store.run_with_frames(con, "INSERT INTO rejects BY NAME SELECT * FROM rejects_in",
                   rejects_in=rejects_in.join(new, on="reject_key", how="semi"))
     return new.height
 
@@ -341,7 +341,7 @@ def _write_rejects(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]], r
 def newest(con: duckdb.DuckDBPyConnection, bot_ids: list[str]) -> dict[str, Newest]:
     """The newest archived record of each bot in one listing page (one query per page, on
     ``bot_latest_stat``: one row per bot, whatever the size of ``bot_stats``)."""
-    rows = store.run(
+    rows = store.run_with_frames(
         con, "SELECT bot_id, stat_id, epoch_us(recorded_at), stats_listed FROM bot_latest_stat "
         "SEMI JOIN page_in USING (bot_id)",
         page_in=pl.DataFrame({"bot_id": bot_ids}, schema={"bot_id": pl.String}))

@@ -24,19 +24,19 @@ import asyncio
 import email.utils
 import json
 import logging
+import math
 import re
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit
 
 import httpx
 import msgspec
-import orjson
 from aiolimiter import AsyncLimiter
 from tenacity import (
     AsyncRetrying,
@@ -46,7 +46,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from .config import Secret, Settings
+from .config import FieldSettings, Secret, Settings
 from .errors import (
     ApiError,
     AuthError,
@@ -58,18 +58,18 @@ from .errors import (
     ServerError,
     Unreachable,
 )
+from .json_codec import decode_json
+from .redact import Redactor, redact_url
 
 log = logging.getLogger("botstats.client")
 
 MAX_BODY_BYTES = 1_000_000  # raw body kept on an error (BadResponse.body etc.)
 SNIPPET_CHARS = 200  # of the body quoted in a message
-MIN_REDACTED = 4  # shortest token/key masked when the service echoes it back
 RETRY_STATUSES = frozenset({500, 502, 503, 504})
 # Failures where the request cannot have reached the server, so even a POST may be resent.
 NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 # Failures worth another try for an idempotent request (a bad URL scheme etc. is not).
 TRANSIENT = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
-SECRET_PARAM = re.compile(r"token|key|secret|password|passwd|auth|signature|sig", re.I)
 
 
 @dataclass
@@ -118,10 +118,10 @@ class _Lanes:
     """Transports of one connection each, every one carrying one request at a time.
 
     One shared httpx pool re-checks the socket of every idle connection, in Python, whenever a
-    request starts or ends (httpcore's ``has_expired``, through anyio): with eight requests in
-    flight that was a sixth of the HTTP's CPU. A one-connection transport checks only its own.
-    Requests go to the transport itself, not through ``AsyncClient.send``: its auth, redirect
-    and cookie layers (none of which this client uses) cost a quarter of a request's CPU.
+    request starts or ends (httpcore's ``has_expired``, through anyio), a cost that grows with
+    the requests in flight. A one-connection transport checks only its own. Requests go to the
+    transport itself, not through ``AsyncClient.send``: its auth, redirect and cookie layers
+    (none of which this client uses) cost CPU on every request. Figures: bench/README.md.
     ``size``, ``keep`` and ``wait`` mean what httpx's max_connections, max_keepalive_connections
     and pool timeout mean.
     """
@@ -179,7 +179,7 @@ class Client:
         timeout = httpx.Timeout(svc.timeout, connect=svc.connect_timeout)
         tls = httpx.create_ssl_context()  # one for all: each costs milliseconds to build
         # What an httpx client would put on every request (its default headers with ours, the
-        # timeouts); :meth:`_request` builds them for a third of build_request's CPU.
+        # timeouts); :meth:`_request` builds them for less CPU than build_request does.
         self._template = template = httpx.AsyncClient(
             base_url=svc.base_url, timeout=timeout, verify=tls, transport=transport,
             headers={"User-Agent": svc.user_agent, "Accept": "application/json"},
@@ -197,9 +197,8 @@ class Client:
         # One request per 1/budget seconds, no burst: a budget is a promise to the service.
         budget = svc.request_budget
         self._limiter = AsyncLimiter(1, 1.0 / budget) if budget > 0 else None
-        self._secrets: list[str] = []
-        for secret in (settings.user_token.get(), settings.bot_key.get()):
-            self._remember(secret)
+        # The service may echo a credential back in an error; never pass it on.
+        self._redactor = Redactor([settings.user_token.get(), settings.bot_key.get()], patterns=())
 
     async def __aenter__(self) -> Client:
         return self
@@ -295,7 +294,7 @@ class Client:
                 method="POST",
                 url=url,
             )
-        self._remember(key)
+        self._redactor.add(key)
         request = self._request(
             "POST", f"/bots/{_seg(bot_id)}/stats", json=payload, headers={"Authorization": key}
         )
@@ -335,7 +334,7 @@ class Client:
         # Tolerate a token pasted with its scheme so the header is never "Bearer Bearer ...".
         if token[:7].lower() == "bearer ":
             token = token[7:]
-            self._remember(token)
+            self._redactor.add(token)
         return {"Authorization": f"Bearer {token}"}
 
     async def _get(
@@ -359,7 +358,7 @@ class Client:
 
     async def _call(self, call: _Call) -> Any:
         try:
-            # The usual request pays nothing for the retry machinery (a fifth of its cost).
+            # The usual request pays nothing for the retry machinery (tenacity's per-call setup).
             return await self._attempt(call, 1)
         except ApiError as exc:
             if not call.retryable or self.settings.retry.attempts <= 1:
@@ -540,7 +539,7 @@ class Client:
             advice = "check the service is up and try again"
         if not call.idempotent and not isinstance(exc, NEVER_SENT):
             advice = call.recheck
-        reason = self._redact(str(exc))
+        reason = self._redactor.text(str(exc))
         cause = f"{type(exc).__name__}: {reason}" if reason else type(exc).__name__
         return Unreachable(
             f"{call.where} {what} ({cause}){_after(attempt)}; {advice}.",
@@ -549,20 +548,9 @@ class Client:
         )
 
     # --- message helpers ----------------------------------------------------------------------
-    def _remember(self, secret: str) -> None:
-        # Masking a 1-3 character "secret" would mangle every message and protect nothing.
-        if len(secret) >= MIN_REDACTED and secret not in self._secrets:
-            self._secrets.append(secret)
-
-    def _redact(self, text: str) -> str:
-        # The service may echo a credential back in an error; never pass it on.
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
-
     def _body(self, response: httpx.Response) -> str:
         raw = response.content[:MAX_BODY_BYTES]
-        return self._redact(raw.decode(response.encoding or "utf-8", errors="replace"))
+        return self._redactor.text(raw.decode(response.encoding or "utf-8", errors="replace"))
 
     def _snippet(self, response: httpx.Response) -> str:
         text = " ".join(self._body(response)[: SNIPPET_CHARS * 4].split())
@@ -583,7 +571,7 @@ class Client:
                 text += f" ({_compact(data['details'])})"
         else:
             text = _compact(data)
-        text = self._redact(text)
+        text = self._redactor.text(text)
         return f": {text[:SNIPPET_CHARS * 2]}" if text else ""
 
     def _error_fields(self, call: _Call, response: httpx.Response) -> dict[str, Any]:
@@ -619,14 +607,46 @@ def split_array(body: bytes) -> RawArray | None:
     return RawArray(body, items)
 
 
-def decode_json(body: bytes) -> Any:
-    """A response body as JSON: orjson (3x faster, and this is every /stats page), else what
-    ``Response.json()`` reads (NaN, Infinity, lone surrogates, UTF-16/32 bodies), so every body
-    reads as before. orjson reads integers beyond 64 bits as floats (out of any count's range)."""
+
+def custom_value(raw: str) -> int | float | bool | str:
+    """A custom field's value typed on a command line: an integer, a finite number, true/false,
+    else the text itself."""
+    if re.fullmatch(r"[+-]?\d+", raw):
+        return int(raw)
     try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return json.loads(body)
+        number = float(raw)
+    except ValueError:
+        number = math.nan
+    if math.isfinite(number):  # "nan"/"inf" are not JSON numbers: keep them as text
+        return number
+    if raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    return raw
+
+
+def parse_custom(pairs: Iterable[str]) -> list[tuple[str, int | float | bool | str]]:
+    """``NAME=VALUE`` texts as (name, typed value); ValueError names the one that is not."""
+    parsed = []
+    for pair in pairs:
+        name, sep, raw = pair.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"expected NAME=VALUE, got {pair!r}.")
+        parsed.append((name.strip(), custom_value(raw)))
+    return parsed
+
+
+def stat_payload(fields: FieldSettings, counts: Mapping[str, int | None],
+                 custom: Iterable[tuple[str, Any]] = ()) -> dict[str, Any]:
+    """The body of ``POST /bots/:id/stats``: the counts that are given (None: left out) and the
+    custom fields under the configured ``[fields]`` names."""
+    payload: dict[str, Any] = {k: v for k, v in counts.items() if v is not None}
+    pairs = list(custom)
+    if pairs:
+        payload["custom"] = [{fields.custom_name: name, fields.custom_value: value}
+                             for name, value in pairs]
+    return payload
+
+
 def _page(limit: int | None, skip: int) -> dict[str, int] | None:
     """The query of one page of a list the service pages; none without a ``limit``: a list
     asked whole sends no paging parameters."""
@@ -707,19 +727,5 @@ def env_proxy(url: str, env: dict[str, str] | None = None) -> str | None:
     return proxy if proxy is None or "://" in proxy else f"http://{proxy}"
 
 
-def redact_url(url: str) -> str:
-    """The URL with credentials in the userinfo and token/key-like query params masked."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        netloc = "***@" + netloc.rsplit("@", 1)[1]
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        query = urlencode(
-            [(k, "***" if SECRET_PARAM.search(k) else v) for k, v in pairs], safe="*@"
-        )
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-
-
-__all__ = ["Client", "ClientStats", "RawArray", "parse_retry_after", "redact_url", "split_array"]
+__all__ = ["Client", "ClientStats", "RawArray", "custom_value", "parse_custom", "parse_retry_after",
+           "redact_url", "split_array", "stat_payload"]

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from .crontab import parse_crontab
 from .errors import ConfigError
 
 DEFAULT_CONFIG_FILE = "config.toml"
@@ -63,7 +64,8 @@ class ServiceSettings:
     max_keepalive: int = 32  # httpx leaves keep-alive unbounded unless set
     # Bot requests in flight during a harvest. httpx's per-request cost grows with the requests
     # in flight (its pool re-checks every connection on each one): on loopback 8 is as fast as
-    # 16 for a third less CPU. Raise it for a service far away (latency, not CPU, bounds it).
+    # 16 for less CPU (bench/README.md). Raise it for a service far away (latency, not CPU,
+    # bounds it).
     concurrency: int = 8
     page_size: int = 100  # `limit` asked of GET /bots; the service may return fewer
     # `limit` asked of GET /bots/:id/stats when the service pages it (the interface leaves it
@@ -109,7 +111,7 @@ class StoreSettings:
 
     db: str = "data/archive.ducklake"
     # One DuckDB row group: a batch that fills one is written straight into the file, not
-    # through the WAL and a checkpoint (a third less write CPU than 50,000).
+    # through the WAL and a checkpoint, which costs less write CPU than smaller batches.
     batch_rows: int = 122_880  # stat rows buffered before one INSERT
     open_timeout: float = 30.0  # seconds to keep retrying while another process commits
     memory_limit: str = "2GB"
@@ -433,8 +435,6 @@ def _validate_schedule(settings: Settings, where: Callable[[str], str]) -> None:
             f"{where('schedule.timezone')}: [schedule].timezone {settings.schedule.timezone!r} is not a known "
             f"IANA zone; use a name like 'UTC' or 'Europe/Berlin'."
         ) from None
-    from .schedule import parse_crontab  # schedule imports config: import here, not at the top
-
     for key in ("harvest", "trends"):
         expr = getattr(settings.schedule, key)
         if expr and len(expr.split()) != 5 and not expr.startswith("@"):

@@ -1,4 +1,5 @@
-"""What a person sees on a terminal: progress while a job runs, a short summary when it ends.
+"""What a person sees on a terminal: progress while a job runs, a short summary when it ends,
+tables (rich ones, and the plain aligned text `botstats sql` prints).
 
 On a terminal (stderr is a TTY) a rich progress line; elsewhere (cron, CI, pipes) a plain log line
 every few seconds, so logs stay readable. The library never prints: it calls back, this renders.
@@ -94,3 +95,20 @@ def print_table(rows: list[tuple[Any, ...]], headers: list[str], title: str | No
         table.add_row(*["" if v is None else str(v) for v in row])
     # Off a terminal rich assumes 80 columns and squeezes ids; give tables room instead.
     (console or Console(width=None if sys.stdout.isatty() else 160)).print(table)
+
+
+def plain_table(frame: Any, more: bool = False) -> str:
+    """A polars frame as a plain aligned table (NULL for nulls, numbers right-aligned) and a
+    row count; ``more`` says rows were left out."""
+    rows = [["NULL" if v is None else str(v) for v in row] for row in frame.iter_rows()]
+    numeric = [dtype.is_numeric() for dtype in frame.dtypes]
+    widths = [max([len(c), *(len(r[i]) for r in rows)]) for i, c in enumerate(frame.columns)]
+
+    def line(values: list[str]) -> str:
+        return "  ".join(v.rjust(w) if num else v.ljust(w)
+                         for v, w, num in zip(values, widths, numeric, strict=True)).rstrip()
+
+    out = [line(list(frame.columns)), "  ".join("-" * w for w in widths), *map(line, rows)]
+    n = frame.height
+    out.append(f"({n} row{'' if n == 1 else 's'}{', more not shown' if more else ''})")
+    return "\n".join(out)

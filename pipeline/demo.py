@@ -103,4 +103,30 @@ def demo(
     return out
 
 
-__all__ = ["DemoReport", "clear", "demo", "demo_settings"]
+
+
+def next_steps(report: DemoReport, directory: str | Path, exe: str) -> str:
+    """What to try after the demo, as commands for this installation (``exe`` calls botstats)."""
+    db = report.settings.db_path
+    db_flag = "" if Path(directory) == Path(DEFAULT_DIR) else f" --db {db}"
+    query = ("SELECT bot_id, guilds, guilds_change_7d FROM trend_bot_growth WHERE day = "
+             "(SELECT max(day) FROM trend_bot_growth) ORDER BY guilds_change_7d DESC NULLS LAST "
+             "LIMIT 5")
+    return "\n".join([
+        "",
+        f"Done in {report.seconds:.1f} s. Three things to try next:",
+        "",
+        "  1. Query the archive (read-only: safe to keep open while harvests run):",
+        f"       {exe}{db_flag} sql \"{query}\"",
+        f"       or: duckdb -cmd \"$({exe}{db_flag} sql --attach)\"",
+        "  2. Explore it in the notebook:",
+        "       .venv/bin/pip install -e '.[notebooks]' jupyterlab",
+        "       .venv/bin/jupyter lab notebooks/explore.ipynb",
+        "  3. Keep it up to date:",
+        f"       {exe}{db_flag} schedule --dry-run    # the next runs of [schedule] in config.toml",
+        f"       {exe}{db_flag} schedule              # the scheduler daemon (Ctrl+C stops it)",
+        f"       {exe} cron                  # or a crontab line / systemd timer instead",
+    ])
+
+
+__all__ = ["DemoReport", "clear", "demo", "demo_settings", "next_steps"]

@@ -11,6 +11,8 @@
     │   ├── ServerError           5xx still returned after every retry
     │   ├── Unreachable           connect/read failures after every retry
     │   └── BadResponse           2xx whose body is not the JSON shape the interface promises
+    │       ├── SkipIgnored       a paged list returns its first page whatever `skip` says
+    │       └── ListingUnstable   a paged list kept changing for longer than the request bound
     ├── StoreError                the DuckDB archive cannot be opened, locked or written
     │   ├── LockTimeout           another run holds the run lock
     │   └── QueryError            a `botstats sql` query failed to parse, bind or run (exit 2)
@@ -99,6 +101,14 @@ class BadResponse(ApiError):
     """A 2xx answer whose body is not valid JSON or not the shape the interface promises."""
 
 
+class SkipIgnored(BadResponse):
+    """A paged list returns its first page whatever `skip` says: it cannot be paged."""
+
+
+class ListingUnstable(BadResponse):
+    """A paged list kept changing for longer than the request bound."""
+
+
 class StoreError(BotstatsError):
     """The DuckDB archive cannot be opened, migrated or written."""
 
@@ -127,12 +137,14 @@ __all__ = [
     "BotstatsError",
     "ConfigError",
     "ExportError",
+    "ListingUnstable",
     "LockTimeout",
     "MissingCredential",
     "NotFound",
     "QueryError",
     "RateLimited",
     "ServerError",
+    "SkipIgnored",
     "StoreError",
     "Unreachable",
 ]

@@ -14,7 +14,7 @@ returning, so a notebook never holds the file between cells and never gets in a 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -68,6 +68,18 @@ def _under(root: Path, path: str) -> str:
     return str(p if p.is_absolute() else root / p)
 
 
+def parse_variables(items: Iterable[str]) -> dict[str, str]:
+    """``NAME=VALUE`` texts (``botstats sql --param``) as DuckDB variables; a repeated name: the
+    last wins. ValueError names the item that is not ``NAME=VALUE``."""
+    variables = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"{item!r} is not NAME=VALUE.")
+        variables[name.strip()] = value
+    return variables
+
+
 def query(
     settings: Settings, sql: str, params: Mapping[str, object] | None = None
 ) -> pl.DataFrame:
@@ -83,4 +95,13 @@ def query(
     return pl.DataFrame() if result is None else result
 
 
-__all__ = ["ROOT_MARKERS", "notebook_settings", "project_root", "query"]
+def attach_sql(settings: Settings) -> str:
+    """The SQL that opens the archive read-only in a DuckDB 1.5 session of one's own (the
+    ``duckdb`` CLI, another program)."""
+    from .store import ArchivePaths, attach_statements
+
+    return ";\n".join(attach_statements(ArchivePaths.of(settings), read_only=True)) + ";"
+
+
+__all__ = ["ROOT_MARKERS", "attach_sql", "notebook_settings", "parse_variables", "project_root",
+           "query"]

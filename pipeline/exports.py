@@ -32,7 +32,7 @@ import json
 import os
 import shutil
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -41,13 +41,13 @@ from typing import Any
 import polars as pl
 
 from .errors import ExportError
+from .files import TMP_SUFFIX, aside, fsync_dir, replacing
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 1
 PART_FILE = "part-0.parquet"
 EMPTY_FILE = "empty.parquet"
 EMPTY_KEY = "empty"
-_TMP_SUFFIX = ".tmp"
 _SPILL_PREFIX = ".scratch-"
 ZSTD_LEVEL = 1
 
@@ -85,24 +85,35 @@ class ExportBatch:
     _pending: list[_Pending] = field(default_factory=list)
     _stale: list[Path] = field(default_factory=list)
     _spill: MonthSpill | None = None
+    # What the export was computed from (e.g. a watermark): kept in the manifest as "source".
+    source: dict[str, Any] | None = None
 
     def stage(self, name: str, parts: Iterable[tuple[str, pl.DataFrame]], *,
-              time_column: str) -> DatasetExport:
+              time_column: str, keep_before: str | None = None) -> DatasetExport:
         """Write the changed partitions aside; nothing is visible until :meth:`commit`.
 
         ``parts`` are (key, rows) in key order, as :func:`month_parts` or
         :meth:`MonthSpill.parts` give them, each already in its final row order (the content
         hash is of the bytes). One partition is held in memory at a time.
+
+        ``keep_before`` (a ``month=YYYY-MM`` key) keeps the previous export's partitions of
+        earlier months as they are, neither read nor rewritten: ``parts`` then start at that
+        month, and an ``empty`` part means only that nothing is new there.
         """
         if name in self._datasets:
             raise ExportError(f"dataset {name!r} was staged twice in run {self.run_id}.")
         previous = self._previous.get("datasets", {}).get(name, {})
         old_parts = {p["partition"]: p for p in previous.get("partitions", [])}
         entries: list[dict[str, Any]] = []
+        if keep_before is not None:
+            entries = [p for key, p in sorted(old_parts.items())
+                       if key != EMPTY_KEY and key < keep_before]
         written: list[str] = []
-        unchanged: list[str] = []
+        unchanged: list[str] = [e["partition"] for e in entries]
         schema: pl.Schema | None = None
         for key, part in parts:
+            if key == EMPTY_KEY and entries:
+                continue
             schema = schema or part.schema
             relpath = _relpath(name, key)
             target = self.export_dir / relpath
@@ -137,7 +148,8 @@ class ExportBatch:
             "partitioned_by": "month",
             "date_min": lo,
             "date_max": hi,
-            "columns": {c: str(t) for c, t in (schema or {}).items()},
+            "columns": ({c: str(t) for c, t in schema.items()} if schema is not None
+                        else previous.get("columns", {})),
             "partitions": entries,
         }
         return DatasetExport(
@@ -145,13 +157,45 @@ class ExportBatch:
             unchanged=tuple(unchanged), removed=tuple(removed), date_min=lo, date_max=hi,
         )
 
+    @property
+    def previous(self) -> dict[str, Any]:
+        """The manifest of the export this batch replaces (``{}`` when there is none)."""
+        return self._previous
+
+    def keep(self, name: str) -> DatasetExport:
+        """Keep dataset ``name`` exactly as the previous export has it (nothing staged)."""
+        previous = self._previous.get("datasets", {}).get(name)
+        if previous is None or name in self._datasets:
+            raise ExportError(f"dataset {name!r} cannot be kept in run {self.run_id}: the "
+                              f"previous export lacks it or it was staged already.")
+        self._datasets[name] = previous
+        keys = tuple(p["partition"] for p in previous["partitions"])
+        return DatasetExport(name=name, rows=previous["rows"], partitions=len(keys), written=(),
+                             unchanged=keys, removed=(), date_min=previous.get("date_min"),
+                             date_max=previous.get("date_max"))
+
+    def previous_file(self, name: str, key: str) -> Path | None:
+        """The file of partition ``key`` of dataset ``name`` in the previous export, if any."""
+        for p in self._previous.get("datasets", {}).get(name, {}).get("partitions", []):
+            if p["partition"] == key:
+                path = self.export_dir / p["path"]
+                return path if path.is_file() else None
+        return None
+
+    def stage_file(self, relpath: str, frame: pl.DataFrame) -> None:
+        """Write a parquet file that is no dataset (a job's state), committed with the rest."""
+        target = self.export_dir / relpath
+        data = _parquet_bytes(frame, self.compression, where=relpath)
+        if not (target.is_file() and target.read_bytes() == data):
+            self._write_aside(target, data)
+
     def spill(self) -> MonthSpill:
         """A scratch area for this run, removed when the batch commits or aborts."""
         self._spill = MonthSpill(self.export_dir / f"{_SPILL_PREFIX}{self.run_id}")
         return self._spill
 
     def _write_aside(self, target: Path, data: bytes) -> None:
-        tmp = target.with_name(f".{target.name}.{self.run_id}{_TMP_SUFFIX}")
+        tmp = aside(target, self.run_id)
         self._pending.append(_Pending(tmp, target))
         try:
             tmp.parent.mkdir(parents=True, exist_ok=True)
@@ -186,7 +230,7 @@ class ExportBatch:
                 if path.name == PART_FILE and not any(path.parent.iterdir()):
                     path.parent.rmdir()
             for d in dirs:
-                _fsync_dir(d)
+                fsync_dir(d)
             manifest = self._manifest()
             if manifest != self._previous:
                 _write_json_atomic(self.export_dir / MANIFEST, manifest)
@@ -206,12 +250,15 @@ class ExportBatch:
     def _manifest(self) -> dict[str, Any]:
         datasets = dict(sorted(self._datasets.items()))
         old = self._previous
-        if self._pending or self._stale or datasets != old.get("datasets"):
+        changed = self.source is not None and self.source != old.get("source")
+        if self._pending or self._stale or changed or datasets != old.get("datasets"):
             run_id, written_at = self.run_id, self.written_at.isoformat()
         else:
             run_id, written_at = old.get("run_id", self.run_id), old.get("written_at")
-        return {"format": MANIFEST_FORMAT, "run_id": run_id, "written_at": written_at,
-                "datasets": datasets}
+        manifest = {"format": MANIFEST_FORMAT, "run_id": run_id, "written_at": written_at,
+                    "datasets": datasets}
+        source = self.source if self.source is not None else old.get("source")
+        return manifest if source is None else {**manifest, "source": source}
 
 
 @contextmanager
@@ -266,41 +313,29 @@ def dataset_files(export_dir: Path, name: str) -> list[Path]:
 
 def write_frame(frame: pl.DataFrame, path: Path, fmt: str) -> None:
     """Write a query result as csv, json or parquet, atomically (aside, then rename)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}{_TMP_SUFFIX}")
+    if fmt not in ("csv", "json", "parquet"):
+        raise ExportError(f"unknown output format {fmt!r}; use csv, json or parquet.")
     try:
-        if fmt == "csv":
-            frame.write_csv(tmp)
-        elif fmt == "json":
-            tmp.write_text(to_json(frame), encoding="utf-8")
-        elif fmt == "parquet":
-            frame.write_parquet(tmp, compression="zstd")
-        else:
-            raise ExportError(f"unknown output format {fmt!r}; use csv, json or parquet.")
-        os.replace(tmp, path)
+        with replacing(path) as tmp:
+            if fmt == "csv":
+                frame.write_csv(tmp)
+            elif fmt == "json":
+                tmp.write_text(to_json(frame), encoding="utf-8")
+            else:
+                frame.write_parquet(tmp, compression="zstd")
     except OSError as exc:
         raise ExportError(f"cannot write {path}: {exc.strerror or exc}.") from exc
     except pl.exceptions.PolarsError as exc:
         raise ExportError(f"cannot write the result as {fmt} to {path}: {exc}") from exc
-    finally:
-        _remove(tmp)
 
 
 def write_text(text: str, path: Path) -> None:
     """Write ``text`` (a formatted result) to ``path``, atomically (aside, then rename)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}{_TMP_SUFFIX}")
     try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
+        with replacing(path) as tmp:
+            tmp.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise ExportError(f"cannot write {path}: {exc.strerror or exc}.") from exc
-    finally:
-        _remove(tmp)
-
-
-def _remove(path: Path) -> None:
-    # A temp file that was never created may sit under a path that is not even a directory.
-    with suppress(OSError):
-        path.unlink(missing_ok=True)
 
 
 def to_json(frame: pl.DataFrame) -> str:
@@ -383,7 +418,7 @@ def _relpath(name: str, key: str) -> Path:
 def _parquet_bytes(frame: pl.DataFrame, compression: str, *, where: str) -> bytes:
     buf = io.BytesIO()
     try:
-        # zstd level 1: a few percent larger than the default level 3, about twice as fast.
+        # zstd level 1 rather than the default 3, for write speed (bench/micro.py measures both).
         level = ZSTD_LEVEL if compression == "zstd" else None
         frame.write_parquet(buf, compression=compression, compression_level=level)  # type: ignore[arg-type]
     except pl.exceptions.PolarsError as exc:
@@ -399,38 +434,16 @@ def _date_range(frame: pl.DataFrame, column: str) -> tuple[str | None, str | Non
 
 
 def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}{_TMP_SUFFIX}")
-    try:
-        with tmp.open("w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, ensure_ascii=False)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def _fsync_dir(path: Path) -> None:
-    """Make a rename durable: fsync the directory that holds it (a no-op where unsupported)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    with replacing(path, durable=True) as tmp, tmp.open("w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=2, ensure_ascii=False)
+        fh.write("\n")
 
 
 def _sweep_temp_files(export_dir: Path) -> None:
     """Temp files a killed run left behind (they never matched a reader's *.parquet glob)."""
     for scratch in export_dir.glob(f"{_SPILL_PREFIX}*"):
         shutil.rmtree(scratch, ignore_errors=True)
-    for tmp in export_dir.glob(f"**/.*{_TMP_SUFFIX}"):
+    for tmp in export_dir.glob(f"**/.*{TMP_SUFFIX}"):
         tmp.unlink(missing_ok=True)
     for d in sorted(export_dir.glob("*/month=*"), reverse=True):
         if d.is_dir() and not any(d.iterdir()):

@@ -5,7 +5,7 @@ One run:
 1. records itself in ``harvest_runs`` (status ``running``) and marks any run a killed process
    left ``running`` as ``interrupted``;
 2. snapshots the configured user (me, bots, servers, webhooks) when a user token is set;
-3. pages through ``GET /bots`` with :class:`~pipeline.listing.ListingPager` (no bot lost or
+3. pages through ``GET /bots`` with :class:`~pipeline.listing.Pager` (no bot lost or
    read twice, whatever the service does), and for each listing page looks up, in one query,
    the newest archived record of its bots;
 4. hands bots to ``concurrency`` workers: a bot whose newest record (``GET /bots/:id/stat``) is
@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import secrets
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -37,10 +36,11 @@ import duckdb
 import polars as pl
 
 from . import archive, store
-from .client import Client, RawArray, decode_json, redact_url, split_array
+from .client import Client, RawArray, split_array
 from .config import FieldSettings, Settings
-from .errors import ApiError, BadResponse, BotstatsError, NotFound
-from .listing import ListingPager, ListingUnstable, SkipIgnored
+from .errors import ApiError, BadResponse, BotstatsError, ListingUnstable, NotFound, SkipIgnored
+from .json_codec import decode_json
+from .listing import Pager
 from .records import (
     BotRow,
     Invalid,
@@ -52,6 +52,8 @@ from .records import (
     raw_text,
     stat_key,
 )
+from .redact import redact_url
+from .run_id import new_run_id
 
 log = logging.getLogger("botstats.harvest")
 T = TypeVar("T")
@@ -101,9 +103,6 @@ class HarvestReport:
 
 ProgressFn = Callable[[HarvestReport], None]
 
-
-def new_run_id() -> str:
-    return f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
 
 
 def harvest(
@@ -219,7 +218,7 @@ async def _list(
     full: bool,
     stop: threading.Event,
 ) -> None:
-    pager = ListingPager(page_size=settings.service.page_size)
+    pager = Pager(page_size=settings.service.page_size)
     fields = settings.fields
     skip = 0
     while not stop.is_set():
@@ -343,8 +342,12 @@ async def _harvest_bot(
         return
     report.bots_fetched += 1
     if isinstance(records, RawArray):
-        page = parse_stats_raw(records.body, records.items, bot_id, fields)
         length = len(records.items)
+        start = 0 if full or newest is None else _after_newest(records.items, newest, bot_id,
+                                                                 fields)
+        body, items = (records.body, records.items) if not start else \
+            _subarray(records.items[start:])
+        page = parse_stats_raw(body, items, bot_id, fields)
     else:
         page = parse_stats(records, bot_id, fields)
         length = len(records)
@@ -361,6 +364,36 @@ async def _harvest_bot(
                     listed=listed[0] if listed else length)
     if buffer.full:
         await buffer.flush()
+
+
+# How far from where the last read ended the newest archived record is looked for in a whole
+# /stats list: records dropped or inserted before it shift it by as many places.
+_ANCHOR_WINDOW = 8
+
+
+def _after_newest(items: list[Any], newest: archive.Newest, bot_id: str,
+                  fields: FieldSettings) -> int:
+    """Where the records after the bot's newest archived one start in a whole /stats list (0:
+    not found, decode them all). The list's length at the last read says where to look, so an
+    hourly run decodes what is new, not the bot's whole history."""
+    if not newest.listed:
+        return 0
+    lo = max(0, newest.listed - _ANCHOR_WINDOW)
+    for i in range(lo, min(len(items), newest.listed + _ANCHOR_WINDOW)):
+        try:
+            if stat_key(decode_json(bytes(items[i])), bot_id, fields) == newest.stat_id:
+                return i + 1
+        except (Invalid, ValueError):
+            continue
+    return 0
+
+
+def _subarray(items: list[Any]) -> tuple[bytes, list[Any]]:
+    """A JSON array of ``items`` (raw record texts) and its items, as the client splits one."""
+    body = b"[" + b",".join(bytes(item) for item in items) + b"]"
+    split = split_array(body)
+    assert split is not None  # each item was a JSON value of an array that split
+    return split.body, split.items
 
 
 def _newer(page: StatPage, newest: archive.Newest) -> tuple[StatPage, bool]:
@@ -390,7 +423,7 @@ def _holds(page: StatPage, key: str, bot_id: str, fields: FieldSettings) -> bool
 
 
 async def _read_paged(fetch: Callable[[int, int], Awaitable[list[T]]], key: Callable[[T], str],
-                      pager: ListingPager) -> list[T]:
+                      pager: Pager) -> list[T]:
     """Every item of a list the service pages, once each and in order: ``fetch(limit, skip)``
     reads a page, ``pager`` pages as the listing is paged (an overlap, an empty page to end,
     ``skip`` checked), ``key`` tells items apart (the overlap re-reads some)."""
@@ -408,8 +441,8 @@ async def _read_paged(fetch: Callable[[int, int], Awaitable[list[T]]], key: Call
 
 
 def _paged_list(what: str, items: str, setting: str, page_size: int, *, start: int = 0,
-                reread_head: bool = True) -> ListingPager:
-    return ListingPager(
+                reread_head: bool = True) -> Pager:
+    return Pager(
         page_size=page_size, what=what, items=items, start=start, reread_head=reread_head,
         skip_advice=f"the list cannot be paged: set [service].{setting} = 0 if the service "
                     f"sends whole lists.",

@@ -21,19 +21,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .errors import BadResponse
-
-
-class SkipIgnored(BadResponse):
-    """The service returns the first page whatever `skip` says."""
-
-
-class ListingUnstable(BadResponse):
-    """The listing kept changing for longer than the request bound."""
+from .errors import ListingUnstable, SkipIgnored
 
 
 @dataclass
-class ListingPager:
+class Pager:
     page_size: int
     # What is paged, for messages: the directory by default; a bot's /stats list too.
     what: str = "GET /bots"

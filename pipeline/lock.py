@@ -28,6 +28,7 @@ from filelock import FileLock, Timeout
 
 from .config import Settings
 from .errors import ConfigError, LockTimeout
+from .files import replacing
 
 log = logging.getLogger("botstats.lock")
 
@@ -93,10 +94,9 @@ class LockHandle:
 
 def _write_info(lock_path: Path, info: dict[str, Any]) -> None:
     target = _info_path(lock_path)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
-        tmp.write_text(json.dumps(info), encoding="utf-8")
-        os.replace(tmp, target)
+        with replacing(target) as tmp:
+            tmp.write_text(json.dumps(info), encoding="utf-8")
     except OSError as exc:  # the holder file is for messages only: never fail a run over it
         log.warning("cannot write the lock holder file %s: %s", target, exc)
 

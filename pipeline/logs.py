@@ -16,58 +16,19 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import sys
-from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
 from .config import Settings
 from .errors import ConfigError
+from .redact import Redactor
 
-MASK = "***"
-# Shapes of credentials whatever their value: the service's tokens and keys, and auth headers.
-SECRET_PATTERNS = (
-    re.compile(r"\butok_[A-Za-z0-9_\-]+"),
-    re.compile(r"\bbkey_[A-Za-z0-9_\-]+"),
-    re.compile(r"(?i)\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=\-]+"),
-)
-MIN_SECRET = 4  # masking a 1-3 character "secret" would mangle every line and protect nothing
 LOGGERS = ("botstats", "apscheduler")
 _HANDLER_MARK = "_botstats_handler"
 # LogRecord attributes that are not `extra=` fields.
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
-
-
-class Redactor:
-    """Masks known secret values and secret-shaped strings in text and nested data."""
-
-    def __init__(self, secrets: Iterable[str] = ()) -> None:
-        self.secrets = sorted({s for s in secrets if s and len(s) >= MIN_SECRET}, key=len,
-                              reverse=True)
-
-    def text(self, value: str) -> str:
-        for secret in self.secrets:
-            value = value.replace(secret, MASK)
-        for pattern in SECRET_PATTERNS:
-            value = pattern.sub(_mask_match, value)
-        return value
-
-    def data(self, value: Any) -> Any:
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, dict):
-            return {k: self.data(v) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return type(value)(self.data(v) for v in value)
-        return value
-
-
-def _mask_match(match: re.Match[str]) -> str:
-    # "Bearer abc" -> "Bearer ***": keep the scheme so the line still says what it was.
-    scheme = match.group(1) if match.re.groups else None
-    return f"{scheme} {MASK}" if scheme else MASK
 
 
 class RedactSecrets(logging.Filter):
@@ -169,7 +130,6 @@ def setup_logging(settings: Settings, *, stream: TextIO | None = None) -> None:
 __all__ = [
     "JsonFormatter",
     "RedactSecrets",
-    "Redactor",
     "TextFormatter",
     "redactor_for",
     "setup_logging",

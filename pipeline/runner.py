@@ -1,5 +1,6 @@
 """`botstats run`, the one job a crontab or the scheduler calls: take the archive's run lock,
-harvest, then build trends.
+harvest, then build trends. Every other job that writes the archive (a harvest or trends build
+on its own, conversion, compaction, backup and restore) runs here too, under the same lock.
 
 Trends run after a ``complete`` or ``partial`` harvest (a partial archive is still worth
 summarising), never after a ``failed`` or ``interrupted`` one. The run's status, and so its exit
@@ -16,12 +17,11 @@ up waiting.
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .config import Settings
@@ -30,6 +30,8 @@ from .harvest import EXIT_CODES, HarvestReport, ProgressFn, harvest
 from .lock import LockHandle, run_lock
 
 if TYPE_CHECKING:
+    from .legacy import ConvertReport
+    from .store import Compaction
     from .trends import TrendsReport
 
 log = logging.getLogger("botstats.run")
@@ -88,18 +90,20 @@ def run(
     settings: Settings,
     *,
     full: bool = False,
+    full_trends: bool = False,
     lock_timeout: float | None = None,
     stop: threading.Event | None = None,
     on_progress: ProgressFn | None = None,
 ) -> RunReport:
-    """Lock, harvest, then trends. Raises LockTimeout (exit 75) when another run holds the lock."""
+    """Lock, harvest, then trends (``full_trends``: recomputed from the whole archive). Raises
+    LockTimeout (exit 75) when another run holds the lock."""
     stop = stop or threading.Event()
     started = time.monotonic()
     try:
         with run_lock(settings, "run", timeout=lock_timeout, stop=stop) as lock:
             report = RunReport("running", lock_wait=time.monotonic() - started,
                                took_over=lock.previous if lock.took_over else None)
-            _harvest_then_trends(settings, report, lock, full, stop, on_progress)
+            _harvest_then_trends(settings, report, lock, full, full_trends, stop, on_progress)
     except LockTimeout:
         if not stop.is_set():
             raise
@@ -110,7 +114,8 @@ def run(
 
 
 def _harvest_then_trends(settings: Settings, report: RunReport, lock: LockHandle, full: bool,
-                         stop: threading.Event, on_progress: ProgressFn | None) -> None:
+                         full_trends: bool, stop: threading.Event,
+                         on_progress: ProgressFn | None) -> None:
     report.harvest = harvest(settings, full=full, on_progress=_noting(lock, on_progress), stop=stop)
     lock.note(run_id=report.harvest.run_id)
     report.status, report.message = report.harvest.status, report.harvest.message
@@ -121,7 +126,7 @@ def _harvest_then_trends(settings: Settings, report: RunReport, lock: LockHandle
         report.trends_skipped = "stopped on request"
         return
     try:
-        report.trends = _build_trends(settings, report.harvest.run_id)
+        report.trends = _build_trends(settings, report.harvest.run_id, full=full_trends)
     except BotstatsError as exc:
         report.trends_error = str(exc)
         report.status = "failed"
@@ -129,55 +134,89 @@ def _harvest_then_trends(settings: Settings, report: RunReport, lock: LockHandle
         log.error("trends after harvest %s failed: %s", report.harvest.run_id, exc)
 
 
-def _build_trends(settings: Settings, run_id: str | None) -> TrendsReport:
+def _build_trends(settings: Settings, run_id: str | None, *, full: bool = False) -> TrendsReport:
     from .trends import build_trends
 
-    trends = build_trends(settings, run_id=run_id)
-    log.info("trends %s: %d datasets, %d partitions written, %d unchanged, %.1f s", trends.run_id,
-             len(trends.datasets), trends.written, trends.unchanged, trends.seconds)
+    trends = build_trends(settings, run_id=run_id, full=full)
+    _log_trends(trends)
     return trends
 
 
-# --- the scheduler's jobs -----------------------------------------------------------------------
-def harvest_job(settings: Settings, stop: threading.Event) -> str:
-    """One scheduled harvest under the run lock; returns a one-line result for the log."""
+def _log_trends(trends: TrendsReport) -> None:
+    log.info("trends %s: %s%s, %d datasets, %d partitions written, %d unchanged, %.1f s",
+             trends.run_id, trends.mode, f" from {trends.since}" if trends.since else "",
+             len(trends.datasets), trends.written, trends.unchanged, trends.seconds)
+
+
+# --- one step on its own: `botstats harvest`, `botstats trends` and the scheduler's jobs ---------
+def locked_harvest(settings: Settings, *, full: bool = False, stop: threading.Event | None = None,
+                   on_progress: ProgressFn | None = None) -> HarvestReport:
+    """One harvest under the run lock, its run id written into the lock holder file."""
+    stop = stop or threading.Event()
     with run_lock(settings, "harvest", stop=stop) as lock:
-        report = harvest(settings, stop=stop, on_progress=_noting(lock, None))
+        report = harvest(settings, full=full, stop=stop, on_progress=_noting(lock, on_progress))
         lock.note(run_id=report.run_id)
+    return report
+
+
+def locked_trends(settings: Settings, *, stop: threading.Event | None = None,
+                  full: bool = False) -> TrendsReport:
+    """One trends build under the run lock (incremental unless ``full``)."""
+    from .trends import build_trends
+
+    with run_lock(settings, "trends", stop=stop):
+        return build_trends(settings, full=full)
+
+
+def harvest_job(settings: Settings, stop: threading.Event) -> str:
+    """One scheduled harvest; returns a one-line result for the log."""
+    report = locked_harvest(settings, stop=stop)
     return (f"harvest {report.run_id} {report.status} (exit {report.exit_code}): "
             f"{report.bots_seen} bots, {report.stats_added} new records, {report.errors} errors, "
             f"{report.seconds:.1f} s")
 
 
 def trends_job(settings: Settings, stop: threading.Event) -> str:
-    """One scheduled trends build under the run lock."""
-    with run_lock(settings, "trends", stop=stop):
-        trends = _build_trends(settings, None)
+    """One scheduled trends build."""
+    trends = locked_trends(settings, stop=stop)
+    _log_trends(trends)
     return (f"trends {trends.run_id}: {len(trends.datasets)} datasets, "
             f"{trends.written} partitions written, {trends.unchanged} unchanged")
 
 
-# --- signals for `botstats run` -----------------------------------------------------------------
-@contextmanager
-def stop_on_signals(stop: threading.Event) -> Iterator[threading.Event]:
-    """While inside, SIGTERM/SIGINT set ``stop`` (finish the batch, exit 4); a second one aborts."""
-    if threading.current_thread() is not threading.main_thread():
-        yield stop
-        return
+# --- archive upkeep: each a job of its own under the run lock ----------------------------------
+def convert_archive(settings: Settings, *, python: str | None = None,
+                    say: Callable[[str], None] = log.info) -> ConvertReport:
+    """Convert a botstats 0.1 archive to the DuckLake layout (see :func:`pipeline.legacy.convert`)."""
+    from .legacy import convert
 
-    def handler(signum: int, _frame: Any) -> None:
-        log.warning("%s received: finishing the current batch, then stopping (send it again to "
-                    "abort at once)", signal.Signals(signum).name)
-        stop.set()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield stop
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+    with run_lock(settings, "convert-archive"):
+        return convert(settings, python=python, say=say)
 
 
-__all__ = ["RUN_EXIT_CODES", "RunReport", "harvest_job", "run", "stop_on_signals", "trends_job"]
+def compact_archive(settings: Settings, *, keep_days: float) -> Compaction:
+    """Merge small data files and expire snapshots older than ``keep_days``."""
+    from . import store
+
+    with run_lock(settings, "compact"), store.writer(settings) as con:
+        return store.compact(con, store.ArchivePaths.of(settings), keep_days=keep_days)
+
+
+def backup_archive(settings: Settings, dest: Path) -> tuple[int, int]:
+    """Copy the archive into folder ``dest``; (files, bytes) copied."""
+    from . import store
+
+    with run_lock(settings, "backup"):
+        return store.backup(store.ArchivePaths.of(settings), dest)
+
+
+def restore_archive(settings: Settings, source: Path) -> tuple[int, int]:
+    """Put the backup in folder ``source`` in place of the archive; (files, bytes) copied."""
+    from . import store
+
+    with run_lock(settings, "restore"):
+        return store.restore(source, store.ArchivePaths.of(settings))
+
+
+__all__ = ["RUN_EXIT_CODES", "RunReport", "backup_archive", "compact_archive", "convert_archive",
+           "harvest_job", "locked_harvest", "locked_trends", "restore_archive", "run", "trends_job"]

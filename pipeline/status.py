@@ -51,7 +51,10 @@ def _span(delta: timedelta) -> str:
     return " ".join(parts[:2]) if parts else f"{secs}s"
 
 
-def archive_status(settings: Settings, *, runs: int = 10) -> dict[str, Any]:
+def archive_status(settings: Settings, *, runs: int = 10,
+                   max_age: timedelta | None = None) -> dict[str, Any]:
+    """The archive's recent runs, table sizes and latest run; with ``max_age``, also whether
+    it is ``stale`` (why, or '') for a monitor."""
     path = settings.db_path
     with store.reader(settings) as con:
         tables = store.table_counts(con)
@@ -69,7 +72,7 @@ def archive_status(settings: Settings, *, runs: int = 10) -> dict[str, Any]:
         ((complete,),) = con.execute(
             "SELECT max(finished_at) FROM harvest_runs WHERE status = 'complete'").fetchall()
     catalog, data = store.disk_bytes(store.ArchivePaths.of(settings))
-    return {
+    info = {
         "path": str(path),
         "size_mb": (catalog + data) / 1e6,
         "catalog_mb": catalog / 1e6,
@@ -81,6 +84,10 @@ def archive_status(settings: Settings, *, runs: int = 10) -> dict[str, Any]:
         "latest_complete_at": complete,
         "tables": tables,
     }
+    if max_age is not None:
+        info["max_age_s"] = max_age.total_seconds()
+        info["stale"] = freshness(complete, max_age)
+    return info
 
 
 def _latest_run(con: Any, run_id: str) -> dict[str, Any]:

@@ -22,11 +22,12 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,7 @@ import duckdb
 
 from .config import Settings
 from .errors import StoreError
+from .files import replacing
 
 log = logging.getLogger("botstats.store")
 
@@ -251,8 +253,8 @@ def _arrow(frame: pl.DataFrame) -> Any:
     return frame.to_arrow(compat_level=pl.CompatLevel.oldest())
 
 
-def run(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None,
-        **frames: pl.DataFrame) -> list[tuple[Any, ...]]:
+def run_with_frames(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None,
+                    **frames: pl.DataFrame) -> list[tuple[Any, ...]]:
     """Run ``sql`` with each polars frame readable under its keyword name; return the rows."""
     for name, frame in frames.items():
         con.register(name, _arrow(_no_null_columns(frame)))
@@ -327,9 +329,10 @@ def now_utc() -> datetime:
 def _refuse_legacy(paths: ArchivePaths) -> None:
     if paths.kind() == "legacy":
         raise StoreError(
-            f"{paths.catalog} is an archive in the single-DuckDB-file layout of botstats 0.1. "
-            f"Convert it once with `botstats convert-archive` (it keeps the old file as "
-            f"{paths.legacy_backup.name}), then run again.")
+            f"{paths.catalog} is a DuckDB database file, not a DuckLake archive. If it is an "
+            f"archive of botstats 0.1 (one DuckDB file), convert it once with `botstats "
+            f"convert-archive` (it keeps the old file as {paths.legacy_backup.name}); else "
+            f"point [store].db (or --db) at another path.")
 
 
 @contextmanager
@@ -409,6 +412,40 @@ def table_names(con: duckdb.DuckDBPyConnection) -> list[str]:
     ).fetchall()]
 
 
+@dataclass(frozen=True)
+class Changes:
+    """What the archive gained since a watermark, for incremental trends."""
+
+    first_day: date | None  # earliest UTC day whose records changed; None: nothing did
+    watermark: str | None  # pass it to the next call (None: the archive has no records yet)
+
+
+def changes_since(con: duckdb.DuckDBPyConnection, watermark: str | None) -> Changes:
+    """The earliest UTC day of ``recorded_at`` among records archived (or rewritten) after
+    ``watermark``, and the watermark that covers them; ``None`` reads from the beginning.
+
+    The watermark is the newest ``archived_at``: a batch's records (and their custom fields,
+    written with them) share one, and batches commit in time under the run lock. A rewritten
+    record may have moved from an earlier day, which these columns no longer show: when a
+    run since the watermark rewrote records, the answer is the archive's first day.
+    Raises ValueError for a watermark that is not a timestamp.
+    """
+    since = datetime.fromisoformat(watermark) if watermark is not None else None
+    if since is not None and since.tzinfo is None:
+        raise ValueError(f"watermark {watermark!r} has no time zone")
+    first, newest, rewritten = con.execute(
+        "SELECT min(s.recorded_at), max(s.archived_at), coalesce(bool_or(r.stats_updated > 0), "
+        "false) FROM bot_stats AS s LEFT JOIN harvest_runs AS r USING (run_id) "
+        "WHERE $since::TIMESTAMPTZ IS NULL OR s.archived_at > $since::TIMESTAMPTZ",
+        {"since": since},
+    ).fetchall()[0]
+    if newest is None:
+        return Changes(None, watermark)
+    if rewritten:
+        ((first,),) = con.execute("SELECT min(recorded_at) FROM bot_stats").fetchall()
+    return Changes(first.astimezone(UTC).date(), newest.astimezone(UTC).isoformat())
+
+
 def table_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
     """Row counts of every base table in the archive, for summaries and `botstats status`."""
     return {n: con.execute(f'SELECT count(*) FROM "{n}"').fetchall()[0][0]
@@ -434,11 +471,10 @@ def backup(paths: ArchivePaths, dest: Path) -> tuple[int, int]:
     target = ArchivePaths(dest / paths.catalog.name)
     try:
         dest.mkdir(parents=True, exist_ok=True)
-        tmp = dest / f".{paths.catalog.name}.tmp"
-        with sqlite3.connect(paths.catalog) as src, sqlite3.connect(tmp) as out:
-            src.backup(out)
-        copied = _mirror(paths.data, target.data)
-        os.replace(tmp, target.catalog)
+        with replacing(target.catalog) as tmp:
+            with sqlite3.connect(paths.catalog) as src, sqlite3.connect(tmp) as out:
+                src.backup(out)
+            copied = _mirror(paths.data, target.data)
     except (OSError, sqlite3.Error) as exc:
         raise StoreError(f"cannot back the archive up into {dest}: {exc}. The archive is "
                          f"unchanged; free space or fix permissions and run again.") from exc
@@ -453,15 +489,12 @@ def restore(source: Path, paths: ArchivePaths) -> tuple[int, int]:
                          f"`botstats backup`).")
     try:
         copied = _mirror(backed.data, paths.data)
-        tmp = paths.catalog.with_name(f".{paths.catalog.name}.restore.tmp")
-        import shutil
-
-        shutil.copyfile(backed.catalog, tmp)
-        # SQLite's side files belong to the catalog being replaced: left there, the next open
-        # would replay the old catalog's log into the restored one.
-        for side in ("-wal", "-shm"):
-            paths.catalog.with_name(paths.catalog.name + side).unlink(missing_ok=True)
-        os.replace(tmp, paths.catalog)
+        with replacing(paths.catalog) as tmp:
+            shutil.copyfile(backed.catalog, tmp)
+            # SQLite's side files belong to the catalog being replaced: left there, the next
+            # open would replay the old catalog's log into the restored one.
+            for side in ("-wal", "-shm"):
+                paths.catalog.with_name(paths.catalog.name + side).unlink(missing_ok=True)
     except OSError as exc:
         raise StoreError(f"cannot restore {paths.catalog} from {source}: {exc}.") from exc
     return copied

@@ -8,6 +8,11 @@ per-bot jobs run on that slice; their rows go to month folders of scratch parque
 a time. Only bot_ranks (a month at a time) and directory_daily (streamed) look across bots;
 movers keep each slice's top and rank the union.
 
+Runs are incremental: :func:`plan_run` finds the first day the archive's changes since the
+previous export touch, and only the days from the Monday before it are recomputed, from the raw
+records of those days plus what :mod:`pipeline.trend_window` carries in from the export (see
+docs/trends.md). A full build is the same computation over every day.
+
 =================  ==========================================================================
 bot_daily          per bot and day: last users/guilds/shards, mean and p95 load, commands run
 bot_growth         per bot and day: 1/7/30-day change and percent, 7-day means, 30-day CDGR
@@ -29,8 +34,10 @@ For notebooks: :func:`load_dataset` / :func:`scan_dataset` read an export back, 
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
-import secrets
+import hashlib
+import json
 import string
 import tempfile
 import time
@@ -46,10 +53,12 @@ import numpy as np
 import polars as pl
 from numpy.lib.stride_tricks import sliding_window_view
 
-from . import exports, store
+from . import exports, store, trend_window
 from .config import Settings, TrendSettings
 from .errors import ExportError, QueryError, StoreError
 from .exports import DatasetExport, MonthSpill
+from .run_id import new_run_id
+from .trend_window import FULL, Window
 
 
 @dataclass(frozen=True)
@@ -104,10 +113,10 @@ STREAMING: Final = "streaming"
 IN_MEMORY: Final = "in-memory"
 
 _STATS_SQL = (
-    "SELECT bot_id, recorded_at, users, guilds, shards, cpu_load, memory_load, commands_executed "
+    "SELECT bot_id, stat_id, recorded_at, users, guilds, shards, cpu_load, memory_load, commands_executed "
     "FROM bot_stats"
 )
-_CUSTOM_SQL = "SELECT bot_id, recorded_at, name, value_text, value_num FROM bot_stat_custom"
+_CUSTOM_SQL = "SELECT bot_id, stat_id, recorded_at, name, value_text, value_num FROM bot_stat_custom"
 _BOTS_SQL = "SELECT bot_id, first_seen_at, removed_at FROM bots"
 
 
@@ -117,32 +126,43 @@ def utc_day(column: str) -> pl.Expr:
     return pl.col(column).dt.convert_time_zone("UTC").dt.date()
 
 
-def bot_daily(stats: pl.LazyFrame) -> pl.LazyFrame:
+def bot_daily(stats: pl.LazyFrame, carry: pl.LazyFrame | None = None) -> pl.LazyFrame:
     """One row per bot and UTC day from raw ``bot_stats`` rows (any order, whole bots).
 
     ``commands_executed`` is the number run during the day: each record adds ``cur - prev`` over
     the bot's previous non-null counter value, or ``cur`` when the counter went down (it was
     reset and counted up from 0 again). A bot's first record adds nothing (what it ran before is
     unknown), so a day whose records add nothing is null, not 0. After a gap, the first record
-    carries what ran during the gap.
+    carries what ran during the gap. ``commands_counter`` is the counter's last non-null value
+    up to the end of the day (carried over days without one): what the next day counts from.
+
+    ``carry`` (bot_id, commands_counter) is each bot's counter before ``stats`` begin, when
+    they start in the middle of its history. Records at the same instant are taken in
+    ``stat_id`` order (when given), so any slice of the archive orders them alike.
     """
     cmd = pl.col("commands_executed")
     prev = pl.col("_prev")
-    # One integer sort key (bot code, then second) sorts about twice as fast as (string, time);
-    # records of one bot within the same second keep their archive order.
+    rows = stats.with_columns(_seq=pl.lit(1, pl.Int8))
+    if carry is not None:
+        carried = carry.select("bot_id", "commands_counter", _seq=pl.lit(0, pl.Int8))
+        rows = pl.concat([carried.rename({"commands_counter": "commands_executed"}), rows],
+                         how="diagonal_relaxed")
+    # An integer bot code sorts faster than the string; the carried row comes first.
     bot_code = pl.col("bot_id").cast(pl.Categorical).to_physical().cast(pl.Int64)
-    order = bot_code * (1 << 34) + pl.col("recorded_at").dt.epoch("s")
+    ties = ["stat_id"] if "stat_id" in stats.collect_schema() else []
     return (
-        stats.with_columns(_order=order)
-        .sort("_order", maintain_order=True)
+        rows.with_columns(_bot=bot_code)
+        .sort("_bot", "_seq", "recorded_at", *ties, maintain_order=True)
         .with_columns(
             day=utc_day("recorded_at"),
             _prev=cmd.forward_fill().shift(1).over("bot_id"),
+            _counter=cmd.forward_fill().over("bot_id"),
         )
         .with_columns(
             _delta=pl.when(prev.is_null()).then(None).when(cmd >= prev).then(cmd - prev).otherwise(cmd),
             _reset=cmd < prev,
         )
+        .filter(pl.col("_seq") == 1)
         .group_by("bot_id", "day")
         .agg(
             pl.col("users").last(ignore_nulls=True),
@@ -156,12 +176,13 @@ def bot_daily(stats: pl.LazyFrame) -> pl.LazyFrame:
             _cmd_n=pl.col("_delta").count(),
             commands_resets=pl.col("_reset").sum().cast(pl.Int64),
             records=pl.len().cast(pl.Int64),
+            commands_counter=pl.col("_counter").last(),
         )
         .with_columns(commands_executed=pl.when(pl.col("_cmd_n") > 0).then(pl.col("_cmd_sum")))
         .select(
             "bot_id", "day", "users", "guilds", "shards",
             "cpu_load_mean", "cpu_load_p95", "memory_load_mean", "memory_load_p95",
-            "commands_executed", "commands_resets", "records",
+            "commands_executed", "commands_resets", "records", "commands_counter",
         )
     )
 
@@ -315,7 +336,8 @@ def rank_movers(candidates: pl.LazyFrame, *, top: int) -> pl.LazyFrame:
 
 
 def anomalies(
-    daily: pl.LazyFrame, *, window: int, threshold: float, min_days: int
+    daily: pl.LazyFrame, *, window: int, threshold: float, min_days: int,
+    since: date | None = None,
 ) -> pl.LazyFrame:
     """Bot-days whose daily delta is far outside the bot's own trailing behaviour.
 
@@ -324,6 +346,7 @@ def anomalies(
     delta across a gap would mix several days). The baseline is the deltas of the ``window``
     days before (the day itself excluded); with fewer than ``min_days`` of them there is no
     score. ``score`` is the robust z (see ``MAD_Z``); rows with ``|score| > threshold`` are kept.
+    With ``since``, only days from then on are scored (earlier rows are baseline only).
     """
     sized = ["guilds", "users"]
     had_yesterday = pl.col("records_1d_ago").is_not_null()
@@ -339,7 +362,8 @@ def anomalies(
             _key=bot_day_key(),
         )
     )
-    flag = partial(_flag_anomalies, window=window, threshold=threshold, min_days=min_days)
+    flag = partial(_flag_anomalies, window=window, threshold=threshold, min_days=min_days,
+                   since=since)
     return deltas.map_batches(flag, schema=_ANOMALY_SCHEMA)
 
 
@@ -351,12 +375,14 @@ _ANOMALY_SCHEMA = pl.Schema({
 
 
 def _flag_anomalies(deltas: pl.DataFrame, *, window: int, threshold: float,
-                    min_days: int) -> pl.DataFrame:
+                    min_days: int, since: date | None) -> pl.DataFrame:
     day = deltas["_key"].to_numpy()
+    scored = None if since is None else np.flatnonzero((deltas["day"] >= since).to_numpy())
     found = []
     for metric in ANOMALY_METRICS:
         values = deltas[metric].to_numpy().astype(np.float64)
-        hits = robust_outliers(values, day, window=window, min_days=min_days, threshold=threshold)
+        hits = robust_outliers(values, day, window=window, min_days=min_days, threshold=threshold,
+                               rows=scored)
         rows = pl.Series(hits.pop("row"))
         found.append(pl.DataFrame({
             "bot_id": deltas["bot_id"].gather(rows), "day": deltas["day"].gather(rows),
@@ -368,7 +394,8 @@ def _flag_anomalies(deltas: pl.DataFrame, *, window: int, threshold: float,
 
 
 def robust_outliers(
-    values: np.ndarray, day: np.ndarray, *, window: int, min_days: int, threshold: float
+    values: np.ndarray, day: np.ndarray, *, window: int, min_days: int, threshold: float,
+    rows: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Rows whose value is more than ``threshold`` robust z away from its trailing baseline.
 
@@ -378,7 +405,9 @@ def robust_outliers(
     ``window`` apart (``bot_day_key`` does that). So the baseline is always the last few of
     the ``window`` rows before i: a fixed sliding window with a prefix blanked out.
 
-    Returns ``row`` (indices), ``median``, ``mad``, ``count`` and ``score`` of the hits.
+    ``rows`` (sorted indices) limits the scoring to those rows; all others still make
+    baselines. Returns ``row`` (indices), ``median``, ``mad``, ``count`` and ``score`` of the
+    hits.
     """
     n = len(values)
     hits: dict[str, list[np.ndarray]] = {k: [] for k in ("row", "median", "mad", "count", "score")}
@@ -386,26 +415,30 @@ def robust_outliers(
     # How many of the rows before i are within the window (days only decrease going back).
     within = np.arange(n) - np.searchsorted(day, day - window, side="left")
     columns = np.arange(window)  # column j of a window row is the value window - j rows back
-    for a in range(0, n, _SCORE_BLOCK):
-        b = min(a + _SCORE_BLOCK, n)
-        win = sliding_window_view(padded[a : b + window - 1], window)
-        win = np.where(columns[None, :] < (window - within[a:b])[:, None], np.nan, win)
+    for a in range(0, n if rows is None else len(rows), _SCORE_BLOCK):
+        if rows is None:
+            at = np.arange(a, min(a + _SCORE_BLOCK, n))
+            win = sliding_window_view(padded[a : at[-1] + window], window)
+        else:  # row i's window is padded[i : i + window], as in the view above
+            at = rows[a : a + _SCORE_BLOCK]
+            win = padded[at[:, None] + columns[None, :]]
+        win = np.where(columns[None, :] < (window - within[at])[:, None], np.nan, win)
         k = np.count_nonzero(~np.isnan(win), axis=1)
         med = _median_of_sorted(np.sort(win, axis=1), k)
         dev = np.abs(win - med[:, None])
         mad = _median_of_sorted(np.sort(dev, axis=1), k)
         with np.errstate(invalid="ignore", divide="ignore"):
             mean_ad = np.nansum(dev, axis=1) / k
-            diff = values[a:b] - med
+            diff = values[at] - med
             score = np.where(
                 mad > 0, MAD_Z * diff / mad,
                 np.where(mean_ad > 0, diff / (MEAN_AD_Z * mean_ad),
                          np.where(diff == 0, 0.0, np.sign(diff) * np.inf)),
             )
             keep = (k >= max(min_days, 1)) & (np.abs(score) > threshold)  # NaN compares False
-        rows = np.flatnonzero(keep)
-        for name, column in (("row", rows + a), ("median", med[rows]), ("mad", mad[rows]),
-                             ("count", k[rows]), ("score", score[rows])):
+        hit = np.flatnonzero(keep)
+        for name, column in (("row", at[hit]), ("median", med[hit]), ("mad", mad[hit]),
+                             ("count", k[hit]), ("score", score[hit])):
             hits[name].append(column)
     empty = {"row": np.int64, "count": np.int64}
     return {name: np.concatenate(parts) if parts else np.empty(0, empty.get(name, np.float64))
@@ -454,7 +487,7 @@ def resource_health(stats: pl.LazyFrame, daily: pl.LazyFrame, *, threshold: floa
     )
 
 
-def custom_daily(custom: pl.LazyFrame) -> pl.LazyFrame:
+def custom_daily(custom: pl.LazyFrame, carry: pl.LazyFrame | None = None) -> pl.LazyFrame:
     """Per bot, UTC day and custom field name.
 
     A record whose value is numeric (``value_num``, booleans as 0/1) feeds a ``numeric`` row:
@@ -462,9 +495,18 @@ def custom_daily(custom: pl.LazyFrame) -> pl.LazyFrame:
     feeds a ``text`` row: ``value_text`` (last of the day), ``changed_at`` (when that value first
     appeared after a different one, possibly days earlier) and ``changes`` (how many times the
     value changed that day; the field's first value counts as one). Null values are skipped.
+
+    ``carry`` (bot_id, name, value_text, changed_at) is each text field's value before
+    ``custom`` begins, when it starts in the middle of the history. Records at the same
+    instant are taken in ``stat_id`` order (when given).
     """
-    ordered = custom.with_columns(day=utc_day("recorded_at")).sort(
-        "bot_id", "name", "recorded_at", maintain_order=True
+    rows = custom.with_columns(_seq=pl.lit(1, pl.Int8))
+    if carry is not None:
+        rows = pl.concat([carry.select("bot_id", "name", "value_text", "changed_at",
+                                       _seq=pl.lit(0, pl.Int8)), rows], how="diagonal_relaxed")
+    ties = ["stat_id"] if "stat_id" in custom.collect_schema() else []
+    ordered = rows.with_columns(day=utc_day("recorded_at")).sort(
+        "bot_id", "name", "_seq", "recorded_at", *ties, maintain_order=True
     )
     keys = ["bot_id", "day", "name"]
     numeric = (
@@ -481,12 +523,14 @@ def custom_daily(custom: pl.LazyFrame) -> pl.LazyFrame:
     )
     text = pl.col("value_text")
     changed = (text != text.shift(1)).fill_null(True).over("bot_id", "name")
+    since = pl.when("_changed").then(pl.col("recorded_at"))
+    if carry is not None:
+        since = pl.when(pl.col("_seq") == 0).then(pl.col("changed_at")).otherwise(since)
     texts = (
         ordered.filter(pl.col("value_num").is_null() & text.is_not_null())
         .with_columns(_changed=changed)
-        .with_columns(
-            _since=pl.when("_changed").then(pl.col("recorded_at")).forward_fill().over("bot_id", "name")
-        )
+        .with_columns(_since=since.forward_fill().over("bot_id", "name"))
+        .filter(pl.col("_seq") == 1)
         .group_by(keys)
         .agg(
             records=pl.len().cast(pl.Int64),
@@ -502,28 +546,22 @@ def custom_daily(custom: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def directory_daily(daily: pl.LazyFrame, bots: pl.LazyFrame) -> pl.LazyFrame:
+def directory_daily(daily: pl.LazyFrame, bots: pl.LazyFrame,
+                    first_days: pl.LazyFrame | None = None) -> pl.LazyFrame:
     """Per day: ``bots_reporting`` (bots with a record), ``guilds`` and ``users`` summed over
     them (null when none reported), ``bots_first_seen`` and ``bots_removed`` (from the ``bots``
     table: when the listing first showed a bot / stopped showing it) and
-    ``bots_first_reporting`` (bots whose first stat record is that day)."""
+    ``bots_first_reporting`` (bots whose first stat record is that day). ``first_days``
+    (bot_id, day) gives each bot's first day when ``daily`` is not its whole history."""
     reporting = daily.group_by("day").agg(
         bots_reporting=pl.len().cast(pl.Int64), guilds=pl.col("guilds").sum(),
         users=pl.col("users").sum(),
     )
-    first_reporting = (
-        daily.group_by("bot_id").agg(pl.col("day").min())
-        .group_by("day").agg(bots_first_reporting=pl.len().cast(pl.Int64))
-    )
-    first_seen = bots.group_by(day=utc_day("first_seen_at")).agg(
-        bots_first_seen=pl.len().cast(pl.Int64)
-    )
-    removed = (
-        bots.filter(pl.col("removed_at").is_not_null())
-        .group_by(day=utc_day("removed_at"))
-        .agg(bots_removed=pl.len().cast(pl.Int64))
-    )
-    parts = [reporting, first_reporting, first_seen, removed]
+    if first_days is None:
+        first_days = daily.group_by("bot_id").agg(pl.col("day").min())
+    first_reporting = first_days.group_by("day").agg(
+        bots_first_reporting=pl.len().cast(pl.Int64))
+    parts = [reporting, first_reporting, *listing_days(bots)]
     days = pl.concat([p.select("day") for p in parts]).unique()
     for part in parts:
         days = days.join(part, on="day", how="left")
@@ -533,14 +571,31 @@ def directory_daily(daily: pl.LazyFrame, bots: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
+def listing_days(bots: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    """Per day, from the ``bots`` table: (day, bots_first_seen) and (day, bots_removed)."""
+    first_seen = bots.group_by(day=utc_day("first_seen_at")).agg(
+        bots_first_seen=pl.len().cast(pl.Int64)
+    )
+    removed = (
+        bots.filter(pl.col("removed_at").is_not_null())
+        .group_by(day=utc_day("removed_at"))
+        .agg(bots_removed=pl.len().cast(pl.Int64))
+    )
+    return first_seen, removed
+
+
 # --- reading the archive ----------------------------------------------------------------------
-def bot_slices(con: duckdb.DuckDBPyConnection, max_rows: int = CHUNK_ROWS) -> list[tuple[str | None, str | None]]:
-    """Half-open bot_id ranges ``[lo, hi)`` (None = unbounded) of about ``max_rows`` stats each.
+def bot_slices(con: duckdb.DuckDBPyConnection, max_rows: int = CHUNK_ROWS,
+               since: date | None = None) -> list[tuple[str | None, str | None]]:
+    """Half-open bot_id ranges ``[lo, hi)`` (None = unbounded) of about ``max_rows`` stats each
+    (recorded from UTC day ``since`` on, when given).
 
     Every per-bot job runs slice by slice: whole bots, so nothing crosses a slice boundary.
     """
+    where = "" if since is None else " WHERE recorded_at >= $since"
     counts = pl.from_arrow(con.sql(
-        "SELECT bot_id, count(*) AS n FROM bot_stats GROUP BY bot_id ORDER BY bot_id"
+        f"SELECT bot_id, count(*) AS n FROM bot_stats{where} GROUP BY bot_id ORDER BY bot_id",
+        params=None if since is None else {"since": _day_start(since)},
     ).to_arrow_table())
     assert isinstance(counts, pl.DataFrame)
     if counts.height == 0:
@@ -554,59 +609,79 @@ def bot_slices(con: duckdb.DuckDBPyConnection, max_rows: int = CHUNK_ROWS) -> li
     return list(zip(bounds[:-1], bounds[1:], strict=True))
 
 
-def read_slice(con: duckdb.DuckDBPyConnection, sql: str, lo: str | None, hi: str | None) -> pl.DataFrame:
-    """Rows of ``sql`` (a SELECT over a table with bot_id) for bots in ``[lo, hi)``, via Arrow."""
-    conditions, params = [], {}
+def _day_start(day: date) -> datetime:
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
+
+
+def read_slice(con: duckdb.DuckDBPyConnection, sql: str, lo: str | None, hi: str | None,
+               since: date | None = None) -> pl.DataFrame:
+    """Rows of ``sql`` (a SELECT over a table with bot_id) for bots in ``[lo, hi)``, via Arrow;
+    only those recorded from UTC day ``since`` on, when given."""
+    conditions: list[str] = []
+    params: dict[str, Any] = {}
     if lo is not None:
         conditions.append("bot_id >= $lo")
         params["lo"] = lo
     if hi is not None:
         conditions.append("bot_id < $hi")
         params["hi"] = hi
+    if since is not None:
+        conditions.append("recorded_at >= $since")
+        params["since"] = _day_start(since)
     where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
     frame = pl.from_arrow(con.sql(sql + where, params=params or None).to_arrow_table())
     assert isinstance(frame, pl.DataFrame)
     return frame
 
 
+def with_lookback(daily: pl.DataFrame, lookback: pl.LazyFrame | None) -> pl.LazyFrame:
+    """The recomputed daily rows after the exported ones the windows look back over."""
+    if lookback is None:
+        return daily.lazy()
+    return pl.concat([lookback.select(daily.columns).cast(daily.schema), daily.lazy()])
+
+
 def compute_slices(con: duckdb.DuckDBPyConnection, t: TrendSettings, spill: MonthSpill,
-                   max_rows: int = CHUNK_ROWS) -> pl.DataFrame:
+                   max_rows: int = CHUNK_ROWS, window: Window = FULL) -> pl.DataFrame:
     """Run the per-bot jobs slice by slice, adding their rows to ``spill``; return the movers.
 
     Each slice's movers are its own top; the top of their union is the top of all bots, so the
-    movers merge as they come and stay small.
+    movers merge as they come and stay small. With a ``window``, only its days are computed.
     """
     def keep(name: str, frame: pl.DataFrame) -> None:
         # Slices come in bot_id order, so a bot-major month is in export order as it is read.
         spill.add(name, in_order(frame, DATASETS[name].order), DATASETS[name].time_column)
 
     top: pl.DataFrame | None = None
-    for lo, hi in bot_slices(con, max_rows):
-        stats = read_slice(con, _STATS_SQL, lo, hi).lazy()
-        daily = bot_daily(stats).collect(engine=IN_MEMORY)
+    start = window.start
+    for lo, hi in bot_slices(con, max_rows, since=start):
+        stats = read_slice(con, _STATS_SQL, lo, hi, since=start).lazy()
+        daily = bot_daily(stats, window.carried_counters(lo, hi)).collect(engine=IN_MEMORY)
         keep("bot_daily", daily)
         health = resource_health(stats, daily.lazy(), threshold=t.health_threshold)
         keep("resource_health", health.collect(engine=STREAMING))
         del stats
-        growth = bot_growth(daily.lazy()).collect(engine=IN_MEMORY)
+        history = with_lookback(daily, window.lookback_of(lo, hi)).collect(engine=IN_MEMORY)
+        growth = window.since(bot_growth(history.lazy()), "day").collect(engine=IN_MEMORY)
         keep("bot_growth", growth)
         found = movers(growth.lazy(), min_guilds=t.movers_min_guilds, top=t.movers_top)
         top = found.collect(engine=STREAMING) if top is None else rank_movers(
             pl.concat([top, found.collect(engine=STREAMING)]).lazy(), top=t.movers_top
         ).collect(engine=IN_MEMORY)
         del growth
-        odd = anomalies(daily.lazy(), window=t.anomaly_window, threshold=t.anomaly_threshold,
-                        min_days=t.anomaly_min_days)
-        keep("anomalies", odd.collect(engine=IN_MEMORY))
-        custom = custom_daily(read_slice(con, _CUSTOM_SQL, lo, hi).lazy())
+        odd = anomalies(history.lazy(), window=t.anomaly_window, threshold=t.anomaly_threshold,
+                        min_days=t.anomaly_min_days, since=start)
+        keep("anomalies", window.since(odd, "day").collect(engine=IN_MEMORY))
+        custom = custom_daily(read_slice(con, _CUSTOM_SQL, lo, hi, since=start).lazy(),
+                              window.carried_texts(lo, hi))
         keep("custom_daily", custom.collect(engine=STREAMING))
     assert top is not None  # bot_slices always gives at least one slice
     return top
 
 
-def ranks_by_month(spill: MonthSpill) -> Iterator[tuple[str, pl.DataFrame]]:
+def ranks_by_month(spill: MonthSpill, window: Window = FULL) -> Iterator[tuple[str, pl.DataFrame]]:
     """bot_ranks one month at a time: that month's daily rows, plus the days before it that
-    the rank changes look back to."""
+    the rank changes look back to (from the window's lookback before its start)."""
     months = spill.months("bot_daily")
     if not months:
         yield exports.EMPTY_KEY, bot_ranks(spill.scan("bot_daily")).collect()
@@ -614,28 +689,52 @@ def ranks_by_month(spill: MonthSpill) -> Iterator[tuple[str, pl.DataFrame]]:
     for i, key in enumerate(months):
         first = date(int(key[6:10]), int(key[11:13]), 1)
         daily = spill.scan("bot_daily", months[max(0, i - 1) : i + 1])
+        if window.lookback is not None and window.start is not None and (
+                first - reach < window.start):
+            columns = daily.collect_schema().names()
+            daily = pl.concat([window.lookback.select(columns), daily], how="vertical_relaxed")
         ranked = bot_ranks(daily.filter(pl.col("day") >= first - reach))
-        yield key, ranked.filter(pl.col("day") >= first).collect(engine=IN_MEMORY)
+        yield key, window.since(ranked.filter(pl.col("day") >= first), "day").collect(engine=IN_MEMORY)
+
+
+@dataclass(frozen=True)
+class Computed:
+    """Every dataset as (month key, rows) parts, and the state the next run starts from."""
+
+    parts: dict[str, Iterator[tuple[str, pl.DataFrame]]]
+    bot_state: pl.DataFrame
+    text_state: pl.DataFrame
 
 
 def dataset_parts(con: duckdb.DuckDBPyConnection, t: TrendSettings, spill: MonthSpill,
-                  max_rows: int = CHUNK_ROWS) -> dict[str, Iterator[tuple[str, pl.DataFrame]]]:
-    """Every dataset as (month key, rows) parts in export order, computed through ``spill``.
+                  max_rows: int = CHUNK_ROWS, window: Window = FULL) -> Computed:
+    """Every dataset as (month key, rows) parts in export order, computed through ``spill``:
+    the days of ``window`` only (all of them by default).
 
     The per-bot jobs run now; the parts are read back (or, for bot_ranks, computed) a month at
     a time as they are consumed.
     """
-    top = compute_slices(con, t, spill, max_rows)
+    top = compute_slices(con, t, spill, max_rows, window)
+    bot_state = trend_window.next_state(
+        spill.scan("bot_daily"), trend_window.BOT_KEY, ("commands_counter",),
+        window.bot_firsts, window.counters)
+    text_state = trend_window.next_state(
+        spill.scan("custom_daily").filter(pl.col("kind") == "text"), trend_window.TEXT_KEY,
+        ("value_text", "changed_at"), window.text_firsts, window.texts)
     bots = read_slice(con, _BOTS_SQL, None, None).lazy()
-    directory = directory_daily(spill.scan("bot_daily"), bots).collect(engine=STREAMING)
+    directory = directory_daily(spill.scan("bot_daily"), bots,
+                                trend_window.first_days(bot_state))
     sources: dict[str, Iterator[tuple[str, pl.DataFrame]]] = {
-        "bot_ranks": ranks_by_month(spill),
+        "bot_ranks": ranks_by_month(spill, window),
         "movers": exports.month_parts(top, "day"),
-        "directory_daily": exports.month_parts(directory, "day"),
+        "directory_daily": exports.month_parts(
+            window.since(directory, "day").collect(engine=STREAMING), "day"),
     }
     for name in ("bot_daily", "bot_growth", "anomalies", "resource_health", "custom_daily"):
         sources[name] = spill.parts(name)
-    return {name: _ordered(sources[name], spec.order) for name, spec in DATASETS.items()}
+    parts = {name: _ordered(sources[name], spec.order) for name, spec in DATASETS.items()}
+    return Computed(parts, bot_state.cast(trend_window.BOT_STATE_SCHEMA),
+                    text_state.cast(trend_window.TEXT_STATE_SCHEMA))
 
 
 def _ordered(parts: Iterator[tuple[str, pl.DataFrame]],
@@ -649,11 +748,87 @@ def compute(con: duckdb.DuckDBPyConnection, t: TrendSettings,
     """Every dataset as one DataFrame, for tests and notebooks (:func:`build_trends` streams
     them to the exports a month at a time instead)."""
     with tempfile.TemporaryDirectory(prefix="botstats-trends-") as scratch:
-        parts = dataset_parts(con, t, MonthSpill(Path(scratch)), max_rows)
+        parts = dataset_parts(con, t, MonthSpill(Path(scratch)), max_rows).parts
         return {name: pl.concat([frame for _, frame in months]) for name, months in parts.items()}
 
 
 # --- the run ----------------------------------------------------------------------------------
+# Part of the fingerprint of an export: a version of the datasets' columns and meaning. A run
+# whose fingerprint differs from the previous export's rebuilds everything.
+TRENDS_FORMAT = 2
+
+
+def lookback_days(t: TrendSettings) -> int:
+    """Days before an incremental run's start that its windows read (growth 30 days, the
+    anomaly baseline and the day before it, ranks and movers)."""
+    return max(max(GROWTH_DAYS), max(MOVER_DAYS), max(RANK_DAYS), t.anomaly_window + 1)
+
+
+def fingerprint(t: TrendSettings) -> str:
+    """What an export's rows depend on besides the archive: the settings and TRENDS_FORMAT."""
+    text = json.dumps({"format": TRENDS_FORMAT, **dataclasses.asdict(t)}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a run recomputes: a window (FULL = everything), or None when nothing is new."""
+
+    window: Window | None
+    watermark: str | None  # the archive's change watermark the export will be up to
+    reason: str
+
+    @property
+    def mode(self) -> str:
+        if self.window is None:
+            return "unchanged"
+        return "full" if self.window.start is None else "incremental"
+
+
+def plan_run(con: duckdb.DuckDBPyConnection, t: TrendSettings, export_dir: Path,
+             manifest: dict[str, Any], *, full: bool = False) -> Plan:
+    """Full, incremental from a Monday, or nothing to do: decided from the archive's changes
+    since the watermark in ``manifest`` (the previous export) and from the bots table."""
+    def rebuild(reason: str) -> Plan:
+        return Plan(FULL, store.changes_since(con, None).watermark, reason)
+
+    source = manifest.get("source") or {}
+    if full:
+        return rebuild("--full")
+    if "watermark" not in source:
+        return rebuild("no previous incremental export")
+    if source.get("trends") != fingerprint(t):
+        return rebuild("the [trends] settings or the datasets' columns changed")
+    try:
+        changes = store.changes_since(con, source["watermark"])
+    except (TypeError, ValueError) as exc:
+        return rebuild(f"the export's watermark is unreadable ({exc})")
+    missing = [p for d in manifest.get("datasets", {}).values() for p in d.get("partitions", [])
+               if not (export_dir / p["path"]).is_file()]
+    if set(manifest.get("datasets", {})) != set(DATASETS) or missing:
+        return rebuild("files of the previous export are missing")
+    bots = read_slice(con, _BOTS_SQL, None, None).lazy()
+    first_seen, removed = listing_days(bots)
+    listed = first_seen.join(removed, on="day", how="full", coalesce=True)
+    exported = scan_export(export_dir, manifest, "directory_daily")
+    days = [d for d in (changes.first_day, trend_window.directory_change(listed, exported))
+            if d is not None]
+    if not days:
+        return Plan(None, changes.watermark, "nothing new since the last export")
+    start = trend_window.week_start(min(days))
+    try:
+        window = trend_window.open_window(export_dir, manifest, start, lookback_days(t))
+    except trend_window.WindowUnavailable as exc:
+        return rebuild(f"the previous export cannot be continued: {exc}")
+    return Plan(window, changes.watermark, "changes since the last export")
+
+
+def scan_export(export_dir: Path, manifest: dict[str, Any], name: str) -> pl.LazyFrame:
+    """Every partition of dataset ``name`` as ``manifest`` lists them."""
+    files = [export_dir / p["path"] for p in manifest["datasets"][name]["partitions"]]
+    return pl.scan_parquet(files, hive_partitioning=False)
+
+
 @dataclass(frozen=True)
 class TrendsReport:
     """What :func:`build_trends` did: per dataset rows and partitions written/unchanged."""
@@ -664,6 +839,9 @@ class TrendsReport:
     datasets: tuple[DatasetExport, ...]
     views: tuple[str, ...]
     seconds: float
+    mode: str = "full"  # full | incremental | unchanged (nothing new: nothing computed)
+    since: date | None = None  # an incremental run's first recomputed day
+    reason: str = ""
 
     @property
     def written(self) -> int:
@@ -674,9 +852,10 @@ class TrendsReport:
         return sum(len(d.unchanged) for d in self.datasets)
 
     def summary(self) -> str:
+        how = f"incremental from {self.since}" if self.mode == "incremental" else self.mode
         lines = [
-            f"trends {self.run_id}: {len(self.datasets)} datasets in {self.seconds:.1f} s; "
-            f"partitions {self.written} written, {self.unchanged} unchanged",
+            f"trends {self.run_id}: {how} ({self.reason}); {len(self.datasets)} datasets in "
+            f"{self.seconds:.1f} s; partitions {self.written} written, {self.unchanged} unchanged",
             f"{'dataset':<16} {'rows':>10} {'written':>8} {'unchanged':>10} {'removed':>8}  days",
         ]
         for d in self.datasets:
@@ -691,6 +870,8 @@ class TrendsReport:
         return {
             "run_id": self.run_id, "export_dir": str(self.export_dir),
             "archive": str(self.archive), "seconds": round(self.seconds, 3),
+            "mode": self.mode, "since": self.since.isoformat() if self.since else None,
+            "reason": self.reason,
             "views": list(self.views),
             "datasets": [
                 {"name": d.name, "rows": d.rows, "partitions": d.partitions,
@@ -701,13 +882,14 @@ class TrendsReport:
         }
 
 
-def new_run_id(now: datetime | None = None) -> str:
-    now = now or datetime.now(UTC)
-    return f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
+def build_trends(settings: Settings, *, run_id: str | None = None,
+                 full: bool = False) -> TrendsReport:
+    """Compute the datasets from the archive, export them, and (re)create the trend_* views.
 
-
-def build_trends(settings: Settings, *, run_id: str | None = None) -> TrendsReport:
-    """Compute every dataset from the archive, export it, and (re)create the trend_* views.
+    Incremental unless ``full``: only the days the archive's changes since the previous
+    export touch are recomputed (from the Monday on or before the first), and only the month
+    partitions from there are rewritten; a run with nothing new computes and writes nothing.
+    The previous export's settings differing, or its files missing, make a full rebuild.
 
     Runs in the archive's writer connection, which also (re)creates the views. Callers hold the
     run lock around it, as for a harvest.
@@ -727,9 +909,13 @@ def build_trends(settings: Settings, *, run_id: str | None = None) -> TrendsRepo
         with exports.export_batch(export_dir, run_id=run_id, written_at=written_at,
                                   compression=settings.exports.compression) as batch:
             try:
-                parts = dataset_parts(con, settings.trends, batch.spill())
-                for name, spec in DATASETS.items():
-                    results.append(batch.stage(name, parts[name], time_column=spec.time_column))
+                plan = plan_run(con, settings.trends, export_dir, batch.previous, full=full)
+                batch.source = {"trends": fingerprint(settings.trends),
+                                "watermark": plan.watermark}
+                if plan.window is None:
+                    results = [batch.keep(name) for name in DATASETS]
+                else:
+                    results = _stage_window(con, settings.trends, batch, plan.window)
             except duckdb.Error as exc:
                 raise StoreError(f"cannot read the archive for trends: {exc}") from exc
             except pl.exceptions.PolarsError as exc:
@@ -742,8 +928,30 @@ def build_trends(settings: Settings, *, run_id: str | None = None) -> TrendsRepo
                     f"Check free space and permissions of [exports].dir (or --out)."
                 ) from exc
         views = create_views(con, export_dir)
+    since = plan.window.start if plan.window is not None else None
     return TrendsReport(run_id, export_dir, settings.db_path, tuple(results), tuple(views),
-                        time.monotonic() - started)
+                        time.monotonic() - started, plan.mode, since, plan.reason)
+
+
+def _stage_window(con: duckdb.DuckDBPyConnection, t: TrendSettings, batch: exports.ExportBatch,
+                  window: Window) -> list[DatasetExport]:
+    """Compute the window's days and stage them: months before its start stay as exported;
+    its start's month is the exported rows before the start plus the recomputed ones."""
+    computed = dataset_parts(con, t, batch.spill(), window=window)
+    results = []
+    for name, spec in DATASETS.items():
+        parts = computed.parts[name]
+        key = None
+        if window.start is not None:
+            key = trend_window.month_key(window.start)
+            old = batch.previous_file(name, key)
+            before = None if old is None else pl.read_parquet(old).filter(
+                pl.col(spec.time_column) < window.start)
+            parts = _ordered(trend_window.with_rows_before(parts, before, key), spec.order)
+        results.append(batch.stage(name, parts, time_column=spec.time_column, keep_before=key))
+    batch.stage_file(trend_window.BOT_STATE, computed.bot_state)
+    batch.stage_file(trend_window.TEXT_STATE, computed.text_state)
+    return results
 
 
 def in_order(frame: pl.DataFrame, columns: tuple[str, ...]) -> pl.DataFrame:

@@ -49,7 +49,7 @@ def test_harvest_bench_measures_every_case_on_the_same_data(tmp_path: Path) -> N
     assert "round by round" in proc.stdout
 
 
-def test_trends_bench_compares_trends_with_plain_sql(tmp_path: Path) -> None:
+def test_trends_bench_compares_trends_with_plain_sql_and_incremental_with_full(tmp_path: Path) -> None:
     out = tmp_path / "trends.json"
     proc = _bench("bench/trends.py", "--rows", "20000", "--dir", str(tmp_path / "work"),
                   "--json", str(out))
@@ -59,3 +59,27 @@ def test_trends_bench_compares_trends_with_plain_sql(tmp_path: Path) -> None:
     assert figures["same_results"] is True  # trends and the SQL baseline agree
     trends = next(case for case in figures["cases"] if case["case"] == "trends")
     assert trends["datasets"]["bot_daily"] > 0 and trends["partitions"] > 0
+    # After one more record per bot, the incremental run equals a full build row for row.
+    incremental = next(case for case in figures["cases"] if case["case"] == "incremental")
+    assert incremental["mode"] == "incremental" and incremental["written"] > 0
+    assert figures["incremental_equals_full"] is True
+
+
+def test_scale_bench_measures_the_hourly_job_on_each_archive(tmp_path: Path) -> None:
+    # The same service history at two sizes plus a synthetic one (older records written through
+    # the storage layer): each hourly run archives exactly one new record per bot, and the
+    # archive on disk holds no second copy of its data.
+    out = tmp_path / "scale.json"
+    proc = _bench("bench/scale.py", "--bots", "20", "--sizes", "1k,10k,100k", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    runs = json.loads(out.read_text())
+    assert [(r["case"], r["size"]) for r in runs] == [
+        (c, s) for c in ("paged", "unpaged") for s in ("1k", "10k", "100k")]
+    for r in runs:
+        assert r["status"] == "complete" and r["new_records"] == 20, r
+        assert r["written_mb"] > 0 and r["peak_rss_mb"] > 0 and r["cpu_s"] > 0
+        assert 1.0 <= r["ratios"]["disk_vs_data"] <= 1.15, r
+    records = {r["size"]: r["records"] for r in runs if r["case"] == "paged"}
+    assert records["1k"] < records["10k"] < records["100k"]
+    assert records["100k"] - records["10k"] == 20 * 900  # the synthetic older records
+    assert "MET" in proc.stdout or "MISSED" in proc.stdout  # every target has a verdict

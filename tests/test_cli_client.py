@@ -89,8 +89,8 @@ def test_an_empty_id_is_refused_before_any_request(listing: Any, args: list[str]
 def test_bots_list(listing: Any) -> None:
     result = run("bots", "list", "--base-url", listing.base_url, "--limit", "5", "--skip", "2")
     assert result.exit_code == 0, result.output
-    bots = json.loads(result.stdout)
-    assert len(bots) == 5 and all("id" in b for b in bots)
+    listed = [str(b["id"]) for b in listing.directory.listing()]
+    assert [str(b["id"]) for b in json.loads(result.stdout)] == listed[2:7]
 
 
 def test_bots_list_default_page(listing: Any) -> None:
@@ -173,8 +173,8 @@ def test_post_stat_with_key_flag(listing: Any) -> None:
                  "--base-url", listing.base_url, "--bot-key", key)
     assert result.exit_code == 0, result.output
     assert key not in result.output
-    assert isinstance(json.loads(result.stdout), dict)
     last = json.loads(run("bots", "stat", target, "--base-url", listing.base_url).stdout)
+    assert json.loads(result.stdout) == last  # it printed the record the service now holds
     assert (last["users"], last["guilds"], last["shards"]) == (900, 12, 2)
     assert {c["name"]: c["value"] for c in last["custom"]} == {
         "region": "eu", "latency_ms": 12.5, "premium_guilds": 3, "voice_enabled": True,
@@ -184,9 +184,14 @@ def test_post_stat_with_key_flag(listing: Any) -> None:
 def test_post_stat_key_from_environment(listing: Any) -> None:
     target = str(sorted(listing.directory.bot_ids())[6])
     key = listing.directory.bot_key(target)
+    before = len(listing.directory.stats(target))
     result = run("post-stat", target, "--users", "1", "--guilds", "1",
                  "--base-url", listing.base_url, env={"BOTSTATS_BOT_KEY": key})
     assert result.exit_code == 0, result.output
+    assert key not in result.output
+    stats = listing.directory.stats(target)
+    assert len(stats) == before + 1 and (stats[-1]["users"], stats[-1]["guilds"]) == (1, 1)
+    assert json.loads(result.stdout) == stats[-1]
 
 
 # --- failures: exit codes and messages ----------------------------------------------------------

@@ -35,7 +35,6 @@ from pipeline.client import (
     RawArray,
     env_proxy,
     parse_retry_after,
-    redact_url,
 )
 from pipeline.config import RetrySettings, Secret, ServiceSettings, Settings
 from pipeline.errors import (
@@ -49,6 +48,7 @@ from pipeline.errors import (
     ServerError,
     Unreachable,
 )
+from pipeline.redact import redact_url
 from pipeline.service import Faults, ServiceConfig, serve_in_thread
 
 USER_TOKEN = "user-token-s3cret"

@@ -3,6 +3,7 @@ before any I/O with the file, the key, what was expected and a did-you-mean."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -143,17 +144,31 @@ def test_cli_config_prints_effective_settings(tmp_path: Path) -> None:
     assert '"user_token": "set"' in result.output and "utok_zzz" not in result.output
 
 
+@pytest.mark.parametrize(("args", "db", "base_url"), [
+    (["--db", "a.ducklake", "config"], "a.ducklake", "http://127.0.0.1:8000"),
+    (["config", "--db", "b.ducklake"], "b.ducklake", "http://127.0.0.1:8000"),
+    (["--db", "a.ducklake", "--base-url", "http://10.0.0.1:1", "config", "--db", "b.ducklake"],
+     "b.ducklake", "http://10.0.0.1:1"),
+], ids=["before the command", "after it", "both: the later wins, the rest stays"])
+def test_shared_flags_are_taken_before_and_after_the_command(args: list[str], db: str,
+                                                              base_url: str) -> None:
+    result = CliRunner().invoke(cli, ["--config", str(REPO / "config.toml"), *args], env={})
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.output)
+    assert (shown["store"]["db"], shown["service"]["base_url"]) == (db, base_url)
+
+
 def test_the_command_exits_at_once_yet_flushes_its_logs_and_output(tmp_path: Path) -> None:
     # botstats leaves with os._exit (no interpreter teardown): what it wrote must be out first.
     log = tmp_path / "botstats.log"
-    code = ("import logging, sys; from pipeline.cli import _exit; "
+    code = ("import logging, sys; from pipeline.cli import exit_now; "
             f"logging.getLogger('botstats').addHandler(logging.FileHandler({str(log)!r})); "
-            "logging.getLogger('botstats').warning('kept'); sys.stdout.write('out'); _exit(3)")
+            "logging.getLogger('botstats').warning('kept'); sys.stdout.write('out'); exit_now(3)")
     buffered = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=REPO, timeout=60, env=buffered)
     assert (proc.returncode, proc.stdout, log.read_text()) == (3, "out", "kept\n")
-    proc = subprocess.run([sys.executable, "-c", "from pipeline.cli import _exit; _exit('why')"],
+    proc = subprocess.run([sys.executable, "-c", "from pipeline.cli import exit_now; exit_now('why')"],
                           capture_output=True, text=True, cwd=REPO, timeout=60)
     assert (proc.returncode, proc.stderr) == (1, "why\n")  # as SystemExit('why') would
 

@@ -80,8 +80,9 @@ def test_rerun_without_new_data_rewrites_nothing(trends_built: Settings) -> None
     before = files_state(trends_built.export_dir)
     report = build_trends(trends_built)
     assert files_state(trends_built.export_dir) == before
+    assert report.mode == "unchanged"
     assert report.written == 0 and report.unchanged == len(
-        [k for k in before if k.endswith(".parquet")])
+        [k for k in before if k.endswith(".parquet") and not k.startswith("_state/")])
 
 
 def test_new_data_rewrites_only_the_months_it_lands_in(trends_built: Settings) -> None:
@@ -94,6 +95,7 @@ def test_new_data_rewrites_only_the_months_it_lands_in(trends_built: Settings) -
     changed = {k for k in after if before.get(k) != after[k]}
     assert changed == {
         "manifest.json",
+        "_state/bots.parquet",  # alpha's last day and counter: what the next run starts from
         "bot_daily/month=2025-02/part-0.parquet",
         "bot_growth/month=2025-02/part-0.parquet",
         "bot_ranks/month=2025-02/part-0.parquet",
@@ -159,7 +161,7 @@ def test_temp_files_of_a_killed_run_are_invisible_and_swept(trends_built: Settin
     build_trends(trends_built)
     assert not leftover.exists() and not orphan_dir.exists()
     assert sorted(p.name for p in trends_built.export_dir.iterdir()) == sorted(
-        [*DATASETS, "manifest.json"])
+        [*DATASETS, "manifest.json", "_state"])
 
 
 def test_an_empty_dataset_keeps_a_schema_file_until_rows_come(tmp_path: Path) -> None:
@@ -187,7 +189,8 @@ def test_a_month_without_data_any_more_is_removed(trends_built: Settings) -> Non
     with store.writer(trends_built) as con:
         con.execute("DELETE FROM bot_stat_custom")
         con.execute("DELETE FROM bot_stats WHERE recorded_at >= '2025-02-01'")
-    report = build_trends(trends_built)
+    # Records deleted by hand leave no trace an incremental run could see: --full.
+    report = build_trends(trends_built, full=True)
     assert {d.name: d.removed for d in report.datasets}["bot_daily"] == ("month=2025-02",)
     assert not (trends_built.export_dir / "bot_daily/month=2025-02").exists()
     assert [p["partition"] for p in manifest(trends_built)["datasets"]["bot_daily"]["partitions"]

@@ -402,9 +402,8 @@ def test_a_key_sent_twice_in_one_batch_is_archived_once_with_its_last_copy(
         tmp_path: Any, new_only: bool) -> None:
     # The service repeats a record in one page, and a bot comes back in the same batch: the
     # batch writer keeps the last copy of each key, with its custom fields once.
-    from pipeline import archive
+    from pipeline import archive, store
     from pipeline import harvest as h
-    from pipeline import store
     from pipeline.config import StoreSettings
     from pipeline.records import parse_stats
 

@@ -36,7 +36,7 @@ from pipeline.cli import cli
 from pipeline.client import Client
 from pipeline.config import Settings, load_settings
 from pipeline.harvest import EXIT_CODES, _stats_pages, harvest
-from pipeline.service import Directory
+from pipeline.service import MALFORMATIONS, Directory
 
 SMALL = {"bots": 30, "history_days": 5, "stats_per_day": 2}
 
@@ -194,7 +194,9 @@ def test_every_malformed_record_is_kept_in_rejects_and_the_run_completes(
     directory = svc.directory
     malformed = {bot_id: directory.malformed_stats(bot_id) for bot_id in directory.bot_ids()}
     total = sum(map(len, malformed.values()))
-    assert total > 20  # every kind of malformation shows up at this size
+    # Every kind of malformation shows up at this size, each with its own reason.
+    kinds = Counter(expected_reason(r) for records in malformed.values() for r in records)
+    assert len(kinds) == len(MALFORMATIONS), kinds
 
     report = harvest(settings)
     assert (report.status, report.errors, report.rejects) == ("complete", 0, total)

@@ -13,7 +13,8 @@ from click.testing import CliRunner
 
 from pipeline.cli import cli
 from pipeline.config import Settings, load_settings
-from pipeline.logs import Redactor, setup_logging
+from pipeline.logs import setup_logging
+from pipeline.redact import Redactor
 
 TOKEN = "utok_0badc0de1234567890abcdef"
 KEY = "bkey_feedbeef0987654321fedcba"

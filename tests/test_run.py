@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from filelock import Timeout
 
+from pipeline import lock as lock_module
 from pipeline import runner
 from pipeline.config import Settings, load_settings
 from pipeline.errors import ExportError, LockTimeout
@@ -41,6 +43,18 @@ def _botstats(tmp_path: Path, *args: str, **kw: Any) -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
+def _wait_for(check: Any, proc: subprocess.Popen[str], timeout: float = 30) -> None:
+    """Poll ``check`` until true; fail if ``proc`` exits first or ``timeout`` runs out."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if proc.poll() is not None:
+            raise AssertionError(f"botstats exited early ({proc.returncode}): "
+                                 f"{proc.stderr.read() if proc.stderr else ''}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s")
+        time.sleep(0.02)
+
+
 def _statuses(db: Path) -> list[str]:
     with open_archive(db) as con:
         return [r[0] for r in con.execute(
@@ -63,7 +77,7 @@ def test_run_status_and_when_trends_run(tmp_path: Path, monkeypatch: pytest.Monk
     def fake_harvest(settings: Settings, **kw: Any) -> HarvestReport:
         return HarvestReport(run_id="r1", mode="incremental", status=harvest_status)
 
-    def fake_trends(settings: Settings, run_id: str | None) -> Any:
+    def fake_trends(settings: Settings, run_id: str | None, **kw: Any) -> Any:
         calls.append(str(run_id))
         if trends_fails:
             raise ExportError("disk full")
@@ -78,6 +92,41 @@ def test_run_status_and_when_trends_run(tmp_path: Path, monkeypatch: pytest.Monk
         assert "disk full" in report.trends_error and "trends failed" in report.message
     if not trends_ran:
         assert report.trends_skipped == f"the harvest ended {harvest_status}"
+
+
+PAGED_STATS = {"bots": 30, "history_days": 5, "stats_per_day": 4, "stats_page_size": 6}
+
+
+def test_a_partial_harvest_still_builds_trends(tmp_path: Path, service_factory: Any) -> None:
+    # The service pages /stats by 6 and botstats reads it whole: the first run archives each
+    # bot's first page (complete); the second sees the newest records missing (partial).
+    svc = service_factory(**PAGED_STATS)
+    settings = _settings(tmp_path, svc.base_url)
+    assert runner.run(settings).status == "complete"
+    report = runner.run(settings)
+    assert (report.status, report.exit_code) == ("partial", 3)
+    assert report.harvest is not None and report.harvest.errors > 0
+    assert report.trends is not None and report.trends.run_id == report.harvest.run_id
+    assert report.trends_error == "" and report.trends_skipped == ""
+    assert {d.name for d in report.trends.datasets} >= {"bot_daily", "bot_growth"}
+    with open_archive(settings.db_path) as con:
+        daily = con.execute("SELECT sum(records) FROM trend_bot_daily").fetchall()[0][0]
+        archived = con.execute("SELECT count(*) FROM bot_stats").fetchall()[0][0]
+    assert daily == archived > 0  # trends summarise what was archived
+
+
+def test_a_trends_failure_fails_the_run(tmp_path: Path, service: Any) -> None:
+    # The export directory lies under a file: the harvest completes, trends cannot write.
+    (tmp_path / "notes.txt").write_text("not a directory")
+    settings = _settings(tmp_path, service.base_url,
+                         **{"exports.dir": str(tmp_path / "notes.txt" / "exports")})
+    report = runner.run(settings)
+    assert report.harvest is not None and report.harvest.status == "complete"
+    assert (report.status, report.exit_code, report.trends) == ("failed", 1, None)
+    assert "notes.txt" in report.trends_error
+    assert report.message.startswith("the harvest ended complete, then trends failed: ")
+    assert _statuses(settings.db_path) == ["complete"]  # the harvest itself stays recorded
+    assert (tmp_path / "notes.txt").read_text() == "not a directory"
 
 
 def test_a_complete_run_harvests_then_builds_trends(tmp_path: Path, service: Any) -> None:
@@ -110,11 +159,30 @@ def test_botstats_run_prints_a_summary_and_exits_0(tmp_path: Path, service: Any)
     assert "harvest " in out and ": complete" in out
     assert "bot_growth" in out  # the trends summary
     assert out.strip().splitlines()[-1].endswith(": complete (exit 0)")
-    proc = _botstats(tmp_path, "--db", "a.ducklake", "--base-url", service.base_url, "run", "--json")
+    proc = _botstats(tmp_path, "--db", "a.ducklake", "--base-url", service.base_url, "run", "--json",
+                     "--full-trends")
     out, err = proc.communicate(timeout=120)
     data = json.loads(out)
     assert proc.returncode == 0 and data["status"] == "complete" and data["exit_code"] == 0
     assert data["trends"]["datasets"] and data["harvest"]["stats_added"] == 0
+    assert (data["trends"]["mode"], data["trends"]["reason"]) == ("full", "--full")
+
+
+@pytest.mark.parametrize("job", ["harvest", "trends"])
+def test_harvest_and_trends_on_their_own_take_the_lock_and_name_their_run(
+        tmp_path: Path, service: Any, job: str) -> None:
+    settings = _settings(tmp_path, service.base_url)
+    if job == "trends":
+        assert runner.run(settings).status == "complete"
+    proc = _botstats(tmp_path, "--db", str(settings.db_path), "--base-url", service.base_url,
+                     job, "--json", *(["--no-progress"] if job == "harvest" else []))
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    info = holder(settings)
+    assert info is not None and info["job"] == job and info["released_at"]
+    assert info["pid"] == proc.pid
+    if job == "harvest":  # a trends build has no run of its own to name
+        assert info["run_id"] == json.loads(out)["run_id"]
 
 
 @pytest.mark.slow
@@ -165,7 +233,7 @@ def test_a_lock_file_that_cannot_be_opened_is_refused_not_waited_on(tmp_path: Pa
     # filelock takes a lock file it cannot open for one another process holds: the run would
     # wait out the whole lock timeout (here longer than the test allows) and then blame a holder.
     db = tmp_path / "a.ducklake"
-    (tmp_path / "a.duckdb.lock").mkdir()
+    (tmp_path / "a.ducklake.lock").mkdir()
     proc = _botstats(tmp_path, "--db", str(db), "--base-url", "http://127.0.0.1:9", "run",
                      "--lock-timeout", "600")
     _, err = proc.communicate(timeout=60)
@@ -175,29 +243,74 @@ def test_a_lock_file_that_cannot_be_opened_is_refused_not_waited_on(tmp_path: Pa
     assert not db.exists()
 
 
-def test_a_waiting_run_takes_the_lock_when_it_is_released(tmp_path: Path, service: Any) -> None:
+WAIT = 30  # seconds any step below may take before the test fails
+
+
+def _signal_when_waiting(monkeypatch: pytest.MonkeyPatch, tries: int = 1) -> threading.Event:
+    """An event set once a job has tried ``tries`` times to take the held lock, and waits on."""
+    waiting = threading.Event()
+    acquire = lock_module._acquire
+
+    def observed(lock: Any, wait: float, stop: threading.Event | None) -> bool:
+        attempt = lock.acquire
+        failed = []
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return attempt(*args, **kwargs)
+            except Timeout:
+                failed.append(1)
+                if len(failed) >= tries:
+                    waiting.set()
+                raise
+
+        lock.acquire = counted
+        return acquire(lock, wait, stop)
+
+    monkeypatch.setattr(lock_module, "_acquire", observed)
+    return waiting
+
+
+def test_a_waiting_run_takes_the_lock_when_it_is_released(tmp_path: Path, service: Any,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     settings = _settings(tmp_path, service.base_url)
-    release = threading.Event()
+    # Released only after the run has failed to take it twice: it keeps trying, not just once.
+    waiting = _signal_when_waiting(monkeypatch, tries=2)
+    held, released = threading.Event(), threading.Event()
 
     def hold() -> None:
         with run_lock(settings, "run", run_id="first"):
-            release.wait(5)
+            held.set()
+            assert waiting.wait(WAIT), "the run never started waiting for the lock"
+        released.set()
 
     thread = threading.Thread(target=hold)
     thread.start()
-    time.sleep(0.2)
-    threading.Timer(1.0, release.set).start()
-    report = runner.run(settings, lock_timeout=30)
-    thread.join()
-    assert report.status == "complete" and report.lock_wait >= 0.5
+    assert held.wait(WAIT), "the holder never took the lock"
+    report = runner.run(settings, lock_timeout=WAIT)
+    thread.join(WAIT)
+    assert released.is_set() and not thread.is_alive()
+    assert report.status == "complete" and report.lock_wait > 0
+    info = holder(settings)
+    assert info is not None and info["run_id"] == report.run_id  # it ran after "first"
 
 
-def test_a_stop_while_waiting_for_the_lock_is_an_interrupted_run(tmp_path: Path) -> None:
+def test_a_stop_while_waiting_for_the_lock_is_an_interrupted_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     settings = _settings(tmp_path, "http://127.0.0.1:9")
+    waiting = _signal_when_waiting(monkeypatch)
     stop = threading.Event()
+
+    def stop_once_waiting() -> None:
+        if waiting.wait(WAIT):
+            stop.set()
+
     with run_lock(settings, "run"):
-        threading.Timer(0.3, stop.set).start()
-        report = runner.run(settings, lock_timeout=30, stop=stop)
+        stopper = threading.Thread(target=stop_once_waiting)
+        stopper.start()
+        report = runner.run(settings, lock_timeout=WAIT, stop=stop)
+        stopper.join(WAIT)
+    assert waiting.is_set() and stop.is_set()
     assert (report.status, report.exit_code, report.harvest) == ("interrupted", 4, None)
     with pytest.raises(LockTimeout, match="waited 0 s"):
         with run_lock(settings, "run"), run_lock(settings, "again", timeout=0):
@@ -234,10 +347,9 @@ def test_sigterm_finishes_the_batch_and_records_the_run_interrupted(tmp_path: Pa
     settings = _settings(tmp_path, svc.base_url)
     proc = _botstats(tmp_path, "--db", str(settings.db_path), "--base-url", svc.base_url, "run",
                      "--no-progress")
-    deadline = time.monotonic() + 30
-    while not (tmp_path / "a.duckdb.primary").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.8)  # well inside the harvest (80 bots x 0.3 s / 16 workers)
+    # The run notes its run id in the lock holder file after its first bot: inside the harvest,
+    # with most of its 80 bots (0.3 s each, 8 at a time) still to go.
+    _wait_for(lambda: bool((holder(settings) or {}).get("run_id")), proc)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 4, err

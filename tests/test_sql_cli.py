@@ -61,14 +61,18 @@ def test_trends_prints_a_summary_and_a_rerun_writes_nothing(config: Path,
     first = botstats("trends", "--config", config)
     assert first.exit_code == 0, first.output
     lines = first.output.splitlines()
-    assert re.fullmatch(r"trends \S+: 8 datasets in \d+\.\d s; partitions 13 written, "
-                        r"0 unchanged", lines[0])
+    assert re.fullmatch(r"trends \S+: full \(no previous incremental export\); 8 datasets in "
+                        r"\d+\.\d s; partitions 13 written, 0 unchanged", lines[0])
     assert lines[1].split() == ["dataset", "rows", "written", "unchanged", "removed", "days"]
     assert lines[2].split() == ["bot_daily", "30", "2", "0", "0", "2025-01-25..2025-02-03"]
     assert lines[6].split() == ["anomalies", "2", "1", "0", "0", "2025-02-01..2025-02-01"]
     assert lines[10] == f"exports: {trend_archive.export_dir.resolve()}"
-    again = botstats("trends", "--config", config)
-    assert "partitions 0 written, 13 unchanged" in again.output.splitlines()[0]
+    again = botstats("trends", "--config", config).output.splitlines()[0]
+    assert "unchanged (nothing new since the last export)" in again
+    assert "partitions 0 written, 13 unchanged" in again
+    # --full recomputes everything; the same rows give the same bytes, so nothing is written.
+    full = botstats("trends", "--config", config, "--full").output.splitlines()[0]
+    assert ": full (--full); " in full and "partitions 0 written, 13 unchanged" in full
 
 
 def test_trends_out_writes_elsewhere_and_the_views_follow(config: Path, tmp_path: Path) -> None:
@@ -242,7 +246,8 @@ def test_status_of_a_duckdb_file_that_is_no_archive_says_so(tmp_path: Path) -> N
     empty.touch()
     result = botstats("status", "--config", empty, "--db", other)
     assert result.exit_code == 1
-    assert "holds no harvest_runs table: it is not a botstats archive" in result.output
+    assert "is a DuckDB database file, not a DuckLake archive" in result.output
+    assert "botstats convert-archive" in result.output
     assert "Traceback" not in result.output
 
 

@@ -1,5 +1,5 @@
 """The store: the archive as a DuckLake (opened, read-only for readers, backed up and restored),
-polars frames read by DuckDB under their names (`store.run`), and the schema's migrations."""
+polars frames read by DuckDB under their names (`store.run_with_frames`), and the schema's migrations."""
 
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ def test_frames_are_read_under_their_names_and_unregistered_after(tmp_path: Path
     con.execute("CREATE TABLE t (k VARCHAR, n BIGINT, seen TIMESTAMPTZ, note VARCHAR)")
     when = datetime(2024, 6, 1, tzinfo=UTC)
     rows = pl.DataFrame({"k": ["a", "b"], "n": [1, None], "seen": [when, when]})
-    assert store.run(con, "INSERT INTO t BY NAME SELECT * FROM rows_in", rows_in=rows) == [(2,)]
-    both = store.run(con, "SELECT x.k, y.n FROM x JOIN y USING (k) ORDER BY k",
+    assert store.run_with_frames(con, "INSERT INTO t BY NAME SELECT * FROM rows_in", rows_in=rows) == [(2,)]
+    both = store.run_with_frames(con, "SELECT x.k, y.n FROM x JOIN y USING (k) ORDER BY k",
                      x=rows, y=rows.filter(pl.col("k") == "a"))
     assert both == [("a", 1)]
     assert con.execute("SELECT k, n, seen, note FROM t ORDER BY k").fetchall() == [
@@ -49,7 +49,7 @@ def test_a_failing_statement_inside_a_transaction_reports_its_own_error(tmp_path
     con.execute("INSERT INTO t VALUES (1)")
     con.execute("BEGIN TRANSACTION")
     with pytest.raises(duckdb.ConstraintException, match="NOT NULL"):
-        store.run(con, "INSERT INTO t SELECT a FROM f", f=pl.DataFrame({"a": [None]}, schema={"a": pl.Int32}))
+        store.run_with_frames(con, "INSERT INTO t SELECT a FROM f", f=pl.DataFrame({"a": [None]}, schema={"a": pl.Int32}))
     store.rollback(con)
     assert con.execute("SELECT count(*) FROM t").fetchall() == [(1,)]
     con.close()
@@ -61,7 +61,7 @@ def test_a_column_of_nothing_but_nulls_is_written_as_null(tmp_path: Path) -> Non
     con.execute("CREATE TABLE t (k VARCHAR, bot_id VARCHAR, n DOUBLE)")
     errors_in = pl.DataFrame([{"k": "x", "bot_id": None, "n": None}])
     assert errors_in.schema["bot_id"] == pl.Null
-    store.run(con, "INSERT INTO t BY NAME SELECT * FROM errors_in", errors_in=errors_in)
+    store.run_with_frames(con, "INSERT INTO t BY NAME SELECT * FROM errors_in", errors_in=errors_in)
     assert con.execute("SELECT * FROM t").fetchall() == [("x", None, None)]
     con.close()
 

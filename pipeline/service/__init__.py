@@ -5,6 +5,7 @@ It stands alone, like a third-party service would: nothing here imports the rest
 ``pipeline``. Public API::
 
     ServiceConfig, Faults          what the directory holds and how the service misbehaves
+    InvalidSetting                 the ValueError either raises for a value it does not allow
     Directory                      the state and ground truth (``app.state.directory``)
     create_app(cfg)                the Starlette app
     serve_in_thread(cfg, host, port) -> RunningService   (context manager; .base_url, .directory)
@@ -18,7 +19,7 @@ Modules: ``_config`` (value classes), ``_data`` (on-demand records), ``_director
 from __future__ import annotations
 
 from ._app import create_app
-from ._config import Faults, ServiceConfig
+from ._config import Faults, InvalidSetting, ServiceConfig
 from ._data import MALFORMATIONS
 from ._directory import BOT_KEY_PREFIX, USER_TOKEN_PREFIX, Directory
 from ._payload import validate_stat_payload
@@ -30,6 +31,7 @@ __all__ = [
     "USER_TOKEN_PREFIX",
     "Directory",
     "Faults",
+    "InvalidSetting",
     "RunningService",
     "ServiceConfig",
     "create_app",

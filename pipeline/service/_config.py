@@ -21,9 +21,19 @@ MAX_BOTS = 1_000_000
 SECONDS_PER_DAY = 86_400
 
 
-def _check(ok: bool, name: str, value: object, allowed: str) -> None:
+class InvalidSetting(ValueError):
+    """A value of :class:`ServiceConfig` or :class:`Faults` that is not allowed; ``field`` names
+    it (``stats_per_day``, ``rate_limit``) and ``problem`` says what is wrong with it."""
+
+    def __init__(self, owner: str, field: str, value: object, allowed: str) -> None:
+        self.field = field
+        self.problem = f"{value!r} is not allowed: {allowed}"
+        super().__init__(f"{owner}{field}={self.problem}")
+
+
+def _check(ok: bool, name: str, value: object, allowed: str, owner: str = "") -> None:
     if not ok:
-        raise ValueError(f"{name}={value!r} is not allowed: {allowed}")
+        raise InvalidSetting(owner, name, value, allowed)
 
 
 def _is_int(value: object) -> bool:
@@ -57,16 +67,16 @@ class Faults:
     def __post_init__(self) -> None:
         for name in ("rate_limit", "latency_ms", "latency_jitter_ms", "live_interval"):
             value = getattr(self, name)
-            _check(_is_number(value) and value >= 0, f"Faults.{name}", value,
-                   "a finite number >= 0")
+            _check(_is_number(value) and value >= 0, name, value,
+                   "a finite number >= 0", "Faults.")
         for name in ("error_rate", "malformed_rate", "bad_json_rate"):
             value = getattr(self, name)
-            _check(_is_number(value) and 0 <= value <= 1, f"Faults.{name}", value,
-                   "a probability between 0 and 1")
-        _check(_is_int(self.churn_every) and self.churn_every >= 0, "Faults.churn_every",
-               self.churn_every, "an integer >= 0 (0 = no churn)")
-        _check(isinstance(self.ignore_skip, bool), "Faults.ignore_skip", self.ignore_skip,
-               "True or False")
+            _check(_is_number(value) and 0 <= value <= 1, name, value,
+                   "a probability between 0 and 1", "Faults.")
+        _check(_is_int(self.churn_every) and self.churn_every >= 0, "churn_every",
+               self.churn_every, "an integer >= 0 (0 = no churn)", "Faults.")
+        _check(isinstance(self.ignore_skip, bool), "ignore_skip", self.ignore_skip,
+               "True or False", "Faults.")
 
     def active(self) -> dict[str, object]:
         """The fault fields that are switched on, for logs and the health endpoint."""

@@ -1,0 +1,179 @@
+"""What every command shares: the `botstats` group, the options declared once for all of
+them, the settings they build, and the edge where our errors become a message and an exit code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sys
+import threading
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from functools import wraps
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+
+import click
+
+from .. import __version__
+from ..config import Settings, load_settings
+from ..errors import BotstatsError
+
+if TYPE_CHECKING:
+    from ..harvest import ProgressFn
+
+T = TypeVar("T")
+
+
+def handle_errors(fn: Callable[..., T]) -> Callable[..., T]:
+    """Turn our errors into a one-line message and the documented exit code (no traceback)."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        try:
+            return fn(*args, **kwargs)
+        except BotstatsError as exc:
+            click.echo(f"botstats: error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("botstats: interrupted", err=True)
+            sys.exit(130)
+
+    return wrapper
+
+
+def run_async(coro: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coro)
+
+
+def print_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+def harvesting(progress: bool, job: Callable[[threading.Event, ProgressFn | None], T]) -> T:
+    """Run a job that harvests: SIGTERM or Ctrl+C sets its stop event (it finishes the current
+    batch and records the run interrupted), and its progress is shown unless ``progress`` is off."""
+    from ..console import harvest_progress
+    from ..signals import stop_on_signals
+
+    with stop_on_signals() as stop, harvest_progress(progress) as on_progress:
+        return job(stop, on_progress)
+
+
+def report_and_exit(report: Any, as_json: bool, show: Callable[[Any], None]) -> NoReturn:
+    """Print a job's report (as JSON, or ``show`` it) and exit with its exit code."""
+    if as_json:
+        print_json(report.as_dict())
+    else:
+        show(report)
+    sys.exit(report.exit_code)
+
+
+# --- the options every command shares ------------------------------------------------------------
+@dataclass
+class Ctx:
+    """What the shared options typed so far say: the config file, and the flags to layer over
+    config and environment. A flag typed after the command wins over the same one before it."""
+
+    config: str | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+
+def _remember(key: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    def callback(ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
+        typed = ctx.ensure_object(Ctx)
+        if value is None:
+            return value
+        if key == "config":
+            typed.config = value
+        else:
+            typed.overrides[key] = value
+        return value
+
+    return callback
+
+
+def _shared(*decls: str, key: str, help: str, **kw: Any) -> Callable[[T], T]:
+    return click.option(*decls, expose_value=False, callback=_remember(key), help=help, **kw)
+
+
+config_option = _shared("--config", key="config", type=click.Path(dir_okay=False),
+                        help="Config file (default: $BOTSTATS_CONFIG, else ./config.toml).")
+base_url_option = _shared("--base-url", key="service.base_url",
+                          help="Service base URL (overrides [service].base_url).")
+db_option = _shared("--db", key="store.db", help="Archive path, its catalog file (overrides [store].db).")
+user_token_option = _shared("--user-token", key="user_token",
+                            help="User token for the user endpoints (default: "
+                                 "$BOTSTATS_USER_TOKEN). Sent as 'Bearer <token>'.")
+
+
+def common_options(fn: Callable[..., T]) -> Callable[..., T]:
+    """--config/--base-url/--db: accepted on every command as well as on the group."""
+    return config_option(base_url_option(db_option(fn)))
+
+
+def typed() -> Ctx:
+    """The shared options typed on this command line (group and command)."""
+    return click.get_current_context().ensure_object(Ctx)
+
+
+def settings_from_flags(**more: Any) -> Settings:
+    """defaults < config file < BOTSTATS_* environment < the flags typed < ``more``."""
+    ctx = typed()
+    return load_settings(ctx.config, overrides={**ctx.overrides, **more})
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="botstats")
+@common_options
+@user_token_option
+@_shared("--log-format", key="log.format", type=click.Choice(["text", "json"]),
+         help="Log format (overrides [log].format).")
+@_shared("--log-file", key="log.file", help="Also append logs to this file (overrides [log].file).")
+def cli() -> None:
+    """botstats: archive a bot-listing service into a DuckLake and compute trends.
+
+    Settings come from defaults < config.toml < BOTSTATS_* environment < these flags.
+    """
+    typed()
+
+
+class _Id(click.ParamType):
+    """A user or bot id: any text but an empty one (which would name another endpoint)."""
+
+    name = "id"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value)
+        if not text.strip():
+            self.fail("an id cannot be empty.", param, ctx)
+        return text
+
+
+ID = _Id()
+
+
+def main() -> None:
+    try:
+        cli(prog_name="botstats")
+    except SystemExit as exc:
+        exit_now(exc.code)
+    exit_now(0)
+
+
+def exit_now(code: object) -> NoReturn:
+    """Exit without tearing the interpreter down: by now every file is written and closed, and
+    freeing polars' and DuckDB's module state is slow work for nothing. Logging is shut down
+    (its files flushed) and the output flushed first."""
+    if code is not None and not isinstance(code, int):
+        click.echo(code, err=True)  # what SystemExit("message") prints
+        code = 1
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (`botstats sql ... | head`): nothing to do
+            pass
+    os._exit(code or 0)

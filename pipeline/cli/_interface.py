@@ -1,0 +1,154 @@
+"""`botstats users|bots|post-stat`: the bot-listing interface by hand, one request each."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from ._base import (
+    ID,
+    cli,
+    common_options,
+    handle_errors,
+    print_json,
+    run_async,
+    settings_from_flags,
+    user_token_option,
+)
+
+if TYPE_CHECKING:
+    from ..client import Client
+    from ..config import Settings
+
+T = TypeVar("T")
+
+
+def _call_client(settings: Settings, method: Callable[[Client], Coroutine[Any, Any, T]]) -> T:
+    """Open one client, make one call, close it: each command is one `asyncio.run`."""
+    from ..client import Client  # httpx and friends load only for a command that calls
+
+    async def call() -> T:
+        async with Client(settings) as client:
+            return await method(client)
+
+    return run_async(call())
+
+
+@cli.group("users")
+def users_group() -> None:
+    """Read users: the current user, a user, and a user's bots, servers and webhooks.
+
+    Needs a user token: $BOTSTATS_USER_TOKEN or --user-token.
+    """
+
+
+def _read_command(group: click.Group, name: str, method: str, help_text: str, *, arg: str | None,
+                  paged: tuple[str, str, str] | None = None, user: bool = False) -> None:
+    """`botstats GROUP NAME [ARG]`: one GET, printed as JSON. ``paged`` = (what one page holds,
+    what is paged, what --skip skips) adds --limit/--skip for a service that pages the list;
+    ``user`` adds --user-token."""
+
+    def command(limit: int | None = None, skip: int = 0, **args: str) -> None:
+        paging = {"limit": limit, "skip": skip} if paged else {}
+        print_json(_call_client(settings_from_flags(),
+                                lambda c: getattr(c, method)(*args.values(), **paging)))
+
+    decorators = [group.command(name, help=help_text)]
+    if arg:
+        decorators.append(click.argument(arg, type=ID))
+    if paged:
+        each, what, items = paged
+        decorators += [
+            click.option("--limit", type=click.IntRange(min=1),
+                         help=f"Ask one page of this many{each} (limit/skip), for a service that "
+                              f"pages {what}; default: no paging parameters sent."),
+            click.option("--skip", type=click.IntRange(min=0), default=0, show_default=True,
+                         help=f"{items} to skip (with --limit)."),
+        ]
+    decorators += [*([user_token_option] if user else []), common_options, handle_errors]
+    for decorate in reversed(decorators):
+        command = decorate(command)
+
+
+USER_LIST = ("", "the list", "Items")
+_read_command(users_group, "me", "me", "Print the current user (GET /users/@me).", arg=None,
+              user=True)
+for _name, _method, _help, _paged in (
+    ("get", "user", "Print the user USER_ID (GET /users/:user_id).", None),
+    ("bots", "user_bots", "Print the bots of user USER_ID (GET /users/:user_id/bots).", USER_LIST),
+    ("servers", "user_servers", "Print the servers of user USER_ID (GET /users/:user_id/servers).",
+     USER_LIST),
+    ("webhooks", "user_webhooks",
+     "Print the webhooks of user USER_ID (GET /users/:user_id/webhooks).", USER_LIST),
+):
+    _read_command(users_group, _name, _method, _help, arg="user_id", paged=_paged, user=True)
+
+
+@cli.group("bots")
+def bots_group() -> None:
+    """Read bots: a page of bots, one bot, its stat records, its last stat. No credentials."""
+
+
+@bots_group.command("list")
+@click.option("--limit", type=click.IntRange(min=1),
+              help="Bots per page (default: [service].page_size). The service may return fewer.")
+@click.option("--skip", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Bots to skip (offset).")
+@common_options
+@handle_errors
+def bots_list(limit: int | None, skip: int) -> None:
+    """Print one page of bots (GET /bots?limit=N&skip=N)."""
+    print_json(_call_client(settings_from_flags(), lambda c: c.list_bots(limit=limit, skip=skip)))
+
+
+for _name, _method, _help, _paged in (
+    ("get", "bot", "Print the bot BOT_ID (GET /bots/:bot_id).", None),
+    ("stats", "bot_stats", "Print the stat records of bot BOT_ID (GET /bots/:bot_id/stats).",
+     (" records", "/stats", "Records")),
+    ("stat", "bot_last_stat",
+     "Print the most recent stat record of bot BOT_ID (GET /bots/:bot_id/stat).", None),
+):
+    _read_command(bots_group, _name, _method, _help, arg="bot_id", paged=_paged)
+
+
+def _custom_option(_ctx: click.Context, _param: click.Parameter,
+                   pairs: tuple[str, ...]) -> list[tuple[str, Any]]:
+    from ..client import parse_custom
+
+    try:
+        return parse_custom(pairs)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@cli.command("post-stat")
+@click.argument("bot_id", type=ID)
+@click.option("--users", type=click.IntRange(min=0), required=True, help="Count of bot users.")
+@click.option("--guilds", type=click.IntRange(min=0), required=True, help="Count of bot guilds.")
+@click.option("--shards", type=click.IntRange(min=0), help="Count of bot shards.")
+@click.option("--memory-load", type=click.IntRange(0, 100), help="Percent of memory in use.")
+@click.option("--cpu-load", type=click.IntRange(0, 100), help="Percent of CPU in use.")
+@click.option("--commands-executed", type=click.IntRange(min=0), help="Count of executed commands.")
+@click.option("--custom", "custom", multiple=True, metavar="NAME=VALUE", callback=_custom_option,
+              help="Custom field (repeatable); VALUE is read as integer, number, true/false, "
+                   "else text.")
+@click.option("--bot-key", help="The bot's API key (default: $BOTSTATS_BOT_KEY). Sent as-is.")
+@common_options
+@handle_errors
+def post_stat(bot_id: str, users: int, guilds: int, shards: int | None,
+              memory_load: int | None, cpu_load: int | None, commands_executed: int | None,
+              custom: list[tuple[str, Any]], bot_key: str | None) -> None:
+    """Publish one stat record for bot BOT_ID (POST /bots/:bot_id/stats) and print it.
+
+    Not retried on a server error or timeout (the record may have been stored): check with
+    `botstats bots stat BOT_ID` before posting again.
+    """
+    from ..client import stat_payload
+
+    settings = settings_from_flags(**({"bot_key": bot_key} if bot_key else {}))
+    payload = stat_payload(settings.fields, {
+        "users": users, "guilds": guilds, "shards": shards, "memory_load": memory_load,
+        "cpu_load": cpu_load, "commands_executed": commands_executed}, custom)
+    print_json(_call_client(settings, lambda c: c.post_stat(bot_id, payload)))

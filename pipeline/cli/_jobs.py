@@ -1,0 +1,183 @@
+"""`botstats run|schedule|cron|demo|config`: the jobs an operator runs, schedules or tries."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+import click
+
+from ..logs import setup_logging
+from ._base import (
+    cli,
+    common_options,
+    config_option,
+    handle_errors,
+    harvesting,
+    print_json,
+    report_and_exit,
+    settings_from_flags,
+    typed,
+)
+
+if TYPE_CHECKING:
+    from ..runner import RunReport
+
+
+@cli.command("config")
+@common_options
+@handle_errors
+def config_cmd() -> None:
+    """Print the effective settings as JSON (secrets shown only as set/unset)."""
+    from ..config import as_dict
+
+    print_json(as_dict(settings_from_flags()))
+
+
+def _print_run(report: RunReport) -> None:
+    from rich.console import Console
+
+    from ..console import harvest_summary
+
+    if report.harvest is not None:
+        Console(highlight=False).print(harvest_summary(report.harvest))
+    if report.trends is not None:
+        click.echo(report.trends.summary())
+    elif report.trends_error:
+        click.echo(f"trends: failed: {report.trends_error}")
+    elif report.trends_skipped:
+        click.echo(f"trends: not run ({report.trends_skipped})")
+    if report.took_over:
+        click.echo(f"note: took over the lock of a run that died without releasing it "
+                   f"(pid {report.took_over.get('pid')}, run {report.took_over.get('run_id')})")
+    click.echo(f"run {report.run_id or '-'}: {report.status} (exit {report.exit_code})")
+
+
+@cli.command("run")
+@common_options
+@click.option("--full", is_flag=True, help="Re-read every bot's whole /stats list (see `harvest --full`).")
+@click.option("--full-trends", is_flag=True, help="Recompute the trends from the whole archive "
+              "(see `trends --full`).")
+@click.option("--lock-timeout", type=click.FloatRange(min=0), metavar="SECONDS",
+              help="Seconds to wait while another job holds the archive lock, then exit 75 "
+                   "(overrides [run].lock_timeout).")
+@click.option("--progress/--no-progress", default=True, show_default=True,
+              help="Show progress (a bar on a terminal, log lines otherwise).")
+@click.option("--json", "as_json", is_flag=True, help="Print the run report as JSON instead of a summary.")
+@handle_errors
+def run_cmd(full: bool, full_trends: bool, lock_timeout: float | None, progress: bool,
+            as_json: bool) -> None:
+    """Harvest, then build trends: the one command a crontab calls.
+
+    Takes the archive's run lock first, so two runs (or a run and `botstats schedule`) never
+    overlap. SIGTERM or Ctrl+C finishes the current batch and records the run as interrupted.
+    Exit codes: 0 complete, 3 partial, 1 failed, 4 interrupted, 75 another run holds the lock
+    (the message names it), 2 usage or config error.
+    """
+    from ..runner import run
+
+    settings = settings_from_flags(**{"run.lock_timeout": lock_timeout})
+    setup_logging(settings)
+    report = harvesting(progress, lambda stop, on_progress: run(
+        settings, full=full, full_trends=full_trends, stop=stop, on_progress=on_progress))
+    report_and_exit(report, as_json, _print_run)
+
+
+@cli.command("schedule")
+@common_options
+@click.option("--harvest-cron", metavar="EXPR",
+              help="Override [schedule].harvest. A crontab expression; 6 fields = seconds first "
+                   "(e.g. '*/5 * * * * *', for tests); '' disables the job.")
+@click.option("--trends-cron", metavar="EXPR",
+              help="Override [schedule].trends, like --harvest-cron.")
+@click.option("--dry-run", is_flag=True, help="Print each job's next 5 run times and exit.")
+@handle_errors
+def schedule_cmd(harvest_cron: str | None, trends_cron: str | None, dry_run: bool) -> None:
+    """Run the harvest and trends jobs on [schedule]'s crontab expressions, in the foreground.
+
+    Standard crontab numbering (0 and 7 = Sunday, 1-5 = Mon-Fri) in [schedule].timezone (UTC
+    by default). One run of each job at a time, missed runs coalesced, every run, skip and miss
+    logged; jobs take the archive lock, so a manual `botstats run` never overlaps them.
+    SIGTERM or Ctrl+C: the running job finishes its current batch (the run is recorded as
+    interrupted), then the scheduler exits 0.
+    """
+    from ..schedule import describe_schedule, run_scheduler
+
+    settings = settings_from_flags()
+    setup_logging(settings)
+    if dry_run:
+        for name, expr, times in describe_schedule(settings, harvest_cron=harvest_cron,
+                                                   trends_cron=trends_cron):
+            click.echo(f"{name}: {expr}  ({settings.schedule.timezone})")
+            for when in times:
+                click.echo(f"  {when:%a %Y-%m-%d %H:%M:%S %Z}")
+        return
+    sys.exit(run_scheduler(settings, harvest_cron=harvest_cron, trends_cron=trends_cron))
+
+
+@cli.command("cron")
+@common_options
+@handle_errors
+def cron_cmd() -> None:
+    """Print a crontab line and a systemd service + timer that call `botstats run`.
+
+    They use absolute paths to this installation's botstats and config file, and
+    [schedule].harvest in [schedule].timezone.
+    """
+    from ..deploy import cron_text
+
+    settings = settings_from_flags()
+    flags: tuple[str, ...] = ()
+    if "store.db" in typed().overrides:
+        flags += ("--db", str(settings.db_path.absolute()))
+    if "service.base_url" in typed().overrides:
+        flags += ("--base-url", settings.service.base_url)
+    click.echo(cron_text(settings, typed().config, flags), nl=False)
+
+
+@cli.command("demo")
+@click.option("--dir", "directory", default="data", show_default=True, type=click.Path(file_okay=False),
+              help="Where the archive (archive.ducklake) and exports (exports/) go.")
+@click.option("--bots", type=click.IntRange(1, 100_000), default=200, show_default=True,
+              help="Bots the embedded service lists.")
+@click.option("--days", type=click.IntRange(1, 3650), default=90, show_default=True,
+              help="Days of history per bot.")
+@click.option("--stats-per-day", type=click.IntRange(1, 1440), default=2, show_default=True,
+              help="Stat records per bot per day (must divide 86400).")
+@click.option("--fresh", is_flag=True, help="Delete a previous demo's archive and exports in --dir first.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+@config_option
+@handle_errors
+def demo_cmd(directory: str, bots: int, days: int, stats_per_day: int, fresh: bool,
+             as_json: bool) -> None:
+    """Start the embedded service, run harvest + trends against it, show what was written.
+
+    The archive goes to DIR/archive.ducklake (default data/, the default [store].db, so
+    `botstats sql` and the notebook find it without flags).
+    """
+    from rich.console import Console
+
+    from ..console import print_table
+    from ..demo import demo, next_steps
+    from ..deploy import botstats_command
+
+    if 86_400 % stats_per_day:
+        raise click.BadParameter(f"{stats_per_day} does not divide 86400 (try 1, 2, 4, 24).",
+                                 param_hint="'--stats-per-day'")
+    # Logging follows the user's settings (the demo's own overrides are applied inside).
+    setup_logging(settings_from_flags())
+    report = harvesting(not as_json, lambda stop, on_progress: demo(
+        directory, bots=bots, days=days, stats_per_day=stats_per_day, config=typed().config,
+        fresh=fresh, stop=stop, on_progress=on_progress))
+    if as_json:
+        print_json(report.as_dict())
+        sys.exit(report.run.exit_code)
+    out = Console(highlight=False)
+    _print_run(report.run)
+    click.echo()
+    print_table(list(report.tables.items()), ["table", "rows"],
+                title=f"archive: {report.settings.db_path}", console=out)
+    print_table(list(report.datasets.items()), ["dataset", "rows"],
+                title=f"exports: {report.settings.export_dir}", console=out)
+    click.echo(next_steps(report, directory, botstats_command(absolute=False)))
+    sys.exit(report.run.exit_code)
