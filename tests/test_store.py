@@ -352,3 +352,22 @@ def test_an_archive_made_by_botstats_0_1_is_converted_and_harvested_on(
     assert rows == service_stat_rows(svc.directory)
     assert report.stats_added == len(listed)  # one new record per bot
     assert_archive_has_no_duplicates(settings)
+
+
+def test_the_duckdb_shell_opens_the_archive_with_what_sql_attach_prints(tmp_path: Path) -> None:
+    # The README's one line for the duckdb CLI, run as an analyst would (the shell botstats
+    # installs, from another directory).
+    import shutil
+    import subprocess
+    import sys
+
+    db = _filled(tmp_path)
+    venv_bin = Path(sys.executable).parent
+    shell = shutil.which("duckdb", path=str(venv_bin))
+    assert shell, "the duckdb shell (package duckdb-cli) is not installed"
+    attach = subprocess.run([str(venv_bin / "botstats"), "--db", str(db), "sql", "--attach"],
+                            capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([shell, "-csv", "-c", attach + " SELECT count(*) AS n FROM bots;"],
+                         capture_output=True, text=True, cwd="/")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["n", "5"]
