@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench bench-harvest bench-trends lint clean
+.PHONY: demo test chromium bench bench-harvest bench-trends bench-forecast lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,17 +24,24 @@ $(VENV)/.bench: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.base
 	$(BIN)/botstats demo
 
-test: $(VENV)/.dev
+test: $(VENV)/.dev chromium
 	.ci/test-deps
 	$(BIN)/python -m pytest -q
 
-bench: bench-harvest bench-trends
+# The report's tests open it in Debian's chromium; installed once (apt-get, as root) if missing.
+chromium:
+	.ci/chromium
+
+bench: bench-harvest bench-trends bench-forecast
 
 bench-harvest: $(VENV)/.bench
 	$(BIN)/python bench/harvest.py
 
 bench-trends: $(VENV)/.bench
 	$(BIN)/python bench/trends.py
+
+bench-forecast: $(VENV)/.bench
+	$(BIN)/python bench/forecast.py
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check .

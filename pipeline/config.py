@@ -139,6 +139,20 @@ class TrendSettings:
 
 
 @dataclass(frozen=True)
+class ReportSettings:
+    """`botstats report`, and the report `botstats run` refreshes after each run."""
+
+    file: str = ""  # where `botstats run` writes the report after trends; "" = no report
+    bots: str = ""  # bot ids with a section of their own, separated by commas or spaces
+    days: int = 90  # days of history shown
+    compare: bool = False  # also the bots side by side (2 to 4 of them)
+
+    @property
+    def bot_list(self) -> list[str]:
+        return self.bots.replace(",", " ").split()
+
+
+@dataclass(frozen=True)
 class ScheduleSettings:
     """`botstats schedule`: standard crontab expressions (0 or 7 = Sunday)."""
 
@@ -172,6 +186,7 @@ class Settings:
     store: StoreSettings = field(default_factory=StoreSettings)
     exports: ExportSettings = field(default_factory=ExportSettings)
     trends: TrendSettings = field(default_factory=TrendSettings)
+    report: ReportSettings = field(default_factory=ReportSettings)
     schedule: ScheduleSettings = field(default_factory=ScheduleSettings)
     run: RunSettings = field(default_factory=RunSettings)
     log: LogSettings = field(default_factory=LogSettings)
@@ -377,6 +392,7 @@ def validate(settings: Settings) -> Settings:
         "store.batch_rows": settings.store.batch_rows,
         "trends.anomaly_window": settings.trends.anomaly_window,
         "trends.movers_top": settings.trends.movers_top,
+        "report.days": settings.report.days,
     }
     non_negative = {
         "service.max_keepalive": s.max_keepalive,
@@ -419,6 +435,9 @@ def validate(settings: Settings) -> Settings:
         if not getattr(settings.fields, key):
             raise ConfigError(f"{where(f'fields.{key}')}: [fields].{key} must name a record field, "
                               f"got ''.")
+    if settings.report.compare and not 2 <= len(settings.report.bot_list) <= 4:
+        raise ConfigError(f"{where('report.compare')}: [report].compare needs 2 to 4 bot ids in "
+                          f"[report].bots, got {len(settings.report.bot_list)}.")
     if not settings.store.db:
         raise ConfigError(f"{where('store.db')}: [store].db must be a file path, got ''.")
     _validate_schedule(settings, where)
@@ -480,6 +499,7 @@ __all__ = [
     "ExportSettings",
     "FieldSettings",
     "LogSettings",
+    "ReportSettings",
     "RetrySettings",
     "RunSettings",
     "ScheduleSettings",

@@ -31,6 +31,7 @@ from .lock import LockHandle, run_lock
 
 if TYPE_CHECKING:
     from .legacy import ConvertReport
+    from .report import ReportResult
     from .store import Compaction
     from .trends import TrendsReport
 
@@ -48,6 +49,8 @@ class RunReport:
     trends: TrendsReport | None = None
     trends_skipped: str = ""  # why trends did not run
     trends_error: str = ""
+    report: ReportResult | None = None  # the HTML report refreshed after trends ([report].file)
+    report_error: str = ""
     lock_wait: float = 0.0
     took_over: dict[str, Any] | None = None  # the dead holder whose lock this run took over
     message: str = ""
@@ -72,6 +75,8 @@ class RunReport:
             "trends": self.trends.as_dict() if self.trends else None,
             "trends_skipped": self.trends_skipped or None,
             "trends_error": self.trends_error or None,
+            "report": self.report.as_dict() if self.report else None,
+            "report_error": self.report_error or None,
         }
 
 
@@ -132,6 +137,24 @@ def _harvest_then_trends(settings: Settings, report: RunReport, lock: LockHandle
         report.status = "failed"
         report.message = f"the harvest ended {report.harvest.status}, then trends failed: {exc}"
         log.error("trends after harvest %s failed: %s", report.harvest.run_id, exc)
+        return
+    report.report, report.report_error = refresh_report(settings)
+
+
+def refresh_report(settings: Settings) -> tuple[ReportResult | None, str]:
+    """Rewrite ``[report].file`` from the new exports, when it is set. A failure is logged and
+    returned, not raised: the run's data is archived and exported whatever the report does."""
+    if not settings.report.file:
+        return None, ""
+    from .report import build_report
+
+    try:
+        result = build_report(settings)
+    except BotstatsError as exc:
+        log.error("report %s not refreshed: %s", settings.report.file, exc)
+        return None, str(exc)
+    log.info("%s", result.summary())
+    return result, ""
 
 
 def _build_trends(settings: Settings, run_id: str | None, *, full: bool = False) -> TrendsReport:
@@ -177,11 +200,13 @@ def harvest_job(settings: Settings, stop: threading.Event) -> str:
 
 
 def trends_job(settings: Settings, stop: threading.Event) -> str:
-    """One scheduled trends build."""
+    """One scheduled trends build, then the report of ``[report].file`` when set."""
     trends = locked_trends(settings, stop=stop)
     _log_trends(trends)
+    result, error = refresh_report(settings)
+    note = f"; report failed: {error}" if error else f"; report {result.path}" if result else ""
     return (f"trends {trends.run_id}: {len(trends.datasets)} datasets, "
-            f"{trends.written} partitions written, {trends.unchanged} unchanged")
+            f"{trends.written} partitions written, {trends.unchanged} unchanged{note}")
 
 
 # --- archive upkeep: each a job of its own under the run lock ----------------------------------
@@ -219,4 +244,5 @@ def restore_archive(settings: Settings, source: Path) -> tuple[int, int]:
 
 
 __all__ = ["RUN_EXIT_CODES", "RunReport", "backup_archive", "compact_archive", "convert_archive",
-           "harvest_job", "locked_harvest", "locked_trends", "restore_archive", "run", "trends_job"]
+           "harvest_job", "locked_harvest", "locked_trends", "refresh_report", "restore_archive",
+           "run", "trends_job"]

@@ -22,6 +22,7 @@ anomalies          bot-days whose daily delta has a robust z-score above the thr
 resource_health    per bot and week: p95 load and days above the health threshold
 custom_daily       per bot, day and custom field: numeric stats, or the text value and changes
 directory_daily    per day: totals, bots reporting, bots first seen, first reporting, removed
+bot_forecast       per bot, metric and horizon: forecast and 80% interval (pipeline/forecast.py)
 =================  ==========================================================================
 
 Each job is a small function LazyFrame -> LazyFrame, testable on a ten-row frame. Days are UTC
@@ -53,7 +54,7 @@ import numpy as np
 import polars as pl
 from numpy.lib.stride_tricks import sliding_window_view
 
-from . import exports, store, trend_window
+from . import exports, forecast, store, trend_window
 from .config import Settings, TrendSettings
 from .errors import ExportError, QueryError, StoreError
 from .exports import DatasetExport, MonthSpill
@@ -89,6 +90,9 @@ DATASETS: dict[str, Dataset] = {
                 "per bot, day and custom field: numeric stats, or text value and changes"),
         Dataset("directory_daily", "day", ("day",),
                 "per day: total guilds/users, bots reporting, first seen, first reporting, removed"),
+        # bot_forecast: computed by pipeline/forecast.py from each slice's bot_daily.
+        Dataset("bot_forecast", "as_of", ("bot_id", "metric", "horizon_days"),
+                "per bot, metric and horizon (7/30/90 days): forecast and 80% interval"),
     )
 }
 
@@ -675,6 +679,10 @@ def compute_slices(con: duckdb.DuckDBPyConnection, t: TrendSettings, spill: Mont
         custom = custom_daily(read_slice(con, _CUSTOM_SQL, lo, hi, since=start).lazy(),
                               window.carried_texts(lo, hi))
         keep("custom_daily", custom.collect(engine=STREAMING))
+        # bot_forecast: each recomputed bot's model over its last WINDOW_DAYS (the lookback
+        # reaches that far); a bot with nothing new keeps its exported rows.
+        ahead = forecast.bot_forecast(history.lazy())
+        keep("bot_forecast", window.since(ahead, "as_of").collect(engine=IN_MEMORY))
     assert top is not None  # bot_slices always gives at least one slice
     return top
 
@@ -730,7 +738,8 @@ def dataset_parts(con: duckdb.DuckDBPyConnection, t: TrendSettings, spill: Month
         "directory_daily": exports.month_parts(
             window.since(directory, "day").collect(engine=STREAMING), "day"),
     }
-    for name in ("bot_daily", "bot_growth", "anomalies", "resource_health", "custom_daily"):
+    for name in ("bot_daily", "bot_growth", "anomalies", "resource_health", "custom_daily",
+                 "bot_forecast"):
         sources[name] = spill.parts(name)
     parts = {name: _ordered(sources[name], spec.order) for name, spec in DATASETS.items()}
     return Computed(parts, bot_state.cast(trend_window.BOT_STATE_SCHEMA),
@@ -760,8 +769,9 @@ TRENDS_FORMAT = 2
 
 def lookback_days(t: TrendSettings) -> int:
     """Days before an incremental run's start that its windows read (growth 30 days, the
-    anomaly baseline and the day before it, ranks and movers)."""
-    return max(max(GROWTH_DAYS), max(MOVER_DAYS), max(RANK_DAYS), t.anomaly_window + 1)
+    anomaly baseline and the day before it, ranks and movers, the forecast's window)."""
+    return max(max(GROWTH_DAYS), max(MOVER_DAYS), max(RANK_DAYS), t.anomaly_window + 1,
+               forecast.WINDOW_DAYS)
 
 
 def fingerprint(t: TrendSettings) -> str:

@@ -296,3 +296,23 @@ def trends_built(trend_archive: Settings) -> Settings:
 
     build_trends(trend_archive)
     return trend_archive
+
+
+# --- report, compare, forecast: the embedded service's data harvested and its trends exported ---
+EXPORTED_SERVICE: dict[str, Any] = {"bots": 40, "history_days": 60, "stats_per_day": 2,
+                                    "end": datetime(2026, 11, 1, 12)}
+
+
+@pytest.fixture(scope="session")
+def exported_archive(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    """40 bots x 60 days (two records a day, every shape of bot) after one `botstats run`:
+    the archive and every trend dataset exported. Shared by several tests: read it only."""
+    from pipeline.runner import run
+
+    root = tmp_path_factory.mktemp("exported")
+    with start_service(**EXPORTED_SERVICE) as svc:
+        settings = harvest_settings_for(svc, root / "archive.duckdb",
+                                        {"exports.dir": str(root / "exports")})
+        report = run(settings)
+    assert report.status == "complete", report.message
+    return settings

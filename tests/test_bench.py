@@ -83,3 +83,19 @@ def test_scale_bench_measures_the_hourly_job_on_each_archive(tmp_path: Path) -> 
     assert records["1k"] < records["10k"] < records["100k"]
     assert records["100k"] - records["10k"] == 20 * 900  # the synthetic older records
     assert "MET" in proc.stdout or "MISSED" in proc.stdout  # every target has a verdict
+
+def test_forecast_bench_meets_its_targets_on_the_embedded_service(tmp_path: Path) -> None:
+    out = tmp_path / "forecast.json"
+    proc = _bench("bench/forecast.py", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    figures = json.loads(out.read_text())
+    methods = figures["methods"]
+    assert {"last", "drift", "shipped"} <= set(methods)
+    # Every method is scored on the same held-back days, of every shape of bot.
+    assert len({m["n"] for m in methods.values()}) == 1 and methods["shipped"]["n"] > 10_000
+    assert set(methods["shipped"]["by_shape"]) == {"growing", "flat", "declining", "spiky"}
+    # The data is the same on every run (a fixed clock and seed), so the targets are checked.
+    assert methods["shipped"]["mape"] < min(methods["last"]["mape"], methods["drift"]["mape"])
+    assert 75 <= methods["shipped"]["coverage"] <= 85
+    assert figures["targets"] == {"beats_baselines": True, "coverage_in_range": True}
+    assert "targets: MAPE below both baselines: yes" in proc.stdout

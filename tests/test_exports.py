@@ -102,10 +102,12 @@ def test_new_data_rewrites_only_the_months_it_lands_in(trends_built: Settings) -
         "movers/month=2025-02/part-0.parquet",
         "resource_health/month=2025-02/part-0.parquet",
         "directory_daily/month=2025-02/part-0.parquet",
+        "bot_forecast/month=2025-02/part-0.parquet",  # alpha's forecast, as of its new last day
     }
     assert {d.name: d.written for d in report.datasets if d.written} == {
         name: ("month=2025-02",) for name in (
-            "bot_daily", "bot_growth", "bot_ranks", "movers", "resource_health", "directory_daily")}
+            "bot_daily", "bot_growth", "bot_ranks", "movers", "resource_health", "directory_daily",
+            "bot_forecast")}
     data = manifest(trends_built)
     assert data["run_id"] == report.run_id != old_run
     # Datasets the new record did not change keep the run that last wrote them.

@@ -192,4 +192,10 @@ def test_trends_notebook_runs_on_the_fresh_exports(harvested_archive: Archive) -
     for dataset in report.datasets:
         assert dataset.name in text, f"the manifest table lists {dataset.name}"
     assert largest_bot(settings) in text
-    assert images >= 6, "directory, ranks, growth, spread, movers, anomaly, health"
+    assert images >= 7, "directory, ranks, growth, spread, movers, anomaly, health, forecast"
+    # The compare view lists the three largest bots side by side, and the forecast view
+    # answers when the largest doubles (or says it will not at this pace).
+    assert re.search(r"^\s+\d+\s+\d+\s+\d+$", text, re.M), "the comparison's header of bot ids"
+    assert "guilds in 30d, 80%" in text
+    assert re.search(r"guilds [\d,]+: (at the current pace, about \d{4}-\d\d-\d\d; 80% between"
+                     r"|not at the current pace)", text)

@@ -61,18 +61,20 @@ def test_trends_prints_a_summary_and_a_rerun_writes_nothing(config: Path,
     first = botstats("trends", "--config", config)
     assert first.exit_code == 0, first.output
     lines = first.output.splitlines()
-    assert re.fullmatch(r"trends \S+: full \(no previous incremental export\); 8 datasets in "
-                        r"\d+\.\d s; partitions 13 written, 0 unchanged", lines[0])
+    assert re.fullmatch(r"trends \S+: full \(no previous incremental export\); 9 datasets in "
+                        r"\d+\.\d s; partitions 14 written, 0 unchanged", lines[0])
     assert lines[1].split() == ["dataset", "rows", "written", "unchanged", "removed", "days"]
     assert lines[2].split() == ["bot_daily", "30", "2", "0", "0", "2025-01-25..2025-02-03"]
     assert lines[6].split() == ["anomalies", "2", "1", "0", "0", "2025-02-01..2025-02-01"]
-    assert lines[10] == f"exports: {trend_archive.export_dir.resolve()}"
+    # alpha, beta and gamma have a week of values: a forecast each, as of 2025-02-03.
+    assert lines[10].split() == ["bot_forecast", "18", "1", "0", "0", "2025-02-03..2025-02-03"]
+    assert lines[11] == f"exports: {trend_archive.export_dir.resolve()}"
     again = botstats("trends", "--config", config).output.splitlines()[0]
     assert "unchanged (nothing new since the last export)" in again
-    assert "partitions 0 written, 13 unchanged" in again
+    assert "partitions 0 written, 14 unchanged" in again
     # --full recomputes everything; the same rows give the same bytes, so nothing is written.
     full = botstats("trends", "--config", config, "--full").output.splitlines()[0]
-    assert ": full (--full); " in full and "partitions 0 written, 13 unchanged" in full
+    assert ": full (--full); " in full and "partitions 0 written, 14 unchanged" in full
 
 
 def test_trends_out_writes_elsewhere_and_the_views_follow(config: Path, tmp_path: Path) -> None:
@@ -260,7 +262,7 @@ def test_views_are_in_the_published_archive(built_config: Path, trend_archive: S
         counts = {v: con.execute(f"SELECT count(*) FROM {v}").fetchall()[0][0] for v in views}
     assert counts == {"trend_anomalies": 2, "trend_bot_daily": 30, "trend_bot_growth": 30,
                       "trend_bot_ranks": 30, "trend_custom_daily": 9, "trend_directory_daily": 10,
-                      "trend_movers": 26, "trend_resource_health": 3}
+                      "trend_movers": 26, "trend_resource_health": 3, "trend_bot_forecast": 18}
 
 
 @pytest.mark.slow
@@ -276,7 +278,7 @@ def test_real_processes_from_another_directory(config: Path, tmp_path: Path) -> 
 
     built = run("trends", "--config", config)
     assert built.returncode == 0, built.stderr
-    assert "partitions 13 written" in built.stdout
+    assert "partitions 14 written" in built.stdout
     asked = run("sql", "--config", config, "--format", "json",
                 "SELECT bot_id, score FROM trend_anomalies ORDER BY metric")
     assert asked.returncode == 0, asked.stderr

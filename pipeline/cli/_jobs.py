@@ -47,6 +47,10 @@ def _print_run(report: RunReport) -> None:
         click.echo(f"trends: failed: {report.trends_error}")
     elif report.trends_skipped:
         click.echo(f"trends: not run ({report.trends_skipped})")
+    if report.report is not None:
+        click.echo(report.report.summary())
+    elif report.report_error:
+        click.echo(f"report: failed: {report.report_error}")
     if report.took_over:
         click.echo(f"note: took over the lock of a run that died without releasing it "
                    f"(pid {report.took_over.get('pid')}, run {report.took_over.get('run_id')})")
