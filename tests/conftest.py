@@ -266,6 +266,7 @@ def write_trend_archive(settings: Settings, stats: Iterable[tuple[Any, ...]] = (
     from pipeline import store
 
     with store.writer(settings) as con:
+        con.execute("BEGIN TRANSACTION")  # one commit: each is a catalog write in a DuckLake
         n = con.execute("SELECT count(*) FROM bot_stats").fetchall()[0][0]
         for i, (bot, at, users, guilds, shards, mem, cpu, cmds) in enumerate(stats, start=n):
             con.execute(
@@ -279,6 +280,7 @@ def write_trend_archive(settings: Settings, stats: Iterable[tuple[Any, ...]] = (
         for bot, seen, removed in bots:
             con.execute("INSERT INTO bots VALUES (?, ?, '{}', ?::TIMESTAMPTZ, ?::TIMESTAMPTZ, "
                         "?::TIMESTAMPTZ, 'test')", [bot, bot, seen, seen, removed])
+        con.execute("COMMIT")
 
 
 @pytest.fixture
