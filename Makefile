@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test chromium bench bench-harvest bench-trends bench-forecast lint clean
+.PHONY: demo test chromium bench bench-harvest bench-trends bench-forecast bench-concurrency lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,7 @@ test: $(VENV)/.dev chromium
 chromium:
 	.ci/chromium
 
-bench: bench-harvest bench-trends bench-forecast
+bench: bench-harvest bench-trends bench-forecast bench-concurrency
 
 bench-harvest: $(VENV)/.bench
 	$(BIN)/python bench/harvest.py
@@ -42,6 +42,9 @@ bench-trends: $(VENV)/.bench
 
 bench-forecast: $(VENV)/.bench
 	$(BIN)/python bench/forecast.py
+
+bench-concurrency: $(VENV)/.dev
+	$(BIN)/python bench/concurrency.py
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check .

@@ -443,11 +443,14 @@ def main(argv: list[str] | None = None) -> None:
         run_child(args)
         return
     sys.path.insert(0, str(REPO))
+    from pipeline.concurrency import START
     from pipeline.config import load_settings
 
     # The same settings `botstats harvest` runs with here (config.toml, BOTSTATS_*).
     service_settings = load_settings().service
+    # The bare loops keep a fixed number in flight: "auto" starts at START.
     concurrency = service_settings.concurrency
+    concurrency = concurrency if isinstance(concurrency, int) else START
     page_size = min(service_settings.page_size, SERVICE_PAGE_CAP)
     # Bytecode compiled once, as an installed package has it: with PYTHONDONTWRITEBYTECODE set,
     # every run of (b) and (c) would otherwise compile each module changed since the last one.

@@ -46,6 +46,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from .concurrency import Gate, adaptive_control
 from .config import FieldSettings, Secret, Settings
 from .errors import (
     ApiError,
@@ -197,6 +198,9 @@ class Client:
         # One request per 1/budget seconds, no burst: a budget is a promise to the service.
         budget = svc.request_budget
         self._limiter = AsyncLimiter(1, 1.0 / budget) if budget > 0 else None
+        # [service].concurrency = "auto": every attempt waits for its place in the adaptive
+        # window and pace (pipeline.concurrency); a fixed number is kept by the caller's workers.
+        self.gate = Gate(adaptive_control(svc.concurrency, svc.max_connections))
         # The service may echo a credential back in an error; never pass it on.
         self._redactor = Redactor([settings.user_token.get(), settings.bot_key.get()], patterns=())
 
@@ -305,7 +309,65 @@ class Client:
             _Call(request, dict, idempotent=False, auth_hint=hint, recheck=recheck)
         )
 
+    # --- any request, its answer as it came (botstats probe) -----------------------------------
+    async def fetch(self, method: str, path: str, *, params: dict[str, Any] | None = None,
+                    auth: str = "read", payload: Any = None) -> Reply:
+        """One request and its answer whatever the status, for looking at what the service does
+        (``botstats probe``): only a 429 is retried, after its Retry-After (else the backoff),
+        up to [retry].attempts and never longer than [retry].max_retry_after; transport failures
+        raise as elsewhere. ``auth``: "read" (what bot reads send), "none", "user" (the user
+        token), "bad" (a token no service issued), "bot" (the bot API key)."""
+        headers = {
+            "read": lambda: self._read_auth(path) or {},
+            "none": dict,
+            "user": lambda: self._user_auth(path),
+            "bad": lambda: {"Authorization": "Bearer botstats-probe-not-a-token"},
+            "bot": lambda: {"Authorization": self.settings.bot_key.get()},
+        }[auth]()
+        request = self._request(method, path, params=params, headers=headers or None,
+                                json=payload)
+        call = _Call(request, dict, idempotent=method == "GET", auth_hint="")
+        retry = self.settings.retry
+        waited: list[dict[str, str]] = []  # the headers of each 429 waited out
+        for attempt in range(1, retry.attempts + 1):
+            if self._limiter is not None:
+                await self._limiter.acquire()
+            self.stats.requests += 1
+            started = time.monotonic()
+            try:
+                response = await self._send(request)
+            except httpx.TransportError as exc:
+                self.stats.transport_errors += 1
+                raise self._transport_error(call, exc, attempt) from exc
+            if response.status_code != 429:
+                break
+            self.stats.rate_limited += 1
+            wait = parse_retry_after(response.headers.get("Retry-After"))
+            wait = min(retry.backoff_max, retry.backoff_base * 2 ** attempt) if wait is None else wait
+            if attempt == retry.attempts or wait > retry.max_retry_after:
+                break
+            self.stats.retries += 1
+            self.stats.waited_seconds += wait
+            waited.append(dict(response.headers))
+            await asyncio.sleep(wait)
+        return Reply(method=method, url=redact_url(str(request.url)), auth=auth,
+                     status=response.status_code, headers=dict(response.headers),
+                     body=self._body(response),
+                     seconds=time.monotonic() - started, limited=tuple(waited))
+
     # --- plumbing ------------------------------------------------------------------------------
+    async def _send(self, request: httpx.Request) -> httpx.Response:
+        """One attempt through the gate (its place in the window and the pace) and a lane."""
+        gate = self.gate
+        sent = await gate.acquire()
+        try:
+            response = await self._lanes.send(request)
+        except BaseException as exc:
+            gate.release(sent, timeout=isinstance(exc, httpx.TimeoutException))
+            raise
+        gate.release(sent, response.status_code)
+        return response
+
     def _request(self, method: str, path: str, *, params: dict[str, Any] | None = None,
                  headers: dict[str, str] | None = None, json: Any = None) -> httpx.Request:
         """A request to ``path`` under the base URL (``path`` starts with '/')."""
@@ -413,7 +475,7 @@ class Client:
             self.stats.throttled_seconds += time.monotonic() - started
         self.stats.requests += 1
         try:
-            response = await self._lanes.send(call.request)
+            response = await self._send(call.request)
         except httpx.TransportError as exc:
             self.stats.transport_errors += 1
             call.retryable = isinstance(exc, NEVER_SENT if not call.idempotent else TRANSIENT)
@@ -584,6 +646,27 @@ class Client:
 
 
 # --- pure helpers -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Reply:
+    """A request and what came back, as :meth:`Client.fetch` saw it (secrets redacted)."""
+
+    method: str
+    url: str
+    auth: str
+    status: int
+    headers: dict[str, str]
+    body: str
+    seconds: float
+    limited: tuple[dict[str, str], ...] = ()  # the headers of the 429s waited out before it
+
+    def json(self) -> Any:
+        """The body as JSON; None when it is not JSON."""
+        try:
+            return decode_json(self.body.encode())
+        except ValueError:
+            return None
+
+
 @dataclass(frozen=True, slots=True)
 class RawArray:
     """A JSON array as received: the body, and each element's JSON text exactly as sent
@@ -727,5 +810,5 @@ def env_proxy(url: str, env: dict[str, str] | None = None) -> str | None:
     return proxy if proxy is None or "://" in proxy else f"http://{proxy}"
 
 
-__all__ = ["Client", "ClientStats", "RawArray", "custom_value", "parse_custom", "parse_retry_after",
-           "redact_url", "split_array", "stat_payload"]
+__all__ = ["Client", "ClientStats", "RawArray", "Reply", "custom_value", "parse_custom",
+           "parse_retry_after", "redact_url", "split_array", "stat_payload"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import logging
 import os
 import tomllib
 import typing
@@ -23,7 +24,11 @@ from urllib.parse import urlsplit
 from .crontab import parse_crontab
 from .errors import ConfigError
 
+log = logging.getLogger("botstats.config")
+
 DEFAULT_CONFIG_FILE = "config.toml"
+AUTO = "auto"  # [service].concurrency adapted as the run goes
+AUTO_OR_INT = int | str
 ENV_PREFIX = "BOTSTATS_"
 
 
@@ -62,11 +67,9 @@ class ServiceSettings:
     connect_timeout: float = 5.0
     max_connections: int = 32
     max_keepalive: int = 32  # httpx leaves keep-alive unbounded unless set
-    # Bot requests in flight during a harvest. httpx's per-request cost grows with the requests
-    # in flight (its pool re-checks every connection on each one): on loopback 8 is as fast as
-    # 16 for less CPU (bench/README.md). Raise it for a service far away (latency, not CPU,
-    # bounds it).
-    concurrency: int = 8
+    # Requests in flight during a harvest: "auto" adapts it (pipeline.concurrency: grows while
+    # latency holds, backs off on 429 and 5xx, within max_connections); a number fixes it.
+    concurrency: int | str = "auto"
     page_size: int = 100  # `limit` asked of GET /bots; the service may return fewer
     # `limit` asked of GET /bots/:id/stats when the service pages it (the interface leaves it
     # open); 0 = it sends each bot's whole list in one answer, as the embedded service does.
@@ -248,6 +251,10 @@ def _type_name(tp: Any) -> str:
 
 def _coerce(value: Any, tp: Any, where: str) -> Any:
     """Check a TOML value against a field type; ints are accepted where floats are expected."""
+    if tp == AUTO_OR_INT:
+        if value == AUTO or (isinstance(value, int) and not isinstance(value, bool)):
+            return value
+        raise ConfigError(f'{where}: expected an integer or "auto", got {value!r}.')
     if tp is float and isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     if tp is int and isinstance(value, int) and not isinstance(value, bool):
@@ -260,6 +267,8 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
 def _parse_env(raw: str, tp: Any, where: str) -> Any:
     """Environment values are strings; convert them to the field's type."""
     try:
+        if tp == AUTO_OR_INT:
+            return AUTO if raw.strip().lower() == AUTO else int(raw)
         if tp is bool:
             if raw.lower() in ("1", "true", "yes", "on"):
                 return True
@@ -268,7 +277,8 @@ def _parse_env(raw: str, tp: Any, where: str) -> Any:
             raise ValueError(raw)
         return tp(raw)
     except ValueError:
-        raise ConfigError(f"{where}: expected {_type_name(tp)}, got {raw!r}.") from None
+        wanted = 'an integer or "auto"' if tp == AUTO_OR_INT else _type_name(tp)
+        raise ConfigError(f"{where}: expected {wanted}, got {raw!r}.") from None
 
 
 def _field_types(cls: type) -> dict[str, Any]:
@@ -335,10 +345,9 @@ def _from_env(settings: Settings, env: Mapping[str, str]) -> Settings:
     ignored = {"BOTSTATS_CONFIG", *SECRET_ENV.values()}
     for name in env:
         if name.startswith(ENV_PREFIX) and name not in known and name not in ignored:
-            raise ConfigError(
-                f"environment: unknown variable {name}.{_suggest(name, [*known, *ignored])} "
-                f"Unset it or fix its name."
-            )
+            # A warning, not a refusal: a user's own scripts may set BOTSTATS_BIN and the like.
+            log.warning("environment: %s is not a botstats setting; ignored.%s", name,
+                        _suggest(name, [*known, *ignored]))
     for name, (section, key) in known.items():
         if name in env:
             sec = getattr(settings, section)
@@ -386,7 +395,7 @@ def validate(settings: Settings) -> Settings:
         "service.timeout": s.timeout,
         "service.connect_timeout": s.connect_timeout,
         "service.max_connections": s.max_connections,
-        "service.concurrency": s.concurrency,
+        "service.concurrency": 1 if s.concurrency == AUTO else s.concurrency,
         "service.page_size": s.page_size,
         "retry.attempts": settings.retry.attempts,
         "store.batch_rows": settings.store.batch_rows,

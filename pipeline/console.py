@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -81,10 +82,12 @@ def harvest_summary(report: HarvestReport) -> Table:
         ("requests", f"{r.requests:,} ({r.retries:,} retries)"),
         ("time", f"{r.seconds:.1f} s"),
     ]
+    if r.new_fields:
+        rows.append(("new fields", f"{r.new_fields} (first seen this run; kept in raw)"))
     if r.message:
         rows.append(("note", r.message))
     for key, value in rows:
-        table.add_row(key, str(value))
+        table.add_row(key, escape(str(value)))  # messages name settings: "[fields].stat_time"
     return table
 
 

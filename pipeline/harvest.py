@@ -37,7 +37,10 @@ import polars as pl
 
 from . import archive, store
 from .client import Client, RawArray, split_array
+from .concurrency import workers
 from .config import FieldSettings, Settings
+from .drift import describe as describe_fields
+from .drift import note_fields
 from .errors import ApiError, BadResponse, BotstatsError, ListingUnstable, NotFound, SkipIgnored
 from .json_codec import decode_json
 from .listing import Pager
@@ -54,6 +57,7 @@ from .records import (
 )
 from .redact import redact_url
 from .run_id import new_run_id
+from .shapes import RecordTally, field_verdict
 
 log = logging.getLogger("botstats.harvest")
 T = TypeVar("T")
@@ -85,6 +89,7 @@ class HarvestReport:
     errors: int = 0
     listing_complete: bool = False
     message: str = ""
+    new_fields: str = ""  # record fields the archive had not seen before this run (drift)
 
     @property
     def seconds(self) -> float:
@@ -176,26 +181,31 @@ async def _harvest(
         try:
             if settings.user_token:
                 await _snapshot_user(client, settings, report, buffer)
+            tasks = workers(settings.service.concurrency, settings.service.max_connections)
             queue: asyncio.Queue[tuple[str, archive.Newest | None] | None] = asyncio.Queue(
-                maxsize=settings.service.concurrency * 4
-            )
-            workers = [
+                maxsize=tasks * 4)
+            workers_ = [
                 asyncio.create_task(_worker(client, settings, report, buffer, queue, full, stop,
                                             on_progress))
-                for _ in range(settings.service.concurrency)
+                for _ in range(tasks)
             ]
             try:
                 await _list(client, settings, report, buffer, db, queue, full, stop)
             finally:
-                for _ in workers:
+                for _ in workers_:
                     await queue.put(None)
-                await asyncio.gather(*workers)
+                await asyncio.gather(*workers_)
         finally:
             report.requests = client.stats.requests
             report.retries = client.stats.retries
             await buffer.flush()
     if report.listing_complete and not stop.is_set():
         report.bots_removed = await db.call(archive.mark_removed, report)
+    drift = await db.call(note_fields, report.run_id, buffer.tally.fields, datetime.now(UTC))
+    if drift:
+        report.new_fields = describe_fields(drift)
+        log.warning("the service sends record fields this archive has not seen before: %s "
+                    "(kept in the raw column)", report.new_fields)
     if stop.is_set():
         report.status, report.message = "interrupted", "stopped on request after the current batch"
     elif report.errors or not report.listing_complete:
@@ -206,6 +216,9 @@ async def _harvest(
         )
     else:
         report.status = "complete"
+    verdict = field_verdict(settings.fields, buffer.tally)
+    if verdict is not None and not stop.is_set():
+        report.status, report.message = "failed", verdict
 
 
 async def _list(
@@ -273,6 +286,8 @@ def _parse_page(page: list[Any], skip: int, fields: FieldSettings,
             continue
         ids.append(row.bot_id)
         rows.append(row)
+        buffer.tally.saw_fields("bot", record)
+    buffer.tally.keep("bot", len(rows))
     return ids, rows
 
 
@@ -580,6 +595,7 @@ class _Batch:
         self.report = report
         self.batch_rows = batch_rows
         self._lock = asyncio.Lock()
+        self.tally = RecordTally()  # the whole run's, across batches
         self._reset()
 
     def _reset(self) -> None:
@@ -623,8 +639,12 @@ class _Batch:
         c["value_num"].extend(page.custom_num)
         for reason, raw in page.rejects:
             self.reject(endpoint, bot_id, reason, raw)
+        self.tally.keep("stat", len(page))
+        if page.raw:
+            self.tally.saw_fields("stat", page.raw[-1])  # the newest: one decode per bot
 
     def reject(self, endpoint: str, bot_id: str | None, reason: str, raw: str) -> None:
+        self.tally.reject(reason, raw)
         self.rejects.append({"endpoint": endpoint, "bot_id": bot_id, "reason": reason, "raw": raw})
 
     def error(self, endpoint: str, bot_id: str | None, exc: Exception) -> None:

@@ -159,6 +159,15 @@ def _acquire(lock: FileLock, wait: float, stop: threading.Event | None) -> bool:
     return False
 
 
+def _wait_for(lock: FileLock, settings: Settings, wait: float,
+              stop: threading.Event | None) -> bool:
+    """Say who holds the lock and how long this job will wait, then wait (see _acquire)."""
+    how_long = "for as long as it takes" if wait < 0 else f"up to {wait:g} s (--lock-timeout, [run].lock_timeout)"
+    log.info("the archive lock %s is held by %s: waiting %s", settings.lock_path,
+             describe(holder(settings)), how_long)
+    return _acquire(lock, wait, stop)
+
+
 @contextmanager
 def run_lock(
     settings: Settings,
@@ -178,7 +187,7 @@ def run_lock(
     wait = settings.run.lock_timeout if timeout is None else timeout
     lock = FileLock(str(path))
     started = time.monotonic()
-    if not _acquire(lock, wait, stop):
+    if not _acquire(lock, 0, None) and not _wait_for(lock, settings, wait, stop):
         who = describe(holder(settings))
         if stop is not None and stop.is_set():
             raise LockTimeout(f"stopped while waiting for the archive lock {path}, held by {who}.")

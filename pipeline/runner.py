@@ -182,9 +182,9 @@ def locked_harvest(settings: Settings, *, full: bool = False, stop: threading.Ev
     return report
 
 
-def locked_trends(settings: Settings, *, stop: threading.Event | None = None,
-                  full: bool = False) -> TrendsReport:
-    """One trends build under the run lock (incremental unless ``full``)."""
+def locked_trends(settings: Settings, *, full: bool = False,
+                  stop: threading.Event | None = None) -> TrendsReport:
+    """One trends build under the run lock (``full``: recomputed from the whole archive)."""
     from .trends import build_trends
 
     with run_lock(settings, "trends", stop=stop):

@@ -8,6 +8,7 @@ from typing import Any
 
 from . import store
 from .config import Settings
+from .drift import drift_since
 from .errors import StoreError
 
 RUN_COLUMNS = ("run_id", "status", "mode", "started_at", "seconds", "bots_seen",
@@ -71,6 +72,7 @@ def archive_status(settings: Settings, *, runs: int = 10,
         latest = _latest_run(con, rows[0][0]) if rows else None
         ((complete,),) = con.execute(
             "SELECT max(finished_at) FROM harvest_runs WHERE status = 'complete'").fetchall()
+        drift = drift_since(con, [r[0] for r in rows]) if "record_fields" in tables else []
     catalog, data = store.disk_bytes(store.ArchivePaths.of(settings))
     info = {
         "path": str(path),
@@ -82,6 +84,7 @@ def archive_status(settings: Settings, *, runs: int = 10,
         "runs": [dict(zip(RUN_COLUMNS, r, strict=True)) for r in rows],
         "latest_run": latest,
         "latest_complete_at": complete,
+        "new_fields": drift,
         "tables": tables,
     }
     if max_age is not None:
@@ -124,6 +127,13 @@ def describe_latest(latest: dict[str, Any]) -> list[str]:
         lines.append("  records it kept aside in rejects, by reason (most frequent first):")
         lines += [f"    {r['records']:>6}  {r['reason']}" for r in latest["reject_reasons"]]
     return lines
+
+
+def describe_drift(drift: list[dict[str, Any]]) -> list[str]:
+    """The record fields first seen by the runs shown, as lines for a terminal."""
+    return [f"new {d['kind']} record fields since run {d['run_id']}: "
+            f"{', '.join(repr(f) for f in d['fields'])} (kept in raw; map any you need)"
+            for d in drift]
 
 
 def _error_line(endpoint: str, error: str) -> str:

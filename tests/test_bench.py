@@ -99,3 +99,21 @@ def test_forecast_bench_meets_its_targets_on_the_embedded_service(tmp_path: Path
     assert 75 <= methods["shipped"]["coverage"] <= 85
     assert figures["targets"] == {"beats_baselines": True, "coverage_in_range": True}
     assert "targets: MAPE below both baselines: yes" in proc.stdout
+
+
+def test_concurrency_bench_measures_its_three_figures_in_one_run(tmp_path: Path) -> None:
+    out = tmp_path / "concurrency.json"
+    proc = _bench("bench/concurrency.py", "--bots", "40", "--rate-bots", "60", "--rate", "40",
+                  "--latency-ms", "5", "--repeat", "1", "--loopback-bots", "40",
+                  "--loopback-repeat", "1", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    figures = json.loads(out.read_text())
+    assert set(figures["latency"]) == {"8", "16", "32", "auto"}
+    assert set(figures["loopback"]) == {"8", "auto"}
+    assert set(figures["met"]) == {"latency_vs_best_fixed", "rate_share", "rate_429_share",
+                                   "loopback_vs_8"}
+    runs = figures["runs"]
+    assert len(runs) == 4 + 2 + 1 and all(r["status"] == "complete" for r in runs), runs
+    # Every run read the whole directory: the listing pages plus one /stats per bot.
+    assert all(r["requests"] - r["rate_limited"] >= 40 for r in runs)
+    assert "auto / best fixed" in proc.stdout and "answered 429" in proc.stdout

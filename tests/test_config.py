@@ -85,7 +85,6 @@ def test_a_named_config_file_must_exist(tmp_path: Path) -> None:
     ("env", "words"),
     [
         ({"BOTSTATS_SERVICE_PAGE_SIZE": "many"}, ["BOTSTATS_SERVICE_PAGE_SIZE", "expected an integer"]),
-        ({"BOTSTATS_BASE_URLL": "http://x:1"}, ["unknown variable BOTSTATS_BASE_URLL", "BOTSTATS_BASE_URL"]),
         ({"BOTSTATS_BASE_URL": "ftp://x"}, ["base_url", "http(s) URL"]),
         ({"BOTSTATS_LOG_LEVEL": "loud"}, ["[log].level", "one of debug"]),
     ],
@@ -95,6 +94,26 @@ def test_bad_environment_is_refused(env: dict[str, str], words: list[str]) -> No
         load_settings(REPO / "config.toml", env=env)
     for w in words:
         assert w in str(info.value)
+
+
+@pytest.mark.parametrize(("name", "words"), [
+    ("BOTSTATS_BASE_URLL", "Did you mean 'BOTSTATS_BASE_URL'?"),
+    ("BOTSTATS_BIN", "ignored."),  # a variable of the user's own scripts
+])
+def test_an_unknown_environment_variable_is_a_warning_not_a_refusal(
+        name: str, words: str, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="botstats.config"):
+        settings = load_settings(REPO / "config.toml", env={name: "x"})
+    assert settings.service.base_url == Settings().service.base_url
+    assert f"environment: {name} is not a botstats setting; ignored." in caplog.text
+    assert words in caplog.text
+
+
+def test_unknown_keys_in_a_config_file_stay_an_error(tmp_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text("[service]\npage_sise = 5\n")
+    with pytest.raises(ConfigError, match="unknown key 'page_sise'. Did you mean 'page_size'"):
+        load_settings(config, env={})
 
 
 def test_a_bad_value_is_blamed_on_where_it_was_typed(tmp_path: Path) -> None:

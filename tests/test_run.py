@@ -271,8 +271,9 @@ def _signal_when_waiting(monkeypatch: pytest.MonkeyPatch, tries: int = 1) -> thr
     return waiting
 
 
-def test_a_waiting_run_takes_the_lock_when_it_is_released(tmp_path: Path, service: Any,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_waiting_run_takes_the_lock_when_it_is_released(
+        tmp_path: Path, service: Any, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
     settings = _settings(tmp_path, service.base_url)
     # Released only after the run has failed to take it twice: it keeps trying, not just once.
     waiting = _signal_when_waiting(monkeypatch, tries=2)
@@ -287,12 +288,17 @@ def test_a_waiting_run_takes_the_lock_when_it_is_released(tmp_path: Path, servic
     thread = threading.Thread(target=hold)
     thread.start()
     assert held.wait(WAIT), "the holder never took the lock"
-    report = runner.run(settings, lock_timeout=WAIT)
+    with caplog.at_level("INFO", logger="botstats.lock"):
+        report = runner.run(settings, lock_timeout=WAIT)
     thread.join(WAIT)
     assert released.is_set() and not thread.is_alive()
     assert report.status == "complete" and report.lock_wait > 0
     info = holder(settings)
     assert info is not None and info["run_id"] == report.run_id  # it ran after "first"
+    # Said when the wait began: who holds the lock, since when, for how long this one waits.
+    said = next(r.getMessage() for r in caplog.records if "is held by" in r.getMessage())
+    assert "is held by run first (run, pid" in said and "since 20" in said
+    assert said.endswith(f"waiting up to {WAIT} s (--lock-timeout, [run].lock_timeout)")
 
 
 def test_a_stop_while_waiting_for_the_lock_is_an_interrupted_run(

@@ -3,7 +3,7 @@
 One module per command group, each registering its commands on the group in :mod:`._base`:
 ``_interface`` (users, bots, post-stat), ``_serve`` (the embedded service), ``_archive``
 (harvest, status, trends, sql), ``_jobs`` (run, schedule, cron, demo, config), ``_reports``
-(report, compare, forecast: reads of the trend exports).
+(report, compare, forecast: reads of the trend exports), ``_probe`` (probe).
 
 Exit codes: 0 ok; 1 the service answered with an error or could not be reached;
 2 usage or config error; see README for the harvest/run codes.
@@ -11,7 +11,7 @@ Exit codes: 0 ok; 1 the service answered with an error or could not be reached;
 
 from __future__ import annotations
 
-from . import _archive, _interface, _jobs, _reports, _serve  # noqa: F401  (each registers its commands)
+from . import _archive, _interface, _jobs, _probe, _reports, _serve  # noqa: F401  (each registers its commands)
 from ._base import cli, exit_now, main
 
 __all__ = ["cli", "exit_now", "main"]

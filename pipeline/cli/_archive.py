@@ -142,7 +142,7 @@ def restore_cmd(source: str) -> None:
 def status_cmd(runs: int, as_json: bool, max_age: timedelta | None) -> None:
     """Show recent harvest runs and the archive's size (as of its last commit)."""
     from ..console import print_table
-    from ..status import archive_status, describe_latest
+    from ..status import archive_status, describe_drift, describe_latest
 
     info = archive_status(settings_from_flags(), runs=runs, max_age=max_age)
     if as_json:
@@ -154,6 +154,8 @@ def status_cmd(runs: int, as_json: bool, max_age: timedelta | None) -> None:
         print_table([tuple(r.values()) for r in info["runs"]], list(info["runs"][0])
                     if info["runs"] else ["run_id"], title="recent runs")
         for line in describe_latest(info["latest_run"]) if info["latest_run"] else []:
+            click.echo(line)
+        for line in describe_drift(info["new_fields"]):
             click.echo(line)
         print_table(list(info["tables"].items()), ["table", "rows"], title="tables")
     if info.get("stale"):

@@ -10,6 +10,18 @@ import click
 from ._base import cli
 
 
+def _service_field_options(fn: Any) -> Any:
+    """`serve --stat-time-field created_at ...`: the record field names the service uses, so it
+    can play a service that names them apart from the defaults (see `botstats probe`)."""
+    for record, key, default in (("bot", "id", "id"), ("bot", "name", "name"),
+                                 ("stat", "id", "id"), ("stat", "time", "timestamp"),
+                                 ("custom", "name", "name"), ("custom", "value", "value")):
+        what = "a custom field's" if record == "custom" else f"a {record} record's"
+        fn = click.option(f"--{record}-{key}-field", f"{record}_{key}_field", default=default,
+                          show_default=True, help=f"The key of {what} {key}.")(fn)
+    return fn
+
+
 @cli.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
@@ -59,13 +71,14 @@ from ._base import cli
 @click.option("--live-interval", type=click.FloatRange(min=0), default=0.0, show_default=True,
               help="Real seconds per stat interval, so new records keep arriving. 0 = only on POST /_admin/advance.")
 @click.option("--access-log", is_flag=True, help="Log every request to stderr (slows the service down).")
+@_service_field_options
 def serve_cmd(host: str, port: int, bots: int, users: int, seed: int, history_days: int,
               stats_per_day: int, max_page_size: int, stats_page_size: int,
               user_lists_page_size: int, bot_reads_need_token: bool, end: Any,
               credentials_file: str | None,
               rate_limit: float, error_rate: float, latency_ms: float, latency_jitter_ms: float,
               churn_every: int, malformed_rate: float, bad_json_rate: float, ignore_skip: bool,
-              live_interval: float, access_log: bool) -> None:
+              live_interval: float, access_log: bool, **field_names: str) -> None:
     """Run the embedded bot-listing service in the foreground (Ctrl+C stops it).
 
     Prints the base URL and a few user tokens and bot API keys; see docs/service.md for the data,
@@ -83,7 +96,7 @@ def serve_cmd(host: str, port: int, bots: int, users: int, seed: int, history_da
                             stats_page_size=stats_page_size,
                             user_lists_page_size=user_lists_page_size,
                             bot_reads_need_token=bot_reads_need_token, end=end,
-                            faults=faults)
+                            faults=faults, **field_names)
     except InvalidSetting as exc:
         flag = "--" + exc.field.replace("_", "-")
         raise click.BadParameter(exc.problem, param_hint=f"'{flag}'") from exc

@@ -19,6 +19,12 @@ DEFAULT_MAX_PAGE_SIZE = 100
 # directory; a million listed bots leaves room for three million churn insertions.
 MAX_BOTS = 1_000_000
 SECONDS_PER_DAY = 86_400
+# The other keys of a bot and a stat record, which a renamed field must not take over.
+BOT_KEYS = ("username", "prefix", "short_description", "library", "tags", "owners", "created_at",
+            "server_count", "shard_count", "points", "monthly_points", "certified", "invite",
+            "website", "avatar")
+STAT_KEYS = ("bot_id", "users", "guilds", "shards", "memory_load", "cpu_load",
+             "commands_executed", "custom")
 
 
 class InvalidSetting(ValueError):
@@ -102,6 +108,14 @@ class ServiceConfig:
     # The bot read endpoints want `Authorization: Bearer <user token>` too (the interface
     # leaves their auth open).
     bot_reads_need_token: bool = False
+    # The record field names the interface leaves open, so the service can play one that names
+    # them otherwise (``created_at`` for the time of a stat, ``_id`` for its id, ...).
+    bot_id_field: str = "id"
+    bot_name_field: str = "name"
+    stat_id_field: str = "id"
+    stat_time_field: str = "timestamp"
+    custom_name_field: str = "name"
+    custom_value_field: str = "value"
     end: datetime | None = None  # the virtual clock at start (UTC); None = now, truncated to the hour
     faults: Faults = field(default_factory=Faults)
 
@@ -126,6 +140,15 @@ class ServiceConfig:
                "an integer >= 0 (0 = whole lists)")
         _check(isinstance(self.bot_reads_need_token, bool), "bot_reads_need_token",
                self.bot_reads_need_token, "a boolean")
+        for record, others in (("bot", BOT_KEYS), ("stat", STAT_KEYS), ("custom", ())):
+            pair = [f.name for f in fields(self) if f.name.startswith(f"{record}_")
+                    and f.name.endswith("_field")]
+            for name in pair:
+                value = getattr(self, name)
+                _check(isinstance(value, str) and bool(value.strip()) and value not in others,
+                       name, value, "a non-empty name" + (f" other than {', '.join(others)}" if others else ""))
+            _check(getattr(self, pair[0]) != getattr(self, pair[1]), pair[1],
+                   getattr(self, pair[1]), f"a name apart from {pair[0]}")
         if self.end is not None:
             _check(isinstance(self.end, datetime), "end", self.end, "a datetime or None")
         _check(isinstance(self.faults, Faults), "faults", self.faults, "a Faults instance")
@@ -137,6 +160,14 @@ class ServiceConfig:
     @property
     def interval_seconds(self) -> int:
         return SECONDS_PER_DAY // self.stats_per_day
+
+    def renames(self) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+        """How the bot, stat and custom-field keys are spelled apart from the defaults
+        (default -> served), each empty when the defaults hold."""
+        pairs = (({"id": self.bot_id_field, "name": self.bot_name_field}),
+                 ({"id": self.stat_id_field, "timestamp": self.stat_time_field}),
+                 ({"name": self.custom_name_field, "value": self.custom_value_field}))
+        return tuple({k: v for k, v in p.items() if k != v} for p in pairs)  # type: ignore[return-value]
 
     def start_clock(self) -> datetime:
         """The virtual clock at start: ``end`` as UTC, else now truncated to the hour."""

@@ -102,6 +102,7 @@ class Directory:
         self._profile = lru_cache(maxsize=16384)(self._make_profile)
         self._user_profile = lru_cache(maxsize=4096)(self._make_user_profile)
         self._rendered = _Memo(RENDERED_STATS_MAX_BOTS, RENDERED_STATS_MAX_BYTES)
+        self._bot_names, self._stat_names, self._custom_names = config.renames()
 
     # --- clock -------------------------------------------------------------------------
     def last_slot(self) -> int:
@@ -230,7 +231,14 @@ class Directory:
             record["server_count"] = last["guilds"]
             if last["shards"] is not None:
                 record["shard_count"] = last["shards"]
-        return record
+        return _renamed(record, self._bot_names) if self._bot_names else record
+
+    def _served(self, record: Record) -> Record:
+        """A stat record with its keys as this service spells them."""
+        if self._custom_names and isinstance(record.get("custom"), list):
+            record["custom"] = [_renamed(item, self._custom_names) if isinstance(item, dict)
+                                else item for item in record["custom"]]
+        return _renamed(record, self._stat_names) if self._stat_names else record
 
     def _bot_last_slot(self, index: int) -> int:
         last = self.last_slot()
@@ -262,6 +270,8 @@ class Directory:
                 malform(record, kind, slot)
             out.append((kind, record))
         out.extend((None, _copy_stat(p[2])) for p in posted[j:])
+        if self._stat_names or self._custom_names:
+            out = [(kind, self._served(record)) for kind, record in out]
         return out
 
     def served_stats(self, index: int) -> list[Record]:
@@ -320,7 +330,7 @@ class Directory:
                 "custom": [dict(item) for item in payload.get("custom") or []],
             }
             posted.append((last, stamp, record))
-            return _copy_stat(record)
+            return self._served(_copy_stat(record))
 
     def is_bad_json(self, index: int) -> bool:
         rate = self.config.faults.bad_json_rate
@@ -524,6 +534,11 @@ class _Memo:
             while len(self._entries) > self.max_entries or self.bytes > self.max_bytes:
                 _, (_, _, dropped) = self._entries.popitem(last=False)
                 self.bytes -= dropped
+
+
+def _renamed(record: Record, names: dict[str, str]) -> Record:
+    """``record`` with the keys in ``names`` renamed, in the same order."""
+    return {names.get(key, key): value for key, value in record.items()}
 
 
 def _copy_stat(record: Record) -> Record:

@@ -1,0 +1,50 @@
+"""Schema drift: record fields the archive has not seen before are said once, by the run that
+first sees them and by `botstats status` (which fields, since which run)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from click.testing import CliRunner
+from conftest import harvest_settings_for
+
+from pipeline.cli import cli
+from pipeline.drift import describe, new_fields
+from pipeline.harvest import harvest
+from pipeline.service import RunningService
+
+
+def test_new_fields_are_those_seen_and_not_known() -> None:
+    known = {("stat", "id"), ("stat", "users")}
+    seen = {"stat": {"id", "users", "uptime"}, "bot": {"id"}}
+    assert new_fields(known, seen) == [("bot", "id"), ("stat", "uptime")]
+    assert describe([("stat", "uptime"), ("stat", "zone"), ("bot", "tier")]) == \
+        "stat records: 'uptime', 'zone'; bot records: 'tier'"
+
+
+def test_a_renamed_field_is_said_once_by_the_run_and_by_status(
+        tmp_path: Any, service_factory: Callable[..., RunningService]) -> None:
+    db = tmp_path / "archive.duckdb"
+    before = service_factory(bots=8, history_days=3)
+    first = harvest(harvest_settings_for(before, db))
+    assert first.status == "complete" and first.new_fields == ""  # the baseline is not drift
+
+    # The service renames its time field; the config follows; new records arrive.
+    after = service_factory(bots=8, history_days=3, stat_time_field="recorded")
+    after.directory.advance(1)
+    settings = harvest_settings_for(after, db, {"fields.stat_time": "recorded"})
+    second = harvest(settings)
+    assert second.status == "complete", second.message
+    assert second.new_fields == "stat records: 'recorded'"
+    after.directory.advance(1)
+    third = harvest(settings)
+    assert third.stats_added > 0 and third.new_fields == ""  # said once
+
+    result = CliRunner().invoke(cli, ["status", "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    assert f"new stat record fields since run {second.run_id}: 'recorded'" in result.output
+    data = json.loads(CliRunner().invoke(cli, ["status", "--db", str(db), "--json"]).output)
+    assert [(d["run_id"], d["kind"], d["fields"]) for d in data["new_fields"]] == \
+        [(second.run_id, "stat", ["recorded"])]
