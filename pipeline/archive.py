@@ -399,11 +399,18 @@ def finish_run(con: duckdb.DuckDBPyConnection, report: RunCounts) -> None:
         log.error("could not record the end of run %s: %s", report.run_id, exc)
 
 
+def live_bots(con: duckdb.DuckDBPyConnection, not_seen_since: datetime | None = None) -> int:
+    """Bots the archive holds as listed (not removed); with ``not_seen_since``, those no
+    listing has shown since then: the ones :func:`mark_removed` would mark."""
+    sql = "SELECT count(*) FROM bots WHERE removed_at IS NULL"
+    if not_seen_since is None:
+        return int(con.execute(sql).fetchall()[0][0])
+    return int(con.execute(sql + " AND last_seen_at < ?", [not_seen_since]).fetchall()[0][0])
+
+
 def mark_removed(con: duckdb.DuckDBPyConnection, report: RunCounts) -> int:
     """Bots a complete listing no longer shows keep their history and get ``removed_at``."""
-    ((count,),) = con.execute(
-        "SELECT count(*) FROM bots WHERE removed_at IS NULL AND last_seen_at < ?",
-        [report.started_at]).fetchall()
+    count = live_bots(con, report.started_at)
     if count:
         con.execute("UPDATE bots SET removed_at = ? WHERE removed_at IS NULL AND last_seen_at < ?",
                     [report.started_at, report.started_at])

@@ -28,6 +28,7 @@ import math
 import re
 import time
 import urllib.request
+import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -147,10 +148,9 @@ class _Lanes:
             response = await lane.handle_async_request(request)
             response.request = request
             try:
-                await response.aread()
+                return await _read_body(response)
             finally:
                 await response.aclose()
-            return response
         finally:
             self._slots.release()
             if len(self._idle) < self._keep:
@@ -162,6 +162,49 @@ class _Lanes:
         lanes, self._idle = self._idle, []
         for lane in lanes:
             await lane.aclose()
+
+
+class _CutBody(httpx.RemoteProtocolError):
+    """A compressed body that ends before its end of stream, or does not decompress."""
+
+
+# zlib window bits per Content-Encoding: gzip, and deflate with its zlib header (or raw).
+_WBITS = {"gzip": (zlib.MAX_WBITS | 16,), "deflate": (zlib.MAX_WBITS, -zlib.MAX_WBITS)}
+
+
+async def _read_body(response: httpx.Response) -> httpx.Response:
+    """``response`` with its body read. A gzip or deflate body is decompressed here, not by
+    httpx: httpx takes a stream cut short for a shorter body (a truncated page that reads as
+    bad JSON, never retried as the transfer failure it is), and a corrupt one raises outside
+    its transport errors. Both are :class:`_CutBody` here: a transport error, retried."""
+    encoding = response.headers.get("Content-Encoding", "").strip().lower()
+    if encoding not in _WBITS:
+        try:
+            await response.aread()
+        except httpx.DecodingError as exc:  # an encoding httpx decodes (br, zstd, stacked)
+            raise _CutBody(f"the {encoding} body does not decompress: {exc}",
+                          request=response.request) from exc
+        return response
+    raw = b"".join([part async for part in response.aiter_raw()])
+    headers = [(k, v) for k, v in response.headers.multi_items()
+               if k.lower() not in ("content-encoding", "content-length")]
+    return httpx.Response(response.status_code, headers=headers, content=_inflate(raw, encoding),
+                          request=response.request, extensions=response.extensions)
+
+
+def _inflate(raw: bytes, encoding: str) -> bytes:
+    problem = "is empty"
+    for wbits in _WBITS[encoding] if raw else ():
+        inflater = zlib.decompressobj(wbits)
+        try:
+            body = inflater.decompress(raw) + inflater.flush()
+        except zlib.error as exc:
+            problem = f"does not decompress ({exc})"
+            continue
+        if inflater.eof:
+            return body
+        problem = f"ends before its end of stream ({len(raw)} bytes received)"
+    raise _CutBody(f"the {encoding} body {problem}")
 
 
 class Client:
@@ -590,6 +633,10 @@ class Client:
         elif isinstance(exc, httpx.TimeoutException):
             what = f"got no answer within {timeouts.timeout:g} s"
             advice = "the service is slow: raise [service].timeout or try again later"
+        elif isinstance(exc, _CutBody):
+            what = "sent a compressed body that is cut short or corrupt"
+            advice = ("the service or a proxy in front of it dropped part of the answer: try "
+                      "again later")
         elif isinstance(exc, httpx.ConnectError):
             what = "could not connect"
             advice = "check the service is up and --base-url is right"

@@ -13,10 +13,12 @@ import dataclasses
 import difflib
 import logging
 import os
+import re
 import tomllib
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -106,6 +108,19 @@ class FieldSettings:
     user_id: str = "id"
     server_id: str = "id"
     webhook_id: str = "id"
+    # A stat stamped further than this after botstats received it goes to `rejects`: a clock
+    # ahead of time would otherwise become the bot's newest record and a future day in trends.
+    max_future_skew: str = "1d"
+
+
+@dataclass(frozen=True)
+class HarvestSettings:
+    """What a harvest believes of the service."""
+
+    # A complete listing that would mark more than this share of the archive's live bots
+    # removed is not believed (the run ends partial, nothing is marked); an empty listing of
+    # an archive with bots never is. `--accept-removals` believes it once.
+    max_removed_share: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -186,6 +201,7 @@ class Settings:
     service: ServiceSettings = field(default_factory=ServiceSettings)
     retry: RetrySettings = field(default_factory=RetrySettings)
     fields: FieldSettings = field(default_factory=FieldSettings)
+    harvest: HarvestSettings = field(default_factory=HarvestSettings)
     store: StoreSettings = field(default_factory=StoreSettings)
     exports: ExportSettings = field(default_factory=ExportSettings)
     trends: TrendSettings = field(default_factory=TrendSettings)
@@ -236,6 +252,17 @@ CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("log", "level"): ("debug", "info", "warning", "error"),
     ("exports", "compression"): ("zstd", "snappy", "lz4", "gzip", "uncompressed"),
 }
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> timedelta:
+    """'90m', '2h', '1d', '45s' (or plain seconds) as a duration; ValueError says what is wrong."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text.lower())
+    if not match:
+        raise ValueError(f"{text!r} is not a duration: use a number with s, m, h or d, like 90m or 2h")
+    return timedelta(seconds=float(match[1]) * _UNITS[match[2] or "s"])
 
 
 def _suggest(word: str, options: typing.Iterable[str]) -> str:
@@ -428,6 +455,16 @@ def validate(settings: Settings) -> Settings:
         if value < 0:
             sec, key = dotted.split(".")
             raise ConfigError(f"{where(dotted)}: [{sec}].{key} must be 0 or more, got {value}.")
+    if not 0 <= settings.harvest.max_removed_share <= 1:
+        raise ConfigError(
+            f"{where('harvest.max_removed_share')}: [harvest].max_removed_share is a share from 0 "
+            f"to 1 (0.5 = half the live bots), got {settings.harvest.max_removed_share}."
+        )
+    try:
+        parse_duration(settings.fields.max_future_skew)
+    except ValueError as exc:
+        raise ConfigError(f"{where('fields.max_future_skew')}: [fields].max_future_skew: {exc}."
+                          ) from None
     if not 0 <= settings.trends.health_threshold <= 100:
         raise ConfigError(
             f"{where('trends.health_threshold')}: [trends].health_threshold is a percentage from 0 to 100, "
@@ -507,6 +544,7 @@ def as_dict(settings: Settings) -> dict[str, Any]:
 __all__ = [
     "ExportSettings",
     "FieldSettings",
+    "HarvestSettings",
     "LogSettings",
     "ReportSettings",
     "RetrySettings",
@@ -519,5 +557,6 @@ __all__ = [
     "TrendSettings",
     "as_dict",
     "load_settings",
+    "parse_duration",
     "validate",
 ]

@@ -13,8 +13,9 @@ One run:
 5. buffers rows column-wise and writes them in batches through polars, one transaction per
    batch that also carries the run's counters, so a run killed at any moment leaves whole
    batches only and the next run (records keyed by id, upserted) completes the work;
-6. marks bots missing from a *complete* listing as removed, and ends the run ``complete``,
-   ``partial`` (some bots failed: retried next run), ``failed`` or ``interrupted``.
+6. marks bots missing from a *complete* listing as removed, unless that listing collapsed
+   (:mod:`pipeline.removals`), and ends the run ``complete``, ``partial`` (some bots failed:
+   retried next run; or a listing not believed), ``failed`` or ``interrupted``.
 
 DuckDB work happens on one dedicated thread so HTTP never waits on a write.
 """
@@ -56,6 +57,7 @@ from .records import (
     stat_key,
 )
 from .redact import redact_url
+from .removals import judge_removals
 from .run_id import new_run_id
 from .shapes import RecordTally, field_verdict
 
@@ -114,10 +116,14 @@ def harvest(
     settings: Settings,
     *,
     full: bool = False,
+    accept_removals: bool = False,
     on_progress: ProgressFn | None = None,
     stop: threading.Event | None = None,
 ) -> HarvestReport:
     """Run one harvest into the archive named by ``settings``; return what it did.
+
+    ``accept_removals`` believes a complete listing however many bots it would mark removed
+    (see :mod:`pipeline.removals`).
 
     The caller holds the run lock (``pipeline.lock``) when other runs may start; the DuckDB
     file lock alone would make a second writer wait and then fail.
@@ -128,7 +134,8 @@ def harvest(
         archive.begin_run(con, report)
         db = _Db(con)
         try:
-            asyncio.run(_harvest(settings, report, db, full, on_progress, stop or threading.Event()))
+            asyncio.run(_harvest(settings, report, db, full, accept_removals, on_progress,
+                                 stop or threading.Event()))
         except (KeyboardInterrupt, asyncio.CancelledError):
             report.status, report.message = "interrupted", "interrupted by the user"
             raise
@@ -172,11 +179,13 @@ async def _harvest(
     report: HarvestReport,
     db: _Db,
     full: bool,
+    accept_removals: bool,
     on_progress: ProgressFn | None,
     stop: threading.Event,
 ) -> None:
     buffer = _Batch(db, report, settings.store.batch_rows,
                     new_only=await db.call(archive.nothing_archived))
+    known_live = await db.call(archive.live_bots)  # before this run writes any bot
     async with Client(settings) as client:
         try:
             if settings.user_token:
@@ -199,8 +208,16 @@ async def _harvest(
             report.requests = client.stats.requests
             report.retries = client.stats.retries
             await buffer.flush()
+    refused = ""
     if report.listing_complete and not stop.is_set():
-        report.bots_removed = await db.call(archive.mark_removed, report)
+        verdict = judge_removals(known_live, await db.call(archive.live_bots, report.started_at),
+                                 report.bots_seen, settings.harvest.max_removed_share,
+                                 accept_removals)
+        if verdict.believed:
+            report.bots_removed = await db.call(archive.mark_removed, report)
+        else:
+            refused = verdict.message
+            log.warning("removals not believed: %s", refused)
     drift = await db.call(note_fields, report.run_id, buffer.tally.fields, datetime.now(UTC))
     if drift:
         report.new_fields = describe_fields(drift)
@@ -208,12 +225,11 @@ async def _harvest(
                     "(kept in the raw column)", report.new_fields)
     if stop.is_set():
         report.status, report.message = "interrupted", "stopped on request after the current batch"
-    elif report.errors or not report.listing_complete:
+    elif report.errors or not report.listing_complete or refused:
         report.status = "partial"
-        report.message = report.message or (
-            f"{report.errors} request(s) failed after retries or read incomplete data; see "
-            f"harvest_errors. The next run tries them again."
-        )
+        failed = (f"{report.errors} request(s) failed after retries or read incomplete data; see "
+                  f"harvest_errors. The next run tries them again.") if report.errors else ""
+        report.message = report.message or " ".join(filter(None, (refused, failed)))
     else:
         report.status = "complete"
     verdict = field_verdict(settings.fields, buffer.tally)
@@ -257,7 +273,8 @@ async def _list(
             if not pager.seen:
                 raise
             return
-        fresh = [r for r in rows if r.bot_id in new]
+        # A bot the page repeats is read once (its last copy kept, at its first place).
+        fresh = list({r.bot_id: r for r in rows if r.bot_id in new}.values())
         if not fresh:
             continue
         report.bots_seen += len(fresh)
@@ -356,15 +373,17 @@ async def _harvest_bot(
         buffer.error(endpoint, bot_id, exc)
         return
     report.bots_fetched += 1
+    received_at = datetime.now(UTC)
     if isinstance(records, RawArray):
         length = len(records.items)
         start = 0 if full or newest is None else _after_newest(records.items, newest, bot_id,
                                                                  fields)
         body, items = (records.body, records.items) if not start else \
             _subarray(records.items[start:])
-        page = parse_stats_raw(body, items, bot_id, fields)
+        page = parse_stats_raw(body, items, bot_id, fields, received_at=received_at)
+        del body, items  # see below
     else:
-        page = parse_stats(records, bot_id, fields)
+        page = parse_stats(records, bot_id, fields, received_at=received_at)
         length = len(records)
     if last_key is not None and not page_size and not _holds(page, last_key, bot_id, fields):
         buffer.error(endpoint, bot_id, BadResponse(
@@ -377,6 +396,9 @@ async def _harvest_bot(
         page, checked = _newer(page, newest)
     buffer.add_page(endpoint, bot_id, page, checked=checked,
                     listed=listed[0] if listed else length)
+    # The body and the page's objects go as soon as the batch holds them (a bot's /stats may
+    # be tens of MB): not kept alive through the batch's write.
+    del records, page
     if buffer.full:
         await buffer.flush()
 
@@ -579,10 +601,13 @@ STAT_COLUMNS = [c for c in archive.STAT_SCHEMA if c != "bot_id"]
 
 
 def _frame(columns: dict[str, list[Any]], schema: dict[str, Any]) -> pl.DataFrame:
-    """Buffered columns as a frame; ``recorded_at`` is buffered as microseconds since the epoch,
-    which polars reads a hundred times faster than datetime objects."""
-    return pl.DataFrame(columns, schema={**schema, "recorded_at": pl.Int64}).with_columns(
-        pl.col("recorded_at").cast(schema["recorded_at"]))
+    """Buffered columns as a frame, taken out of ``columns`` one by one so each list (and the
+    objects only it holds) is freed as soon as polars has copied it: a batch is never held
+    twice over. ``recorded_at`` is buffered as microseconds since the epoch, which polars reads
+    a hundred times faster than datetime objects."""
+    series = [pl.Series(name, columns.pop(name), dtype=pl.Int64 if name == "recorded_at" else dtype)
+              for name, dtype in schema.items()]
+    return pl.DataFrame(series).with_columns(pl.col("recorded_at").cast(schema["recorded_at"]))
 
 
 class _Batch:

@@ -10,7 +10,9 @@ paged). So the pager trusts nothing about page sizes and re-reads a small overla
 - a page whose first bot was never seen (a shift larger than the overlap) makes it step back a
   page until it stands on known ground again;
 - a short page is not the end: the end is an *empty* page at exactly the position after the last
-  bot read; then the head is read again, to catch bots added at the front while we paged;
+  bot read, and the last page read again unchanged (bots removed behind the pager just before
+  the empty page would have moved unread bots back into what it had read); then the head is
+  read again, to catch bots added at the front while we paged;
 - a service that ignores ``skip`` (the first page again and again) is detected and refused, and
   a listing that keeps moving is given up after a bounded number of requests.
 
@@ -41,7 +43,10 @@ class Pager:
     complete: bool = False
     _next_skip: int | None = 0
     _pos: int = 0  # furthest position read
-    _state: str = "walk"  # walk | probe | head
+    _state: str = "walk"  # walk | probe | verify | head
+    _walked: set[str] = field(default_factory=set)  # bots read by pages on known ground
+    _last_skip: int = 0  # where the last page read before the end starts
+    _last_end: int = 0  # and where it ends
     _largest_page: int = 0
     _first_page: list[str] | None = None
     _head_found: bool = False
@@ -83,8 +88,14 @@ class Pager:
         """Take the bot ids of the page asked at ``skip``; return those not seen before, in order."""
         self.requests += 1
         self._check_skip_honoured(skip, ids)
-        # Only a page asked to overlap what was read can tell that the listing moved back.
-        moved_back = 0 < skip < self._pos and bool(ids) and ids[0] not in self.seen
+        self._largest_page = max(self._largest_page, len(ids))
+        overlap = min(self.overlap, self._largest_page // 2)
+        # A page must start on known ground: ``start``, or a bot read by a page that did (a
+        # page that did not may itself lie past unread bots). Else the listing moved back, and unread bots
+        # may lie between what was read and this page. Pages too small to overlap (a cap of
+        # 1) cannot tell: a page asked past the end is taken as it comes.
+        moved_back = (skip > self.start and bool(ids) and ids[0] not in self._walked
+                      and (skip < self._pos or overlap > 0))
         new: list[str] = []
         for bot_id in ids:
             if bot_id not in self.seen:
@@ -93,20 +104,23 @@ class Pager:
         if self._state == "head":
             self._head_ids.update(new)
         self.wasted += not new
-        self._largest_page = max(self._largest_page, len(ids))
-        overlap = min(self.overlap, self._largest_page // 2)
         end = skip + len(ids)
 
         if not ids:
             self._on_empty(skip, overlap)
         elif moved_back and self._state != "head":
-            # The page starts on a bot we never saw: the listing moved back by more than the
+            # The page does not start on known ground: the listing moved back by more than the
             # overlap and bots may lie unseen before this page. Step back onto known ground.
             self._next_skip = max(0, skip - max(self._largest_page - overlap, 1))
             self._state = "walk"
         elif self._state == "head":
             self._on_head(skip, ids, end, bool(new), overlap)
-        elif new or end > self._pos:
+        elif self._state == "verify" and not new:
+            # The last page read again holds no bot we had not seen. An unread bot moved back
+            # under the end would lie in it, or before it, and then every bot in it would be
+            # one we had not read either (removals keep the order).
+            self._start_head()
+        elif new or end > self._pos or self._state == "verify":
             self._state = "walk"
             self._next_skip = max(end - overlap, 0) if end - overlap > skip else end
         else:
@@ -114,6 +128,10 @@ class Pager:
             self._state = "probe"
             self._next_skip = end
         self._pos = max(self._pos, end)
+        if not moved_back:
+            self._walked.update(ids)
+        if ids and self._state != "head":
+            self._last_skip, self._last_end = skip, end
         return new
 
     def _on_head(self, skip: int, ids: list[str], end: int, found: bool, overlap: int) -> None:
@@ -132,21 +150,32 @@ class Pager:
             self._head_passes += 1
 
     def _on_empty(self, skip: int, overlap: int) -> None:
+        # Past the furthest bot read, or exactly past the last page when asked to confirm its
+        # end (a listing shrinking as fast as the pager steps back must still end).
+        at_end = skip >= self._pos or (self._state == "probe" and skip == self._last_end)
         if self._state == "head" or skip == 0:
             self._next_skip, self.complete = None, True
-        elif skip >= self._pos and not self.reread_head:
+        elif at_end and not self.reread_head:
+            # A list read on from where an earlier read ended only grows at its end.
             self._next_skip, self.complete = None, True
-        elif skip >= self._pos:
-            # The end, confirmed by an empty page right after the last bot read. Re-read the
-            # head to catch bots added at the front while we paged.
-            self._state, self._next_skip = "head", 0
-            self._head_passes = 1
-            self._walk_requests = self.requests
+        elif at_end and self._state != "verify":
+            # Empty right after the last bot read: the end, unless bots were removed behind us
+            # meanwhile (the unread tail then moved back into what we read). Read the last
+            # page again before believing it.
+            self._state, self._next_skip = "verify", self._last_skip
+        elif at_end:
+            self._start_head()
         else:
             # Empty before the end we knew: the listing shrank under us. Step back.
             self._next_skip = max(0, skip - max(self._largest_page - overlap, 1))
             self._pos = skip
             self._state = "walk"
+
+    def _start_head(self) -> None:
+        # The end is confirmed: re-read the head to catch bots added at the front meanwhile.
+        self._state, self._next_skip = "head", 0
+        self._head_passes = 1
+        self._walk_requests = self.requests
 
     def _check_skip_honoured(self, skip: int, ids: list[str]) -> None:
         if skip == 0:

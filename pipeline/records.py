@@ -27,7 +27,7 @@ import msgspec
 import orjson
 from msgspec.structs import astuple
 
-from .config import FieldSettings
+from .config import FieldSettings, parse_duration
 from .json_codec import decode_json
 
 COUNT_FIELDS = ("users", "guilds", "shards", "commands_executed")
@@ -164,14 +164,32 @@ def stat_key(record: Any, bot_id: str, fields: FieldSettings) -> str:
     return hashlib.sha1(f"{bot_id}\x1f{when.isoformat()}".encode()).hexdigest()
 
 
+def latest_allowed(fields: FieldSettings, received_at: datetime | None = None) -> datetime:
+    """The latest time a record received at ``received_at`` (default now) may carry:
+    ``[fields].max_future_skew`` after it."""
+    return (received_at or datetime.now(UTC)) + _skew(fields.max_future_skew)
+
+
+@functools.cache
+def _skew(text: str) -> timedelta:
+    return parse_duration(text)
+
+
 def parse_stat(record: Any, bot_id: str, fields: FieldSettings, *,
-               raw: str | None = None) -> StatRow:
+               raw: str | None = None, latest: datetime | None = None) -> StatRow:
     """Validate one stat record; raise :class:`Invalid` with the reason. ``raw`` is the record's
-    JSON text as received, kept as is (else its canonical JSON is)."""
+    JSON text as received, kept as is (else its canonical JSON is). ``latest`` is the latest
+    time a record may carry (:func:`latest_allowed`, the default)."""
     key = stat_key(record, bot_id, fields)
     if fields.stat_time not in record:
         raise Invalid(f"missing timestamp field '{fields.stat_time}'")
     recorded_at = parse_time(record[fields.stat_time], f"timestamp field '{fields.stat_time}'")
+    if recorded_at > (latest or latest_allowed(fields)):
+        # No receipt time in the reason: the same record refused again is the same reject.
+        raise Invalid(f"timestamp field '{fields.stat_time}' is {recorded_at.isoformat()}, more "
+                      f"than [fields].max_future_skew ({fields.max_future_skew}) after botstats "
+                      f"received it: the service's clock runs ahead. Each run reads it again and "
+                      f"archives it once that time is no longer ahead")
     for name in REQUIRED_COUNTS:
         if record.get(name) is None:
             raise Invalid(f"missing required field '{name}'")
@@ -311,20 +329,23 @@ class StatPage:
             self.custom_num.append(num)
 
 
-def parse_stats(records: list[Any], bot_id: str, fields: FieldSettings) -> StatPage:
+def parse_stats(records: list[Any], bot_id: str, fields: FieldSettings, *,
+                received_at: datetime | None = None) -> StatPage:
     """Validate a decoded ``/stats`` page record by record: the rows :func:`parse_stat` accepts
-    and, for each record it refuses, the reason and the record's canonical JSON."""
+    and, for each record it refuses, the reason and the record's canonical JSON. ``received_at``
+    (default now) is when the page arrived: records far ahead of it are refused."""
     page = StatPage()
+    latest = latest_allowed(fields, received_at)
     for record in records:
         try:
-            page.add(parse_stat(record, bot_id, fields))
+            page.add(parse_stat(record, bot_id, fields, latest=latest))
         except Invalid as exc:
             page.rejects.append((str(exc), raw_text(record)))
     return page
 
 
 def parse_stats_raw(body: bytes, items: Sequence[Any], bot_id: str,
-                    fields: FieldSettings) -> StatPage:
+                    fields: FieldSettings, *, received_at: datetime | None = None) -> StatPage:
     """Validate a ``/stats`` page as received: ``body`` is the JSON array and ``items`` each
     record's JSON text exactly as sent (what the client splits it into), which is what ``raw``
     keeps.
@@ -334,19 +355,39 @@ def parse_stats_raw(body: bytes, items: Sequence[Any], bot_id: str,
     page with anything unusual, each unusual record goes through :func:`parse_stat`, which
     words the reasons, and the usual ones around it still take the typed path, so one bad
     record in a page costs one slow record. All give the same rows (tests/test_records_page.py
-    holds them to it).
+    holds them to it, and tests/test_properties.py on random pages). ``received_at`` as in
+    :func:`parse_stats`.
     """
     decoders = _decoders(fields)
+    latest = latest_allowed(fields, received_at)
     if decoders is None or not items:
-        return _raw_page_by_record(items, bot_id, fields)
+        return _raw_page_by_record(items, bot_id, fields, latest)
+    if len(items) <= TYPED_CHUNK:
+        return _usual_page(body, items, bot_id, fields, decoders, latest)
+    # A long page in chunks: the typed records of one chunk at a time live beside the columns
+    # (they cost several times the body).
+    page = StatPage()
+    for start in range(0, len(items), TYPED_CHUNK):
+        chunk = items[start:start + TYPED_CHUNK]
+        page.extend(_usual_page(b"[" + b",".join(map(bytes, chunk)) + b"]", chunk, bot_id,
+                                fields, decoders, latest))
+    return page
+
+
+TYPED_CHUNK = 16_384  # records decoded typed at once
+
+
+def _usual_page(body: bytes, items: Sequence[Any], bot_id: str, fields: FieldSettings,
+                decoders: tuple[msgspec.json.Decoder[Any], msgspec.json.Decoder[Any]],
+                latest: datetime) -> StatPage:
     try:
-        return _typed_page(decoders[0].decode(body), items)
+        return _typed_page(decoders[0].decode(body), items, latest)
     except _NOT_TYPED:
-        return _page_by_run(items, bot_id, fields, decoders[1])
+        return _page_by_run(items, bot_id, fields, decoders[1], latest)
 
 
 def _page_by_run(items: Sequence[Any], bot_id: str, fields: FieldSettings,
-                 decoder: msgspec.json.Decoder[Any]) -> StatPage:
+                 decoder: msgspec.json.Decoder[Any], latest: datetime) -> StatPage:
     """The page in runs: each run of records that decode typed goes through the typed path
     together, each record that does not through :func:`parse_stat`, in page order."""
     page = StatPage()
@@ -357,9 +398,9 @@ def _page_by_run(items: Sequence[Any], bot_id: str, fields: FieldSettings,
         if not run:
             return
         try:
-            page.extend(_typed_page(typed, run))
-        except _NOT_TYPED:  # decodes typed, yet not usual: e.g. a naive time
-            page.extend(_raw_page_by_record(run, bot_id, fields))
+            page.extend(_typed_page(typed, run, latest))
+        except _NOT_TYPED:  # decodes typed, yet not usual: e.g. a naive time, a future one
+            page.extend(_raw_page_by_record(run, bot_id, fields, latest))
         typed.clear()
         run.clear()
 
@@ -368,19 +409,21 @@ def _page_by_run(items: Sequence[Any], bot_id: str, fields: FieldSettings,
             typed.append(decoder.decode(item))
         except msgspec.DecodeError:  # ValidationError too
             end_run()
-            page.extend(_raw_page_by_record([item], bot_id, fields))
+            page.extend(_raw_page_by_record([item], bot_id, fields, latest))
             continue
         run.append(item)
     end_run()
     return page
 
 
-def _raw_page_by_record(items: Sequence[Any], bot_id: str, fields: FieldSettings) -> StatPage:
+def _raw_page_by_record(items: Sequence[Any], bot_id: str, fields: FieldSettings,
+                        latest: datetime | None = None) -> StatPage:
     page = StatPage()
+    latest = latest or latest_allowed(fields)
     for item in items:
         text = _item_text(item)
         try:
-            page.add(parse_stat(decode_json(text), bot_id, fields, raw=text))
+            page.add(parse_stat(decode_json(text), bot_id, fields, raw=text, latest=latest))
         except Invalid as exc:
             page.rejects.append((str(exc), text[:MAX_RAW_CHARS]))
         except ValueError as exc:  # not JSON after all (msgspec only skipped over it)
@@ -435,7 +478,8 @@ def _decoders(fields: FieldSettings) -> tuple[msgspec.json.Decoder[Any],
             msgspec.json.Decoder(record))
 
 
-def _typed_page(records: list[Any], items: Sequence[Any]) -> StatPage:
+def _typed_page(records: list[Any], items: Sequence[Any],
+                latest: datetime | None = None) -> StatPage:
     if len(records) != len(items) or not records:
         raise _Unusual
     # The records' fields as columns, in StatRecord's order (astuple and zip run in C: half the
@@ -450,6 +494,8 @@ def _typed_page(records: list[Any], items: Sequence[Any]) -> StatPage:
         recorded_at = [(when - EPOCH) // ONE_US for when in map(datetime.fromisoformat, times)]
     except (TypeError, ValueError):
         recorded_at = _micros(list(times))
+    if latest is not None and max(recorded_at) > (latest - EPOCH) // ONE_US:
+        raise _Unusual  # a record from the future: the record path words the reason
     page = StatPage(stat_id=keys, recorded_at=recorded_at, users=list(users),
                     guilds=list(guilds), shards=list(shards), memory_load=list(memory_load),
                     cpu_load=list(cpu_load), commands_executed=list(commands_executed))

@@ -95,6 +95,7 @@ def run(
     settings: Settings,
     *,
     full: bool = False,
+    accept_removals: bool = False,
     full_trends: bool = False,
     lock_timeout: float | None = None,
     stop: threading.Event | None = None,
@@ -108,7 +109,8 @@ def run(
         with run_lock(settings, "run", timeout=lock_timeout, stop=stop) as lock:
             report = RunReport("running", lock_wait=time.monotonic() - started,
                                took_over=lock.previous if lock.took_over else None)
-            _harvest_then_trends(settings, report, lock, full, full_trends, stop, on_progress)
+            _harvest_then_trends(settings, report, lock, full, full_trends, accept_removals,
+                                 stop, on_progress)
     except LockTimeout:
         if not stop.is_set():
             raise
@@ -119,9 +121,10 @@ def run(
 
 
 def _harvest_then_trends(settings: Settings, report: RunReport, lock: LockHandle, full: bool,
-                         full_trends: bool, stop: threading.Event,
+                         full_trends: bool, accept_removals: bool, stop: threading.Event,
                          on_progress: ProgressFn | None) -> None:
-    report.harvest = harvest(settings, full=full, on_progress=_noting(lock, on_progress), stop=stop)
+    report.harvest = harvest(settings, full=full, accept_removals=accept_removals,
+                             on_progress=_noting(lock, on_progress), stop=stop)
     lock.note(run_id=report.harvest.run_id)
     report.status, report.message = report.harvest.status, report.harvest.message
     if report.harvest.status not in ("complete", "partial"):
@@ -172,12 +175,14 @@ def _log_trends(trends: TrendsReport) -> None:
 
 
 # --- one step on its own: `botstats harvest`, `botstats trends` and the scheduler's jobs ---------
-def locked_harvest(settings: Settings, *, full: bool = False, stop: threading.Event | None = None,
+def locked_harvest(settings: Settings, *, full: bool = False, accept_removals: bool = False,
+                   stop: threading.Event | None = None,
                    on_progress: ProgressFn | None = None) -> HarvestReport:
     """One harvest under the run lock, its run id written into the lock holder file."""
     stop = stop or threading.Event()
     with run_lock(settings, "harvest", stop=stop) as lock:
-        report = harvest(settings, full=full, stop=stop, on_progress=_noting(lock, on_progress))
+        report = harvest(settings, full=full, accept_removals=accept_removals, stop=stop,
+                         on_progress=_noting(lock, on_progress))
         lock.note(run_id=report.run_id)
     return report
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from . import store
-from .config import Settings
+from .config import Settings, parse_duration
 from .drift import drift_since
 from .errors import StoreError
 
@@ -18,15 +17,7 @@ RUN_COLUMNS = ("run_id", "status", "mode", "started_at", "seconds", "bots_seen",
 SHOWN = 5  # errors and reject reasons shown of the latest run
 
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_age(text: str) -> timedelta:
-    """'90m', '2h', '1d', '45s' (or plain seconds) as a duration; ValueError says what is wrong."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text.lower())
-    if not match:
-        raise ValueError(f"{text!r} is not a duration: use a number with s, m, h or d, like 90m or 2h")
-    return timedelta(seconds=float(match[1]) * _UNITS[match[2] or "s"])
+parse_age = parse_duration  # `status --max-age` reads durations as the config does
 
 
 def freshness(latest_complete: datetime | None, max_age: timedelta,

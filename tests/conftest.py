@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from pipeline.config import Settings, load_settings
 from pipeline.service import Directory, Faults, RunningService, ServiceConfig, serve_in_thread
@@ -58,6 +60,15 @@ def service(service_factory: Callable[..., RunningService]) -> RunningService:
 
 
 # --- other fixtures below ----------------------------------------------------------------
+
+
+# --- property-based tests ------------------------------------------------------------------
+# "ci" (the default): a fixed number of examples from a fixed seed, so the suite's run time and
+# its verdict are the same on every machine. "deep": HYPOTHESIS_PROFILE=deep for a long search.
+hypothesis_settings.register_profile("ci", max_examples=150, derandomize=True, deadline=None,
+                                     database=None, print_blob=True)
+hypothesis_settings.register_profile("deep", max_examples=5000, deadline=None)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 # --- harvest: settings for a service, and both sides of "the archive equals the service" -----

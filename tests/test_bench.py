@@ -117,3 +117,21 @@ def test_concurrency_bench_measures_its_three_figures_in_one_run(tmp_path: Path)
     # Every run read the whole directory: the listing pages plus one /stats per bot.
     assert all(r["requests"] - r["rate_limited"] >= 40 for r in runs)
     assert "auto / best fixed" in proc.stdout and "answered 429" in proc.stdout
+
+
+def test_soak_keeps_the_archive_equal_to_a_faulty_growing_service(tmp_path: Path) -> None:
+    # `botstats schedule` firing every 2 s, four runs (the 50-run figures are in bench/README.md).
+    out = tmp_path / "soak.json"
+    proc = _bench("bench/soak.py", "--runs", "4", "--every", "2", "--bots", "20", "--json",
+                  str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    figures = json.loads(out.read_text())
+    archive = figures["archive"]
+    assert archive["equal"] and (archive["missing"], archive["twice"]) == (0, 0), archive
+    assert archive["records_archived"] > 1000 and archive["rejects"] > 0  # faults did happen
+    assert archive["bots_listed"] == 20 + 2 * 2  # grown after runs 1 and 2
+    assert archive["runs_by_status"].get("complete", 0) >= 3
+    assert "complete" in figures["last_result"]
+    daemon = figures["daemon"]
+    assert set(daemon) == {"after_run_2", "after_run_4", "growth"}
+    assert all(0 < ratio <= 1.2 for ratio in daemon["growth"].values()), daemon

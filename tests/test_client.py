@@ -742,3 +742,46 @@ def test_parse_retry_after(header: str | None, seconds: float | None) -> None:
 )
 def test_redact_url(url: str, shown: str) -> None:
     assert redact_url(url) == shown
+
+
+# --- compressed bodies: decompressed and checked whole ----------------------------------------------
+def _compressed(encoding: str, data: bytes) -> bytes:
+    import gzip
+    import zlib
+
+    if encoding == "gzip":
+        return gzip.compress(data)
+    if encoding == "deflate":
+        return zlib.compress(data)
+    packer = zlib.compressobj(wbits=-zlib.MAX_WBITS)  # raw deflate, as some servers send it
+    return packer.compress(data) + packer.flush()
+
+
+PAGE = json.dumps([{"id": f"b{i}", "name": "x" * 50} for i in range(40)]).encode()
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "raw deflate"])
+def test_a_compressed_body_is_read_whole(scripted: Any, encoding: str) -> None:
+    header = "deflate" if encoding == "raw deflate" else encoding
+    server = scripted(Reply(body=_compressed(encoding, PAGE), headers={"Content-Encoding": header}))
+    out = call(make_settings(server.base_url), lambda c: c.list_bots(limit=40))
+    assert out.error is None and out.value == json.loads(PAGE)
+
+
+@pytest.mark.parametrize("spoil", ["cut", "corrupt", "empty"])
+def test_a_compressed_body_cut_short_or_corrupt_is_retried_then_unreachable(
+        scripted: Any, spoil: str) -> None:
+    packed = _compressed("gzip", PAGE)
+    body = {"cut": packed[: len(packed) // 2], "empty": b"",
+            "corrupt": packed[:20] + b"\xff" * 40 + packed[60:]}[spoil]
+    whole = Reply(body=packed, headers={"Content-Encoding": "gzip"})
+    server = scripted(Reply(body=body, headers={"Content-Encoding": "gzip"}), whole)
+    out = call(make_settings(server.base_url), lambda c: c.list_bots(limit=40))
+    assert out.error is None and out.value == json.loads(PAGE)  # the retry got it whole
+    assert out.stats.retries == 1
+
+    server = scripted(Reply(body=body, headers={"Content-Encoding": "gzip"}))
+    out = call(make_settings(server.base_url, attempts=2), lambda c: c.list_bots(limit=40))
+    assert isinstance(out.error, Unreachable), out.error
+    assert "compressed body that is cut short or corrupt" in str(out.error)
+    assert server.count("GET") == 2

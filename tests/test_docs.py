@@ -102,3 +102,11 @@ def test_the_docs_describe_the_product_not_the_history_of_the_work(page: Path) -
     assert not DIARY.findall(text), f"{page.name}: {DIARY.search(text)[0]!r}"
     if page.name == "README.md" and page.parent == REPO:
         assert not re.search(r"\b(sessions?|rounds?)\b", text, re.I), "diary words in README"
+
+
+def test_every_test_the_reliability_table_names_exists() -> None:
+    section = README.split("## Reliability", 1)[1].split("\n## ", 1)[0]
+    named = re.findall(r"`(tests/\w+\.py)::(\w+)`", section)
+    assert len(named) >= 15
+    for path, name in named:
+        assert f"def {name}(" in (REPO / path).read_text(), f"{path}::{name} does not exist"

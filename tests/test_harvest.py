@@ -284,7 +284,11 @@ def test_another_service_into_the_same_archive_is_warned_about_and_no_url_secret
     settings = replace(harvested.settings, service=replace(
         harvested.settings.service, base_url=f"http://ops:hunter22@{host}"))
     with caplog.at_level("WARNING", logger="botstats.harvest"):
-        report = harvest(settings)
+        # All of the first service's bots would go: not believed until accepted.
+        doubted = harvest(settings)
+        assert (doubted.status, doubted.bots_removed) == ("partial", 0)
+        assert "--accept-removals" in doubted.message
+        report = harvest(settings, accept_removals=True)
     assert report.status == "complete"
     warned = [r.getMessage() for r in caplog.records if "last harvested from" in r.getMessage()]
     assert warned == [f"this archive was last harvested from {harvested.svc.base_url} and this "

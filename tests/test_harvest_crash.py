@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -201,7 +202,9 @@ def _largest_file(db: Path) -> int:
 @pytest.mark.skipif(not hasattr(signal, "SIGXFSZ"), reason="needs RLIMIT_FSIZE (POSIX)")
 def test_a_commit_the_disk_refuses_fails_the_run_and_readers_keep_what_was_there(
         service_factory: Callable[..., RunningService], tmp_path: Path) -> None:
-    svc = service_factory(bots=BOTS, history_days=2, stats_per_day=2)
+    # The clock starts 301 days back, so 600 intervals later it is still not ahead of now.
+    svc = service_factory(bots=BOTS, history_days=2, stats_per_day=2,
+                          end=datetime.now(UTC) - timedelta(days=301))
     db = tmp_path / "archive.ducklake"
     settings = harvest_settings_for(svc, db)
     assert harvest(settings).status == "complete"

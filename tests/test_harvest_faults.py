@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 from collections import Counter
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from random import Random
@@ -240,8 +241,10 @@ def test_a_stats_page_that_is_not_json_is_rejected_with_its_body(service_factory
 
 def test_new_stats_arriving_between_runs_of_a_faulty_service_are_added_exactly(
         service_factory: Any, harvest_settings: Any) -> None:
+    # The clock starts two days back: three intervals on, it is still not ahead of now.
     svc = service_factory(bots=30, history_days=5, stats_per_day=2, error_rate=0.1,
-                          malformed_rate=0.05, max_page_size=7, latency_ms=5)
+                          malformed_rate=0.05, max_page_size=7, latency_ms=5,
+                          end=datetime.now(UTC) - timedelta(days=2))
     settings = harvest_settings(svc, {"retry.attempts": 10})
     first = harvest(settings)
     svc.directory.advance(3)
@@ -516,3 +519,38 @@ def test_a_service_that_is_down_fails_the_run_and_loses_nothing(service_factory:
     assert runs == [("complete",), ("failed",)]
     # Nothing is marked removed because of a listing that could not be read.
     assert query(settings, "SELECT count(*) FROM bots WHERE removed_at IS NOT NULL") == [(0,)]
+
+
+# --- a service whose clock runs ahead ---------------------------------------------------------------
+def test_records_stamped_beyond_the_future_skew_go_to_rejects_with_the_reason(
+        service_factory: Any, harvest_settings: Any) -> None:
+    # The service's clock is three days and six hours ahead: its newest records are from then.
+    now = datetime.now(UTC)
+    end = now.replace(minute=0, second=0, microsecond=0) + timedelta(days=3, hours=6)
+    svc = service_factory(bots=6, history_days=6, stats_per_day=2, end=end)
+    directory = svc.directory
+    settings = harvest_settings(svc)  # [fields].max_future_skew = "1d"
+    report = harvest(settings)
+    rows = service_stat_rows(directory)
+    limit = now + timedelta(days=1)
+    kept = [r for r in rows if r[2] <= limit]
+    ahead = [r for r in rows if r[2] > limit]
+    assert kept and ahead and min(r[2] for r in ahead) - limit > timedelta(hours=4)
+    assert (report.status, report.rejects) == ("complete", len(ahead))
+    assert archived_stat_rows(settings) == kept
+    assert_archive_has_no_duplicates(settings)
+    rejects = query(settings, "SELECT bot_id, reason, raw FROM rejects")
+    assert sorted((b, json.loads(raw)["id"]) for b, _, raw in rejects) == sorted(
+        (r[0], r[1]) for r in ahead)
+    for _, reason, raw in rejects:
+        stamp = datetime.fromisoformat(json.loads(raw)["timestamp"])
+        assert f"timestamp field 'timestamp' is {stamp.isoformat()}" in reason
+        assert "more than [fields].max_future_skew (1d) after botstats received it" in reason
+    # Each run reads those bots again; the same records are the same rejects, kept once.
+    again = harvest(settings)
+    assert (again.status, again.stats_added, again.rejects) == ("complete", 0, 0)
+    assert query(settings, "SELECT count(*) FROM rejects") == [(len(ahead),)]
+    # A skew wide enough archives them all.
+    wide = harvest_settings(svc, {"fields.max_future_skew": "4d"})
+    assert harvest(wide).stats_added == len(ahead)
+    assert archived_stat_rows(wide) == rows

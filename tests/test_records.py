@@ -105,6 +105,33 @@ def test_a_stat_that_breaks_a_rule_is_refused_with_its_reason(record: Any, words
         assert word in str(caught.value)
 
 
+# --- records from the future: [fields].max_future_skew after their receipt -----------------------
+RECEIVED = datetime(2024, 6, 1, 12, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(("stamp", "skew", "refused"), [
+    ("2024-06-02T12:00:00Z", "1d", False),  # exactly the skew ahead: a clock a day off is kept
+    ("2024-06-02T12:00:00.000001Z", "1d", True),
+    ("2024-06-01T13:00:00Z", "30m", True),
+    ("2025-01-01T00:00:00Z", "1d", True),
+    (1717243200 + 86400 * 2, "1d", True),  # epoch seconds two days ahead of receipt
+    ("2024-06-01T13:00:00+02:00", "0s", False),  # 11:00 UTC: an offset is not a future
+])
+def test_a_stat_stamped_beyond_the_future_skew_is_refused(stamp: Any, skew: str,
+                                                          refused: bool) -> None:
+    from pipeline.records import latest_allowed, parse_stats
+
+    fields = FieldSettings(max_future_skew=skew)
+    page = parse_stats([stat_record(timestamp=stamp)], BOT, fields, received_at=RECEIVED)
+    assert (len(page.rejects), len(page)) == ((1, 0) if refused else (0, 1))
+    if refused:
+        reason = page.rejects[0][0]
+        assert "more than [fields].max_future_skew" in reason and f"({skew})" in reason
+        with pytest.raises(Invalid):
+            parse_stat(stat_record(timestamp=stamp), BOT, fields,
+                       latest=latest_allowed(fields, RECEIVED))
+
+
 # --- records that are accepted, and the row they become ---------------------------------------
 ACCEPTED = [
     # (case, changes, {row field: expected value})

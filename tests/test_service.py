@@ -675,7 +675,9 @@ SERVE_FLAGS = ["--host", "--port", "--bots", "--users", "--seed", "--history-day
                "--bot-reads-need-token",
                "--credentials-file", "--rate-limit", "--error-rate", "--latency-ms",
                "--latency-jitter-ms", "--churn-every", "--malformed-rate", "--bad-json-rate",
-               "--ignore-skip", "--live-interval"]
+               "--ignore-skip", "--live-interval", "--listing-cut", "--duplicate-every",
+               "--redirect-to", "--stall-rate", "--stall-seconds", "--gzip-cut-rate",
+               "--body-fault-times"]
 
 
 def test_serve_help_and_its_reference_page_cover_every_flag() -> None:
@@ -694,6 +696,9 @@ def test_serve_help_and_its_reference_page_cover_every_flag() -> None:
     (["--stats-per-day", "7"], "86400"),
     (["--churn-every", "x"], "--churn-every"),
     (["--port", "70000"], "--port"),
+    (["--listing-cut", "1.5"], "--listing-cut"),
+    (["--redirect-to", "ftp://elsewhere"], "--redirect-to"),
+    (["--body-fault-times", "-1"], "--body-fault-times"),
 ])
 def test_serve_refuses_bad_flags_with_a_usage_error(args: list[str], words: str) -> None:
     result = CliRunner().invoke(cli, ["serve", *args])
@@ -743,3 +748,16 @@ def test_botstats_serve_runs_and_writes_credentials(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+@pytest.mark.parametrize(("cut", "every", "expected"), [
+    (1.0, 0, 0), (2 / 3, 0, 10), (0.0, 4, 37), (0.5, 4, 19)])
+def test_the_listing_faults_cut_and_repeat_the_served_listing(cut: float, every: int,
+                                                              expected: int) -> None:
+    directory = Directory(ServiceConfig(bots=30, history_days=1,
+                                        faults=Faults(listing_cut=cut, duplicate_every=every)))
+    served = [b["id"] for skip in range(0, 60, 7) for b in directory.served_page(skip, 7)]
+    assert len(served) == expected
+    assert set(served) <= set(directory.bot_ids())
+    if every and not cut:
+        assert set(served) == set(directory.bot_ids())  # repeats hide nothing

@@ -25,11 +25,15 @@ from ._base import (
 @common_options
 @click.option("--full", is_flag=True, help="Re-read every bot's whole /stats list (default: only "
               "bots whose newest record is not archived yet).")
+@click.option("--accept-removals", is_flag=True,
+              help="Believe a complete listing however many bots it would mark removed (by "
+                   "default more than [harvest].max_removed_share of them, or an empty listing, "
+                   "ends the run partial with nothing marked).")
 @click.option("--progress/--no-progress", default=True, show_default=True,
               help="Show progress (a bar on a terminal, log lines otherwise).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run report as JSON instead of a table.")
 @handle_errors
-def harvest_cmd(full: bool, progress: bool, as_json: bool) -> None:
+def harvest_cmd(full: bool, accept_removals: bool, progress: bool, as_json: bool) -> None:
     """Archive every bot and its statistics records (incrementally, exactly once).
 
     Incremental by default: a bot whose newest record is already archived costs one request.
@@ -42,7 +46,8 @@ def harvest_cmd(full: bool, progress: bool, as_json: bool) -> None:
     settings = settings_from_flags()
     setup_logging(settings)
     report = harvesting(progress, lambda stop, on_progress: locked_harvest(
-        settings, full=full, stop=stop, on_progress=on_progress))
+        settings, full=full, accept_removals=accept_removals, stop=stop,
+        on_progress=on_progress))
     report_and_exit(report, as_json, lambda r: stderr_console().print(harvest_summary(r)))
 
 

@@ -62,6 +62,9 @@ def _print_run(report: RunReport) -> None:
 @click.option("--full", is_flag=True, help="Re-read every bot's whole /stats list (see `harvest --full`).")
 @click.option("--full-trends", is_flag=True, help="Recompute the trends from the whole archive "
               "(see `trends --full`).")
+@click.option("--accept-removals", is_flag=True,
+              help="Believe a complete listing however many bots it would mark removed (see "
+                   "`harvest --accept-removals`).")
 @click.option("--lock-timeout", type=click.FloatRange(min=0), metavar="SECONDS",
               help="Seconds to wait while another job holds the archive lock, then exit 75 "
                    "(overrides [run].lock_timeout).")
@@ -69,8 +72,8 @@ def _print_run(report: RunReport) -> None:
               help="Show progress (a bar on a terminal, log lines otherwise).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run report as JSON instead of a summary.")
 @handle_errors
-def run_cmd(full: bool, full_trends: bool, lock_timeout: float | None, progress: bool,
-            as_json: bool) -> None:
+def run_cmd(full: bool, full_trends: bool, accept_removals: bool, lock_timeout: float | None,
+            progress: bool, as_json: bool) -> None:
     """Harvest, then build trends: the one command a crontab calls.
 
     Takes the archive's run lock first, so two runs (or a run and `botstats schedule`) never
@@ -83,7 +86,8 @@ def run_cmd(full: bool, full_trends: bool, lock_timeout: float | None, progress:
     settings = settings_from_flags(**{"run.lock_timeout": lock_timeout})
     setup_logging(settings)
     report = harvesting(progress, lambda stop, on_progress: run(
-        settings, full=full, full_trends=full_trends, stop=stop, on_progress=on_progress))
+        settings, full=full, full_trends=full_trends, accept_removals=accept_removals, stop=stop,
+        on_progress=on_progress))
     report_and_exit(report, as_json, _print_run)
 
 

@@ -70,6 +70,25 @@ def _service_field_options(fn: Any) -> Any:
               help="Broken paging: GET /bots ignores skip and always returns the first page.")
 @click.option("--live-interval", type=click.FloatRange(min=0), default=0.0, show_default=True,
               help="Real seconds per stat interval, so new records keep arriving. 0 = only on POST /_admin/advance.")
+@click.option("--listing-cut", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+              help="GET /bots shows only the first (1 - P) of the listing, with status 200 "
+                   "(1 = an empty list): an outage that looks like the directory emptying.")
+@click.option("--duplicate-every", type=click.IntRange(min=0), default=0, show_default=True,
+              help="GET /bots repeats a bot after every N-th position (in the same page or an "
+                   "earlier one). 0 = off.")
+@click.option("--redirect-to", metavar="URL", default="",
+              help="Answer every interface request 307 to this origin (same path and query).")
+@click.option("--stall-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+              help="Share of bots whose GET /bots/:id/stats body stops half-way for "
+                   "--stall-seconds.")
+@click.option("--stall-seconds", type=click.FloatRange(min=0), default=30.0, show_default=True,
+              help="How long a stalling body stops.")
+@click.option("--gzip-cut-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+              help="Share of bots whose GET /bots/:id/stats body is gzip cut in half "
+                   "(Content-Encoding: gzip).")
+@click.option("--body-fault-times", type=click.IntRange(min=0), default=0, show_default=True,
+              help="/stats answers per bot the stall and gzip faults spoil before answering "
+                   "whole. 0 = every one.")
 @click.option("--access-log", is_flag=True, help="Log every request to stderr (slows the service down).")
 @_service_field_options
 def serve_cmd(host: str, port: int, bots: int, users: int, seed: int, history_days: int,
@@ -78,7 +97,9 @@ def serve_cmd(host: str, port: int, bots: int, users: int, seed: int, history_da
               credentials_file: str | None,
               rate_limit: float, error_rate: float, latency_ms: float, latency_jitter_ms: float,
               churn_every: int, malformed_rate: float, bad_json_rate: float, ignore_skip: bool,
-              live_interval: float, access_log: bool, **field_names: str) -> None:
+              live_interval: float, listing_cut: float, duplicate_every: int, redirect_to: str,
+              stall_rate: float, stall_seconds: float, gzip_cut_rate: float,
+              body_fault_times: int, access_log: bool, **field_names: str) -> None:
     """Run the embedded bot-listing service in the foreground (Ctrl+C stops it).
 
     Prints the base URL and a few user tokens and bot API keys; see docs/service.md for the data,
@@ -90,7 +111,11 @@ def serve_cmd(host: str, port: int, bots: int, users: int, seed: int, history_da
         faults = Faults(rate_limit=rate_limit, error_rate=error_rate, latency_ms=latency_ms,
                         latency_jitter_ms=latency_jitter_ms, churn_every=churn_every,
                         malformed_rate=malformed_rate, bad_json_rate=bad_json_rate,
-                        ignore_skip=ignore_skip, live_interval=live_interval)
+                        ignore_skip=ignore_skip, live_interval=live_interval,
+                        listing_cut=listing_cut, duplicate_every=duplicate_every,
+                        redirect_to=redirect_to, stall_rate=stall_rate,
+                        stall_seconds=stall_seconds, gzip_cut_rate=gzip_cut_rate,
+                        body_fault_times=body_fault_times)
         cfg = ServiceConfig(bots=bots, users=users, seed=seed, history_days=history_days,
                             stats_per_day=stats_per_day, max_page_size=max_page_size,
                             stats_page_size=stats_page_size,

@@ -6,15 +6,17 @@ Every interface endpoint goes through ``_interface`` (rate limit, latency, rando
 
 from __future__ import annotations
 
+import asyncio
+import gzip
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import wraps
 from typing import Any, NamedTuple
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ._config import ServiceConfig
@@ -46,6 +48,11 @@ def _interface(endpoint: Endpoint) -> Endpoint:
 
     @wraps(endpoint)
     async def wrapper(request: Request) -> Response:
+        target = _directory(request).config.faults.redirect_to
+        if target:
+            # Another origin: a client that follows it would hand that host its credentials.
+            query = f"?{request.url.query}" if request.url.query else ""
+            return RedirectResponse(target.rstrip("/") + request.url.path + query, 307)
         injector: FaultInjector = request.app.state.faults
         replaced = await injector.before()
         if replaced is not None:
@@ -104,7 +111,7 @@ async def list_bots(request: Request) -> Response:
         skip = 0
     # Asking for more than the cap silently returns fewer: clients must not read a short
     # page as the last one.
-    page = directory.page(skip, min(limit, directory.config.max_page_size))
+    page = directory.served_page(skip, min(limit, directory.config.max_page_size))
     directory.count_listing_request()
     return JSONResponse(page)
 
@@ -172,7 +179,28 @@ async def get_stats(request: Request) -> Response:
         return JSONResponse(directory.served_stats(index)[skip:skip + min(limit, cap)])
     if bodies.stats is None:
         return JSONResponse(directory.served_stats(index))
+    fault = directory.body_fault(index)
+    if fault == "stall":
+        return _stalling_body(bodies.stats, directory.config.faults.stall_seconds)
+    if fault == "gzip_cut":
+        # Compressed, then cut: the HTTP message is whole (its Content-Length says so), the
+        # gzip stream in it is not.
+        packed = gzip.compress(bodies.stats)
+        return Response(packed[: len(packed) // 2], media_type=JSONResponse.media_type,
+                        headers={"Content-Encoding": "gzip"})
     return _json_body(bodies.stats)
+
+
+def _stalling_body(body: bytes, seconds: float) -> Response:
+    """``body`` announced whole (Content-Length) whose second half comes ``seconds`` late."""
+
+    async def halves() -> AsyncIterator[bytes]:
+        yield body[: len(body) // 2]
+        await asyncio.sleep(seconds)
+        yield body[len(body) // 2:]
+
+    return StreamingResponse(halves(), media_type=JSONResponse.media_type,
+                             headers={"Content-Length": str(len(body))})
 
 
 @_interface
@@ -309,6 +337,13 @@ async def admin_churn(request: Request) -> Response:
     return JSONResponse({"added": [a for a, _ in changes], "removed": [r for _, r in changes]})
 
 
+async def admin_grow(request: Request) -> Response:
+    count = _query_int(request, "bots", 1)
+    if isinstance(count, Response):
+        return count
+    return JSONResponse({"added": _directory(request).grow(min(count, MAX_ADVANCE))})
+
+
 # --- app -------------------------------------------------------------------------------
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
@@ -340,6 +375,7 @@ def create_app(config: ServiceConfig) -> Starlette:
         Route("/_admin/health", admin_health, methods=["GET"]),
         Route("/_admin/advance", admin_advance, methods=["POST"]),
         Route("/_admin/churn", admin_churn, methods=["POST"]),
+        Route("/_admin/grow", admin_grow, methods=["POST"]),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error,
                                                        Exception: _crash})

@@ -56,8 +56,8 @@ class Faults:
     """Misbehaviour of the interface endpoints; every field off (zero/False) by default.
 
     Applied in this order to each request of the interface (never to ``/_admin/*``):
-    rate limit (429) -> latency -> random 5xx -> the endpoint (where churn, malformed
-    records, bad JSON and ignore_skip live).
+    redirect -> rate limit (429) -> latency -> random 5xx -> the endpoint (where churn,
+    malformed records, bad JSON, ignore_skip, the listing faults and the body faults live).
     """
 
     rate_limit: float = 0.0  # requests/second over all requests (token bucket); 0 = unlimited
@@ -69,13 +69,27 @@ class Faults:
     bad_json_rate: float = 0.0  # share of bots whose /stats body is never valid JSON
     ignore_skip: bool = False  # GET /bots always returns the first page
     live_interval: float = 0.0  # seconds per virtual stat interval; 0 = clock moves only on advance
+    # GET /bots shows only the first (1 - P) of the listing, answering 200 (1 = an empty list):
+    # an outage that looks like a directory emptying.
+    listing_cut: float = 0.0
+    duplicate_every: int = 0  # GET /bots repeats a bot after every N-th position (same or earlier page)
+    # Every interface request is answered 307 to this origin (same path and query).
+    redirect_to: str = ""
+    stall_rate: float = 0.0  # share of bots whose /stats body stops half-way for stall_seconds
+    stall_seconds: float = 30.0
+    gzip_cut_rate: float = 0.0  # share of bots whose /stats body is gzip cut in half
+    # How many /stats answers per bot the body faults (stall, gzip cut) spoil before it is
+    # answered whole; 0 = every one.
+    body_fault_times: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("rate_limit", "latency_ms", "latency_jitter_ms", "live_interval"):
+        for name in ("rate_limit", "latency_ms", "latency_jitter_ms", "live_interval",
+                     "stall_seconds"):
             value = getattr(self, name)
             _check(_is_number(value) and value >= 0, name, value,
                    "a finite number >= 0", "Faults.")
-        for name in ("error_rate", "malformed_rate", "bad_json_rate"):
+        for name in ("error_rate", "malformed_rate", "bad_json_rate", "listing_cut", "stall_rate",
+                     "gzip_cut_rate"):
             value = getattr(self, name)
             _check(_is_number(value) and 0 <= value <= 1, name, value,
                    "a probability between 0 and 1", "Faults.")
@@ -83,6 +97,12 @@ class Faults:
                self.churn_every, "an integer >= 0 (0 = no churn)", "Faults.")
         _check(isinstance(self.ignore_skip, bool), "ignore_skip", self.ignore_skip,
                "True or False", "Faults.")
+        for name in ("duplicate_every", "body_fault_times"):
+            value = getattr(self, name)
+            _check(_is_int(value) and value >= 0, name, value, "an integer >= 0", "Faults.")
+        _check(isinstance(self.redirect_to, str) and (
+            not self.redirect_to or self.redirect_to.startswith(("http://", "https://"))),
+            "redirect_to", self.redirect_to, "'' or an http(s) URL", "Faults.")
 
     def active(self) -> dict[str, object]:
         """The fault fields that are switched on, for logs and the health endpoint."""

@@ -93,6 +93,7 @@ class Directory:
         self._live_start = time.monotonic()
         self._listing_requests = 0
         self._churns = 0
+        self._spoiled: dict[int, int] = {}  # bot index -> /stats answers a body fault spoiled
         self._bot_ids = scrambler(seed, "bot", LOW_BITS)
         self._user_ids = scrambler(seed, "user", LOW_BITS)
         self._keys = scrambler(seed, "key", 32)
@@ -185,6 +186,22 @@ class Directory:
             indices = [self._index_at(p) for p in range(skip, stop)]
         return [self._bot_record(i) for i in indices]
 
+    def served_page(self, skip: int, limit: int) -> list[Record]:
+        """A page of GET /bots as the listing faults serve it: the listing cut short
+        (``listing_cut``) and with repeats (``duplicate_every``). Without them, :meth:`page`."""
+        faults = self.config.faults
+        every = faults.duplicate_every
+        if not every and not faults.listing_cut:
+            return self.page(skip, limit)
+        with self._lock:
+            real = len(self)
+            served = real + real // every if every else real
+            served -= round(served * faults.listing_cut)
+            stop = min(served, skip + limit)
+            indices = [self._index_at(_repeated(p, every) if every else p)
+                       for p in range(skip, stop)]
+        return [self._bot_record(i) for i in indices]
+
     def count_listing_request(self) -> tuple[str, str] | None:
         """Called once per served GET /bots: every ``churn_every``-th one churns after it."""
         every = self.config.faults.churn_every
@@ -218,6 +235,23 @@ class Directory:
             self._added.append(new)
             self._added_all.append(new)
             return self._profile(new).id, self._profile(victim).id
+
+    def grow(self, count: int = 1) -> list[str]:
+        """Insert ``count`` new bots at the front of the listing (none removed): a directory
+        that grows. Returns their ids, newest last."""
+        with self._lock:
+            if self._universe + count > 1 << LOW_BITS:
+                raise RuntimeError("the directory is full: no more bots can be added")
+            last = self.last_slot()
+            added = []
+            for _ in range(count):
+                new = self._universe
+                self._added_slot[new] = last
+                self._universe += 1
+                self._added.append(new)
+                self._added_all.append(new)
+                added.append(self._profile(new).id)
+            return added
 
     # --- records -----------------------------------------------------------------------
     def _bot_record(self, index: int) -> Record:
@@ -335,6 +369,39 @@ class Directory:
     def is_bad_json(self, index: int) -> bool:
         rate = self.config.faults.bad_json_rate
         return rate > 0 and unit(self._seed, "bad-json", index) < rate
+
+    def _body_fault_kind(self, index: int) -> str | None:
+        faults = self.config.faults
+        for kind, rate in (("stall", faults.stall_rate), ("gzip_cut", faults.gzip_cut_rate)):
+            if rate > 0 and unit(self._seed, kind, index) < rate:
+                return kind
+        return None
+
+    def body_fault(self, index: int) -> str | None:
+        """How this /stats answer of the bot is spoiled ("stall", "gzip_cut"), or None; counts
+        it, so after ``body_fault_times`` spoiled answers the bot is answered whole."""
+        kind = self._body_fault_kind(index)
+        if kind is None:
+            return None
+        times = self.config.faults.body_fault_times
+        with self._lock:
+            spoiled = self._spoiled.get(index, 0)
+            if times and spoiled >= times:
+                return None
+            self._spoiled[index] = spoiled + 1
+        return kind
+
+    def body_fault_bots(self, kind: str) -> set[str]:
+        """Listed bots whose /stats answers the body fault ``kind`` spoils. O(n)."""
+        with self._lock:
+            return {self._profile(self._index_at(p)).id for p in range(len(self))
+                    if self._body_fault_kind(self._index_at(p)) == kind}
+
+    def spoiled_answers(self, bot_id: str) -> int:
+        """/stats answers of the bot a body fault has spoiled so far."""
+        index = self._index_of(bot_id)
+        with self._lock:
+            return 0 if index is None else self._spoiled.get(index, 0)
 
     # --- users -------------------------------------------------------------------------
     def _user_bot_indices(self, user: int) -> list[int]:
@@ -539,6 +606,17 @@ class _Memo:
 def _renamed(record: Record, names: dict[str, str]) -> Record:
     """``record`` with the keys in ``names`` renamed, in the same order."""
     return {names.get(key, key): value for key, value in record.items()}
+
+
+def _repeated(position: int, every: int) -> int:
+    """The listing position served at ``position`` when a bot is repeated after every
+    ``every``-th one: the repeat is the bot just before it (the same page, usually) in even
+    blocks, and one about two blocks back (an earlier page) in odd ones."""
+    block, offset = divmod(position, every + 1)
+    if offset < every:
+        return block * every + offset
+    last = block * every + every - 1
+    return last if block % 2 == 0 else max(0, last - 2 * every - 1)
 
 
 def _copy_stat(record: Record) -> Record:
