@@ -313,6 +313,7 @@ def main(argv: list[str] | None = None) -> None:
             for case in cases:
                 page = PAGE if case == "paged" else 0
                 work = root / size / case
+                shutil.rmtree(work, ignore_errors=True)
                 shutil.copytree(base, work)
                 svc = Service(service_args(args.bots, days, page),
                               root / size / f"service-{case}.log")

@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -415,40 +415,6 @@ def table_names(con: duckdb.DuckDBPyConnection) -> list[str]:
         "SELECT table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE' "
         "AND table_catalog = ? AND table_schema = 'main' ORDER BY table_name", [ALIAS]
     ).fetchall()]
-
-
-@dataclass(frozen=True)
-class Changes:
-    """What the archive gained since a watermark, for incremental trends."""
-
-    first_day: date | None  # earliest UTC day whose records changed; None: nothing did
-    watermark: str | None  # pass it to the next call (None: the archive has no records yet)
-
-
-def changes_since(con: duckdb.DuckDBPyConnection, watermark: str | None) -> Changes:
-    """The earliest UTC day of ``recorded_at`` among records archived (or rewritten) after
-    ``watermark``, and the watermark that covers them; ``None`` reads from the beginning.
-
-    The watermark is the newest ``archived_at``: a batch's records (and their custom fields,
-    written with them) share one, and batches commit in time under the run lock. A rewritten
-    record may have moved from an earlier day, which these columns no longer show: when a
-    run since the watermark rewrote records, the answer is the archive's first day.
-    Raises ValueError for a watermark that is not a timestamp.
-    """
-    since = datetime.fromisoformat(watermark) if watermark is not None else None
-    if since is not None and since.tzinfo is None:
-        raise ValueError(f"watermark {watermark!r} has no time zone")
-    first, newest, rewritten = con.execute(
-        "SELECT min(s.recorded_at), max(s.archived_at), coalesce(bool_or(r.stats_updated > 0), "
-        "false) FROM bot_stats AS s LEFT JOIN harvest_runs AS r USING (run_id) "
-        "WHERE $since::TIMESTAMPTZ IS NULL OR s.archived_at > $since::TIMESTAMPTZ",
-        {"since": since},
-    ).fetchall()[0]
-    if newest is None:
-        return Changes(None, watermark)
-    if rewritten:
-        ((first,),) = con.execute("SELECT min(recorded_at) FROM bot_stats").fetchall()
-    return Changes(first.astimezone(UTC).date(), newest.astimezone(UTC).isoformat())
 
 
 def table_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:

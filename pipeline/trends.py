@@ -54,7 +54,7 @@ import numpy as np
 import polars as pl
 from numpy.lib.stride_tricks import sliding_window_view
 
-from . import exports, forecast, store, trend_window
+from . import archive, exports, forecast, store, trend_window
 from .config import Settings, TrendSettings
 from .errors import ExportError, QueryError, StoreError
 from .exports import DatasetExport, MonthSpill
@@ -800,7 +800,7 @@ def plan_run(con: duckdb.DuckDBPyConnection, t: TrendSettings, export_dir: Path,
     """Full, incremental from a Monday, or nothing to do: decided from the archive's changes
     since the watermark in ``manifest`` (the previous export) and from the bots table."""
     def rebuild(reason: str) -> Plan:
-        return Plan(FULL, store.changes_since(con, None).watermark, reason)
+        return Plan(FULL, archive.changes_since(con, None).watermark, reason)
 
     source = manifest.get("source") or {}
     if full:
@@ -810,7 +810,7 @@ def plan_run(con: duckdb.DuckDBPyConnection, t: TrendSettings, export_dir: Path,
     if source.get("trends") != fingerprint(t):
         return rebuild("the [trends] settings or the datasets' columns changed")
     try:
-        changes = store.changes_since(con, source["watermark"])
+        changes = archive.changes_since(con, source["watermark"])
     except (TypeError, ValueError) as exc:
         return rebuild(f"the export's watermark is unreadable ({exc})")
     missing = [p for d in manifest.get("datasets", {}).values() for p in d.get("partitions", [])

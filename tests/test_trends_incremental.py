@@ -24,7 +24,7 @@ import pytest
 from conftest import harvest_settings_for, write_trend_archive
 from polars.testing import assert_frame_equal
 
-from pipeline import store
+from pipeline import archive, store
 from pipeline.config import Settings
 from pipeline.exports import read_manifest
 from pipeline.harvest import harvest
@@ -180,8 +180,9 @@ def test_incremental_exports_equal_a_build_from_scratch(scenario: Scenario) -> N
     # them. The second move's earlier day is known only from before the rewrite.
     with s.archive() as con:
         changed, moved = con.execute(
-            "SELECT bot_id, stat_id FROM bot_stats WHERE recorded_at = $t ORDER BY bot_id "
-            "LIMIT 2", {"t": END - timedelta(days=20)}).fetchall()
+            "SELECT bot_id, stat_id FROM bot_stats WHERE recorded_at = $t AND bot_id IN "
+            "(SELECT bot_id FROM bots WHERE removed_at IS NULL) ORDER BY bot_id LIMIT 2",
+            {"t": END - timedelta(days=20)}).fetchall()
         con.execute("UPDATE bot_stats SET guilds = 0, raw = '{\"stale\":true}', "
                     "archived_at = now() WHERE bot_id = $b AND stat_id = $s",
                     {"b": changed[0], "s": changed[1]})
@@ -194,7 +195,10 @@ def test_incremental_exports_equal_a_build_from_scratch(scenario: Scenario) -> N
     assert (report.mode, report.since) == ("incremental",
                                            week_start((END - timedelta(days=20)).date()))
     s.harvest(full=True)
-    s.trends()
+    report = s.trends()
+    with s.archive() as con:
+        assert con.execute("SELECT sum(stats_updated) FROM harvest_runs WHERE run_id = (SELECT "
+                           "max(run_id) FROM harvest_runs)").fetchall() == [(2,)]
 
     # Nothing new: nothing computed, no file touched.
     before = files_state(s.settings.export_dir)
@@ -348,21 +352,21 @@ def test_week_start_is_the_monday_on_or_before() -> None:
 
 def test_changes_since_a_watermark(trend_archive: Settings) -> None:
     with store.writer(trend_archive) as con:
-        everything = store.changes_since(con, None)
+        everything = archive.changes_since(con, None)
         assert everything.first_day == date(2025, 1, 25)
-        assert store.changes_since(con, everything.watermark) == store.Changes(
+        assert archive.changes_since(con, everything.watermark) == archive.Changes(
             None, everything.watermark)
         con.execute("INSERT INTO bot_stats SELECT 'late', bot_id, '2025-01-28 01:00:00+00', users, "
                     "guilds, shards, memory_load, cpu_load, commands_executed, raw, 'r2', now() "
                     "FROM bot_stats WHERE bot_id = 'gamma' LIMIT 1")
-        later = store.changes_since(con, everything.watermark)
+        later = archive.changes_since(con, everything.watermark)
         assert later.first_day == date(2025, 1, 28) and later.watermark > everything.watermark
         # A run that rewrote records: their earlier day is unknown, so from the beginning.
         con.execute("INSERT INTO harvest_runs (run_id, started_at, status, mode, stats_updated) "
                     "VALUES ('r2', now(), 'complete', 'full', 1)")
-        assert store.changes_since(con, everything.watermark).first_day == date(2025, 1, 25)
+        assert archive.changes_since(con, everything.watermark).first_day == date(2025, 1, 25)
         with pytest.raises(ValueError):
-            store.changes_since(con, "yesterday")
+            archive.changes_since(con, "yesterday")
 
 
 def test_window_since_keeps_the_recomputed_days() -> None:
