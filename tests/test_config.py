@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -199,10 +200,47 @@ def test_bad_config_in_a_real_subprocess_has_no_traceback() -> None:
     assert "base_url" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_every_setting_is_in_the_readme_table() -> None:
-    readme = (REPO / "README.md").read_text()
+SETTINGS_DOC = REPO / "docs" / "configuration.md"
+TABLE_BEGIN = ("<!-- settings table: generated from config.toml by "
+               "`.venv/bin/python tests/test_config.py` -->")
+TABLE_END = "<!-- end of the settings table -->"
+
+
+def settings_table() -> str:
+    """The settings table of docs/configuration.md, made from config.toml (which the tests above
+    hold to be exactly the defaults, every setting present): setting, default, its comment."""
+    rows: list[list[str]] = []
+    section = ""
+    for line in (REPO / "config.toml").read_text().splitlines():
+        if header := re.fullmatch(r"\[(\w+)\]", line):
+            section = header[1]
+        elif setting := re.fullmatch(r'(\w+) = ("(?:[^"\\]|\\.)*"|[^\s#]+)\s*(?:#\s*(.*))?', line):
+            rows.append([f"`[{section}].{setting[1]}`", f"`{setting[2]}`", setting[3] or ""])
+        elif (more := re.fullmatch(r"\s+#\s*(.*)", line)) and rows:
+            rows[-1][2] += " " + more[1]  # a comment that goes on under its setting
+    lines = ["| setting | default | meaning |", "|---|---|---|"]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def documented_settings_table() -> str:
+    text = SETTINGS_DOC.read_text()
+    assert TABLE_BEGIN in text and TABLE_END in text, f"{SETTINGS_DOC} lost its table markers"
+    return text.split(TABLE_BEGIN, 1)[1].split(TABLE_END, 1)[0].strip()
+
+
+def test_the_settings_table_in_the_docs_is_generated_from_config_toml() -> None:
+    assert documented_settings_table() == settings_table(), (
+        "docs/configuration.md's settings table is out of date: "
+        "run .venv/bin/python tests/test_config.py")
     for section, values in as_dict(Settings()).items():
         if section in ("source", "secrets"):
             continue
         for key in values:
-            assert f"`[{section}].{key}`" in readme, f"[{section}].{key} missing from README"
+            assert f"`[{section}].{key}`" in settings_table(), f"[{section}].{key} not in the table"
+
+
+if __name__ == "__main__":
+    head, rest = SETTINGS_DOC.read_text().split(TABLE_BEGIN, 1)
+    tail = rest.split(TABLE_END, 1)[1]
+    SETTINGS_DOC.write_text(f"{head}{TABLE_BEGIN}\n{settings_table()}\n{TABLE_END}{tail}")

@@ -102,7 +102,7 @@ def serve_cmd(host: str, port: int, bots: int, users: int, seed: int, history_da
               body_fault_times: int, access_log: bool, **field_names: str) -> None:
     """Run the embedded bot-listing service in the foreground (Ctrl+C stops it).
 
-    Prints the base URL and a few user tokens and bot API keys; see README for the data,
+    Prints the base URL and a few user tokens and bot API keys; see docs/service.md for the data,
     the admin endpoints and each fault.
     """
     from ..service import Faults, InvalidSetting, ServiceConfig, serve

@@ -65,7 +65,7 @@ BIOS = ["I build bots for fun.", "Full-stack dev, part-time bot wrangler.", "Rus
         "Making Discord a nicer place.", "Open source enjoyer.", None, None]
 SERVER_TAGS = ["gaming", "community", "anime", "music", "education", "art", "tech", "memes"]
 WEBHOOK_EVENTS = ["vote", "review", "stats.posted", "test"]
-# How a malformed record is broken; documented in the README in this order.
+# How a malformed record is broken; documented in docs/service.md in this order.
 MALFORMATIONS = ["missing_id", "missing_timestamp", "negative_users", "non_numeric_guilds",
                  "cpu_load_150", "memory_load_negative", "unparseable_timestamp"]
 BAD_TIMESTAMPS = ["yesterday", "2024-02-30T25:61:00Z", "n/a"]

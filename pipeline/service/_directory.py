@@ -501,7 +501,7 @@ class Directory:
         return [r for kind, r in self._stats_with_kinds(index) if kind is not None]
 
     def malformation_of(self, bot_id: str, slot: int) -> str | None:
-        """How generated record ``slot`` of the bot is broken (see README), or None."""
+        """How generated record ``slot`` of the bot is broken (see docs/service.md), or None."""
         index = self._index_of(bot_id)
         if index is None:
             return None

@@ -1,7 +1,7 @@
 -- One bot's history, day by day: size, growth, rank, load and commands.
 -- The bot id is a DuckDB variable:
 --   botstats sql -f sql/queries/bot_history.sql --param bot_id=123
---   duckdb data/archive.duckdb -c "SET VARIABLE bot_id = '123'" -c ".read sql/queries/bot_history.sql"
+--   duckdb -cmd "$(botstats sql --attach)" -c "SET VARIABLE bot_id = '123'" -c ".read sql/queries/bot_history.sql"
 SELECT d.day, d.guilds, g.guilds_change_1d, g.guilds_change_7d,
        round(g.guilds_pct_7d, 2) AS guilds_pct_7d, r.guilds_rank, r.guilds_rank_change_7d,
        d.users, g.users_change_7d, r.users_rank, d.cpu_load_p95, d.memory_load_p95,
