@@ -118,7 +118,7 @@ def next_steps(report: DemoReport, directory: str | Path, exe: str) -> str:
         "",
         "  1. Query the archive (read-only: safe to keep open while harvests run):",
         f"       {exe}{db_flag} sql \"{query}\"",
-        f"       or: duckdb -cmd \"$({exe}{db_flag} sql --attach)\"",
+        f"       or: {Path(exe).with_name('duckdb')} -cmd \"$({exe}{db_flag} sql --attach)\"",
         "  2. Explore it in the notebook:",
         "       .venv/bin/pip install -e '.[notebooks]' jupyterlab",
         "       .venv/bin/jupyter lab notebooks/explore.ipynb",
