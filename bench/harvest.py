@@ -34,15 +34,14 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
+from _process import run_measured
 from _service import Service
 
 REPO = Path(__file__).resolve().parent.parent
@@ -71,29 +70,6 @@ class Case:
 
 
 # --- running a case in its own process ------------------------------------------------------------
-@dataclass
-class Measured:
-    seconds: float  # wall
-    peak_rss_mb: float
-    cpu_s: float  # user + system, every thread of the process
-    code: int
-
-
-def run_measured(cmd: list[str], *, cwd: Path, env: dict[str, str] | None = None,
-                 log: Path) -> Measured:
-    """Run ``cmd``: its wall time, peak RSS, CPU time and exit code.
-
-    ``os.wait4`` gives the rusage of that one child (RUSAGE_CHILDREN would mix all of them).
-    """
-    with log.open("wb") as out:
-        started = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(proc.pid, 0)
-        seconds = time.perf_counter() - started
-    return Measured(seconds, usage.ru_maxrss / 1024,  # ru_maxrss is in KiB on Linux
-                    usage.ru_utime + usage.ru_stime, os.waitstatus_to_exitcode(status))
-
-
 def measure_case(case: Case, svc: Service, cmd: list[str], *, cwd: Path,
                  env: dict[str, str] | None = None, log: Path) -> int:
     """Run one case's process into ``case`` (time, memory, CPU, the service's CPU meanwhile);

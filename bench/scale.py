@@ -28,7 +28,6 @@ import json
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from _process import run_measured
 from _service import Service
 
 REPO = Path(__file__).resolve().parent.parent
@@ -55,6 +55,7 @@ MEASURES = ("seconds", "cpu_s", "written_mb", "peak_rss_mb", "trends_s")
 class Run:
     size: str
     case: str
+    ratios: dict[str, float] = field(default_factory=dict)  # against the first size's run
     records: int = 0
     new_records: int = 0
     seconds: float = 0.0
@@ -67,7 +68,6 @@ class Run:
     disk_mb: float = 0.0
     data_mb: float = 0.0
     status: str = ""
-    ratios: dict[str, float] = field(default_factory=dict)
 
 
 def service_args(bots: int, days: int, page: int) -> list[str]:
@@ -158,17 +158,11 @@ def run_child(work: Path, step: str, base_url: str, page: int, log: Path,
            "--page", str(page), "--out", str(out)]
     for key, value in extra.items():
         cmd += [f"--{key.replace('_', '-')}", str(value)]
-    with log.open("ab") as sink:
-        started = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=REPO, stdout=sink, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(proc.pid, 0)
-        seconds = time.perf_counter() - started
-    if os.waitstatus_to_exitcode(status) != 0:
+    m = run_measured(cmd, cwd=REPO, log=log, append=True)
+    if m.code != 0:
         raise SystemExit(f"step {step} failed; see {log}")
-    measured = {"seconds": seconds, "cpu_s": usage.ru_utime + usage.ru_stime,
-                # blocks of 512 bytes handed to the storage layer (Linux: /proc/<pid>/io)
-                "written_mb": usage.ru_oublock * 512 / 1e6,
-                "peak_rss_mb": usage.ru_maxrss / 1024}
+    measured = {"seconds": m.seconds, "cpu_s": m.cpu_s, "written_mb": m.written_mb,
+                "peak_rss_mb": m.peak_rss_mb}
     return json.loads(out.read_text()), measured
 
 
@@ -201,6 +195,7 @@ def build(size: str, bots: int, work: Path, base_url: str, log: Path) -> None:
 
 
 def measure(size: str, case: str, work: Path, svc: Service, page: int, log: Path) -> Run:
+    svc.warm()  # the service's own first pass over every history is not the job's cost
     svc.advance()
     reported, measured = run_child(work, "run", svc.base_url, page, log)
     run = Run(size, case, **measured, status=reported["status"],

@@ -131,13 +131,14 @@ def format_cell(row: dict[str, Any], column: str, fmt: str) -> str:
     return format(int(value) if fmt.endswith("d") else value, fmt)
 
 
-def _check_bots(bot_ids: list[str], known: pl.LazyFrame) -> None:
+def check_bots(bot_ids: list[str], known: pl.LazyFrame, where: str = "the exports") -> None:
+    """Refuse bot ids with no row in ``known`` (a trend dataset), naming them and the fix."""
     found = set(known.filter(pl.col("bot_id").is_in(bot_ids)).select("bot_id").unique()
                 .collect()["bot_id"].to_list())
     missing = [b for b in bot_ids if b not in found]
     if missing:
         raise ExportError(
-            f"no trend data for bot {', '.join(missing)} in the exports. Check the id (`botstats "
+            f"no trend data for bot {', '.join(missing)} in {where}. Check the id (`botstats "
             f"sql \"SELECT DISTINCT bot_id FROM trend_bot_daily\"` lists them) or run `botstats "
             f"run` to harvest and rebuild the trends.")
 
@@ -147,7 +148,7 @@ def compare(settings: Settings, bot_ids: list[str]) -> Comparison:
     if not 1 <= len(bot_ids) <= MAX_BOTS:
         raise ExportError(f"compare takes 1 to {MAX_BOTS} bots, got {len(bot_ids)}.")
     growth = scan_dataset(settings, "bot_growth")
-    _check_bots(bot_ids, growth)
+    check_bots(bot_ids, growth)
     frame = comparison_frame(growth, scan_dataset(settings, "bot_ranks"),
                              scan_dataset(settings, "bot_forecast"), bot_ids)
     return Comparison(frame.to_dicts())
@@ -162,7 +163,7 @@ def forecast_reach(settings: Settings, bot_id: str, metric: str, target: float) 
     model = forecast.latest(mine).head(1).collect()
     if model.height == 0:
         daily = scan_dataset(settings, "bot_daily")
-        _check_bots([bot_id], daily)
+        check_bots([bot_id], daily)
         raise ExportError(
             f"bot {bot_id} has too little {metric} history for a forecast (at least "
             f"{forecast.MIN_DAYS} days with a value are needed).")

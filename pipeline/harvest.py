@@ -491,9 +491,9 @@ async def _stats_pages(client: Client, bot_id: str, page_size: int, fields: Fiel
     """A bot's /stats list from a service that pages it, as one list; records are told apart by
     their JSON text, valid or not. ``listed`` receives the length of the list.
 
-    With the bot's newest archived record known, the read starts a page before where the last
-    read ended and walks back (a page, two, four...) until a page holds that record, so an
-    hourly run reads what is new plus a page; the records before it are not read at all.
+    With the bot's newest archived record known, the read starts a few records before where
+    the last read ended and walks back until a page holds that record, so an hourly run reads
+    what is new, a few records before it and an empty page; the records before are not read.
     """
 
     read: dict[tuple[int, int], list[bytes]] = {}  # the page _tail_start stood on, read once
@@ -509,11 +509,12 @@ async def _stats_pages(client: Client, bot_id: str, page_size: int, fields: Fiel
         return [json.dumps(r, separators=(",", ":")).encode() for r in page]
 
     what = f"GET /bots/{bot_id}/stats"
-    start = 0
+    tail = None
     if newest is not None and newest.listed:
-        start = await _tail_start(texts, page_size, newest, bot_id, fields, read)
+        tail = await _tail_start(texts, page_size, newest, bot_id, fields, read)
+    start = tail or 0
     pager = _paged_list(what, "records", "stats_page_size", page_size, start=start,
-                        reread_head=start == 0)
+                        reread_head=tail is None)
     kept = await _read_paged(texts, lambda text: text.decode("utf-8", "replace"), pager)
     listed.append(start + len(kept))
     body = b"[" + b",".join(kept) + b"]"
@@ -522,26 +523,27 @@ async def _stats_pages(client: Client, bot_id: str, page_size: int, fields: Fiel
 
 async def _tail_start(texts: Callable[[int, int], Awaitable[list[bytes]]], page_size: int,
                       newest: archive.Newest, bot_id: str, fields: FieldSettings,
-                      read: dict[tuple[int, int], list[bytes]]) -> int:
+                      read: dict[tuple[int, int], list[bytes]]) -> int | None:
     """Where to start reading a paged /stats list so that the first page holds the bot's newest
-    archived record: a page before the end of the last read, further back (doubling) while the
-    record is not there (records inserted or dropped before it), 0 at worst. The page it
-    stands on is left in ``read`` for the pager."""
+    archived record: a few records before where the last read ended, further back (a page, two,
+    four...) while the record is not there (records inserted or dropped before it). The page it
+    stands on is left in ``read`` for the pager. None: not found even at 0; read it all."""
     assert newest.listed
-    back = page_size
+    back = min(page_size, _ANCHOR_WINDOW)
     while True:
         start = max(0, newest.listed - back)
-        if start == 0:
-            return 0
         page = await texts(page_size, start)
+        read[(page_size, start)] = page
         for text in page:
             try:
                 if stat_key(decode_json(text), bot_id, fields) == newest.stat_id:
-                    read[(page_size, start)] = page
                     return start
             except (Invalid, ValueError):
                 continue
-        back *= 2
+        if start == 0:
+            return None
+        del read[(page_size, start)]
+        back = page_size if back < page_size else back * 2
 
 
 async def _user_list(fetch: Callable[..., Awaitable[list[Any]]], user_id: str, what: str,

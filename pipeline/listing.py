@@ -94,8 +94,11 @@ class Pager:
         # page that did not may itself lie past unread bots). Else the listing moved back, and unread bots
         # may lie between what was read and this page. Pages too small to overlap (a cap of
         # 1) cannot tell: a page asked past the end is taken as it comes.
+        # The tail of a list read on from an earlier read is confirmed by asking exactly past
+        # its end: records appended meanwhile start that page, and are no sign of a move.
+        tail_probe = self._state == "probe" and not self.reread_head and skip == self._pos
         moved_back = (skip > self.start and bool(ids) and ids[0] not in self._walked
-                      and (skip < self._pos or overlap > 0))
+                      and (skip < self._pos or overlap > 0) and not tail_probe)
         new: list[str] = []
         for bot_id in ids:
             if bot_id not in self.seen:
@@ -120,6 +123,12 @@ class Pager:
             # under the end would lie in it, or before it, and then every bot in it would be
             # one we had not read either (removals keep the order).
             self._start_head()
+        elif new and not self.reread_head and len(ids) < self.page_size:
+            # A list that grows only at its end, read to a short page: ask right past it. An
+            # overlap would guard against records dropped before it meanwhile; a record this
+            # misses lies after the newest one kept, so the next read starts before it.
+            self._state = "probe"
+            self._next_skip = end
         elif new or end > self._pos or self._state == "verify":
             self._state = "walk"
             self._next_skip = max(end - overlap, 0) if end - overlap > skip else end

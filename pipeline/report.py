@@ -31,7 +31,7 @@ from typing import Any
 import polars as pl
 
 from . import exports, forecast
-from .compare import MAX_BOTS, ROWS, comparison_frame, format_cell
+from .compare import MAX_BOTS, ROWS, check_bots, comparison_frame, format_cell
 from .config import Settings
 from .errors import ExportError
 from .trends import scan_dataset
@@ -46,10 +46,12 @@ LIBRARY = "echarts.common.min.js"
 
 @dataclass(frozen=True)
 class ReportResult:
+    """The report written: where, how large, how many charts, for which bots, in how long."""
+
     path: Path
+    bots: tuple[str, ...]
     bytes: int
     charts: int
-    bots: tuple[str, ...]
     seconds: float
 
     def summary(self) -> str:
@@ -330,13 +332,7 @@ def gather(settings: Settings, bot_ids: list[str], days: int) -> dict[str, pl.Da
         "ahead": forecast.predict(models, FORECAST_AHEAD),
     }
     out = dict(zip(frames, pl.collect_all(list(frames.values())), strict=True))
-    known = set(scans["bot_daily"].filter(mine).select("bot_id").unique().collect()["bot_id"])
-    missing = [b for b in bot_ids if b not in known]
-    if missing:
-        raise ExportError(
-            f"no trend data for bot {', '.join(missing)} in the exports under "
-            f"{settings.export_dir}. Check the id (`botstats sql \"SELECT DISTINCT bot_id FROM "
-            f"trend_bot_daily\"`) or run `botstats run` to harvest and rebuild the trends.")
+    check_bots(bot_ids, scans["bot_daily"], f"the exports under {settings.export_dir}")
     if bot_ids:
         out["comparison"] = comparison_frame(scans["bot_growth"], scans["bot_ranks"],
                                              scans["bot_forecast"], bot_ids)
@@ -400,7 +396,7 @@ def build_report(settings: Settings, *, out: Path | None = None, bot_ids: list[s
         exports.write_text(text, path)
     except OSError as exc:
         raise ExportError(f"cannot write the report to {path}: {exc.strerror or exc}.") from exc
-    return ReportResult(path, os.path.getsize(path), charts, tuple(bots), time.monotonic() - started)
+    return ReportResult(path, tuple(bots), os.path.getsize(path), charts, time.monotonic() - started)
 
 
 __all__ = ["ReportResult", "build_report", "gather", "render"]

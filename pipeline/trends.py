@@ -596,10 +596,9 @@ def bot_slices(con: duckdb.DuckDBPyConnection, max_rows: int = CHUNK_ROWS,
 
     Every per-bot job runs slice by slice: whole bots, so nothing crosses a slice boundary.
     """
-    where = "" if since is None else " WHERE recorded_at >= $since"
+    where = "" if since is None else f" WHERE recorded_at >= {store.literal(_day_start(since))}"
     counts = pl.from_arrow(con.sql(
-        f"SELECT bot_id, count(*) AS n FROM bot_stats{where} GROUP BY bot_id ORDER BY bot_id",
-        params=None if since is None else {"since": _day_start(since)},
+        f"SELECT bot_id, count(*) AS n FROM bot_stats{where} GROUP BY bot_id ORDER BY bot_id"
     ).to_arrow_table())
     assert isinstance(counts, pl.DataFrame)
     if counts.height == 0:
@@ -622,18 +621,14 @@ def read_slice(con: duckdb.DuckDBPyConnection, sql: str, lo: str | None, hi: str
     """Rows of ``sql`` (a SELECT over a table with bot_id) for bots in ``[lo, hi)``, via Arrow;
     only those recorded from UTC day ``since`` on, when given."""
     conditions: list[str] = []
-    params: dict[str, Any] = {}
     if lo is not None:
-        conditions.append("bot_id >= $lo")
-        params["lo"] = lo
+        conditions.append(f"bot_id >= {store.literal(lo)}")
     if hi is not None:
-        conditions.append("bot_id < $hi")
-        params["hi"] = hi
+        conditions.append(f"bot_id < {store.literal(hi)}")
     if since is not None:
-        conditions.append("recorded_at >= $since")
-        params["since"] = _day_start(since)
+        conditions.append(f"recorded_at >= {store.literal(_day_start(since))}")
     where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-    frame = pl.from_arrow(con.sql(sql + where, params=params or None).to_arrow_table())
+    frame = pl.from_arrow(con.sql(sql + where).to_arrow_table())
     assert isinstance(frame, pl.DataFrame)
     return frame
 

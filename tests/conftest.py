@@ -192,6 +192,17 @@ def assert_archive_has_no_duplicates(settings: Settings) -> None:
     assert_latest_is_newest(settings)
 
 
+def assert_archive_equals_service(settings: Settings, directory: Directory, *,
+                                  bots: bool = False) -> None:
+    """The archive holds exactly the service's valid records and custom fields, each once; with
+    ``bots``, exactly the bots it lists too."""
+    assert archived_stat_rows(settings) == service_stat_rows(directory)
+    assert archived_custom_rows(settings) == service_custom_rows(directory)
+    assert_archive_has_no_duplicates(settings)
+    if bots:
+        assert {b for (b,) in query(settings, "SELECT bot_id FROM bots")} == set(directory.bot_ids())
+
+
 def assert_latest_is_newest(settings: Settings) -> None:
     newest = query(settings, "SELECT bot_id, max(recorded_at) FROM bot_stats GROUP BY bot_id "
                              "ORDER BY bot_id")

@@ -20,6 +20,7 @@ import pytest
 from conftest import (
     archived_custom_rows,
     archived_stat_rows,
+    assert_archive_equals_service,
     assert_archive_has_no_duplicates,
     harvest_settings_for,
     query,
@@ -167,9 +168,7 @@ def test_records_deleted_by_hand_come_back_with_full(harvested: Harvested) -> No
     assert deleted > 0
     report, _ = harvested.run(full=True)
     assert report.stats_added == deleted
-    assert archived_stat_rows(settings) == service_stat_rows(harvested.svc.directory)
-    assert archived_custom_rows(settings) == service_custom_rows(harvested.svc.directory)
-    assert_archive_has_no_duplicates(settings)
+    assert_archive_equals_service(settings, harvested.svc.directory)
 
 
 def test_a_record_changed_since_archiving_is_rewritten_with_its_custom_fields(
@@ -190,9 +189,7 @@ def test_a_record_changed_since_archiving_is_rewritten_with_its_custom_fields(
     report, _ = harvested.run(full=True)
 
     assert (report.stats_added, report.stats_updated) == (0, 1)
-    assert archived_stat_rows(settings) == service_stat_rows(harvested.svc.directory)
-    assert archived_custom_rows(settings) == service_custom_rows(harvested.svc.directory)
-    assert_archive_has_no_duplicates(settings)
+    assert_archive_equals_service(settings, harvested.svc.directory)
     after = stored_versions(settings)
     rewritten = {k for k in after if after[k] != before.get(k)}
     assert rewritten == {(bot_id, stat_id)}

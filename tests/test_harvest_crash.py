@@ -21,12 +21,10 @@ from typing import Any
 
 import pytest
 from conftest import (
-    archived_custom_rows,
     archived_stat_rows,
-    assert_archive_has_no_duplicates,
+    assert_archive_equals_service,
     harvest_settings_for,
     query,
-    service_custom_rows,
     service_stat_rows,
 )
 
@@ -93,9 +91,7 @@ def assert_exactly_once_after_crashes(svc: RunningService, db: Path, killed: lis
     settings = harvest_settings_for(svc, db)
     runs = dict(query(settings, "SELECT run_id, status FROM harvest_runs"))
     assert runs == {**{run_id: "interrupted" for run_id in killed}, finisher: "complete"}
-    assert archived_stat_rows(settings) == service_stat_rows(svc.directory)
-    assert archived_custom_rows(settings) == service_custom_rows(svc.directory)
-    assert_archive_has_no_duplicates(settings)
+    assert_archive_equals_service(settings, svc.directory)
     for table in ("bot_stats", "bot_stat_custom", "bots"):
         run_ids = {r for (r,) in query(settings, f"SELECT DISTINCT run_id FROM {table}")}
         assert run_ids <= {*killed, finisher}, table
@@ -185,9 +181,7 @@ def assert_completed_after_a_refused_write(svc: RunningService, settings: Any) -
     """The next run, with room to write, completes the archive; the refused run's status."""
     report = harvest(settings)
     assert report.status == "complete"
-    assert archived_stat_rows(settings) == service_stat_rows(svc.directory)
-    assert archived_custom_rows(settings) == service_custom_rows(svc.directory)
-    assert_archive_has_no_duplicates(settings)
+    assert_archive_equals_service(settings, svc.directory)
     (status, message), = query(settings, "SELECT status, message FROM harvest_runs WHERE "
                                          "run_id NOT IN (SELECT run_id FROM bot_stats)")
     assert message

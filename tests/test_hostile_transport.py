@@ -18,27 +18,18 @@ from typing import Any
 
 import pytest
 from conftest import (
-    archived_custom_rows,
     archived_stat_rows,
-    assert_archive_has_no_duplicates,
+    assert_archive_equals_service,
     harvest_settings_for,
     query,
-    service_custom_rows,
     service_stat_rows,
 )
 
 from pipeline.client import Client
 from pipeline.errors import ApiError
 from pipeline.harvest import harvest
-from pipeline.service import Directory
 
 SMALL = {"bots": 16, "history_days": 3, "stats_per_day": 2}
-
-
-def assert_archive_equals_service(settings: Any, directory: Directory) -> None:
-    assert archived_stat_rows(settings) == service_stat_rows(directory)
-    assert archived_custom_rows(settings) == service_custom_rows(directory)
-    assert_archive_has_no_duplicates(settings)
 
 
 # --- a body that stalls, a compressed body cut short: retried, then an error, then completed ------

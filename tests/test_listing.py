@@ -323,3 +323,55 @@ def test_bots_removed_behind_at_the_worst_moments_hide_no_other(
         for index in removals.get(requests, []):  # after request n, these positions go
             ids.pop(index)
     assert sorted(returned) == bots(size)  # the last bot included, each once
+
+
+# --- the tail of a list that grows at its end (a bot's /stats read on from the last read) -------
+def read_tail(records: list[str], start: int, page_size: int, *, cap: int | None = None,
+              appended: dict[int, list[str]] | None = None,
+              dropped: dict[int, int] | None = None) -> tuple[Pager, list[str]]:
+    """Drive a tail pager over ``records`` from ``start``; after request N, ``appended[N]`` is
+    added at the end and the record at index ``dropped[N]`` is removed."""
+    pager = Pager(page_size=page_size, start=start, reread_head=False)
+    returned: list[str] = []
+    while (request := pager.next_request()) is not None:
+        assert pager.requests < REQUEST_LIMIT, "the pager never stops"
+        skip, limit = request
+        page = records[skip:skip + min(limit, cap or limit)]
+        returned.extend(pager.feed(skip, page))
+        if dropped and pager.requests in dropped:
+            records.pop(dropped[pager.requests])
+        records.extend((appended or {}).get(pager.requests, []))
+    assert pager.complete
+    return pager, returned
+
+
+def test_a_tail_read_costs_the_page_that_holds_the_end_and_one_empty_page() -> None:
+    records = [f"r{i}" for i in range(1_000)]
+    pager, returned = read_tail(records, 992, page_size=100)
+    assert returned == records[992:]
+    assert pager.requests == 2  # not an overlap step, a re-read of the last page, nor the head
+
+
+def test_records_appended_during_a_tail_read_are_read_once_in_order() -> None:
+    records = [f"r{i}" for i in range(50)]
+    pager, returned = read_tail(records, 45, page_size=10,
+                                appended={1: ["a1", "a2"], 2: ["a3"], 3: ["a4"]})
+    assert returned == [f"r{i}" for i in range(45, 50)] + ["a1", "a2", "a3", "a4"]
+
+
+def test_a_tail_read_under_a_page_cap_reads_every_record_after_the_start() -> None:
+    records = [f"r{i}" for i in range(200)]
+    _, returned = read_tail(records, 20, page_size=100, cap=7)
+    assert returned == records[20:]
+
+
+def test_a_record_a_tail_read_misses_in_a_shift_is_read_by_the_next_read() -> None:
+    # A record dropped before the end while one is appended moves the appended one back under
+    # the end just read: this read misses it, and the next one, which starts a few records
+    # before the newest record kept, reads it.
+    records = [f"r{i}" for i in range(30)]
+    _, first = read_tail(records, 25, page_size=10, dropped={1: 3}, appended={1: ["late"]})
+    assert "late" not in first
+    newest = records.index(first[-1])
+    _, second = read_tail(records, max(0, newest - 8), page_size=10)
+    assert second[second.index(first[-1]) + 1:] == ["late"]

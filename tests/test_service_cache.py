@@ -252,3 +252,86 @@ def test_uvicorn_parses_http_with_httptools_when_it_is_installed(
     monkeypatch.setitem(sys.modules, "httptools", None)  # as if it were not installed
     assert _http_protocol() == "h11"
     assert _uvicorn_config(object(), access_log=False, own_logging=False).http == "h11"
+
+
+# --- the newest records of a bot cost what is new ---------------------------------------------
+def assert_pages_served(http: httpx.Client, directory: Directory, bot_id: str,
+                        page: int) -> list[dict[str, Any]]:
+    """Every page of a paged /stats, from the head, the middle and the end, and /stat, answer
+    exactly the ground truth, byte for byte."""
+    truth = directory.stats(bot_id)
+    n = len(truth)
+    for skip in sorted({0, max(0, n // 2), max(0, n - page - 3), max(0, n - 8), max(0, n - 1),
+                        n, n + 5}):
+        response = http.get(f"/bots/{bot_id}/stats", params={"limit": page, "skip": skip})
+        assert response.status_code == 200
+        assert response.content == stdlib_body(truth[skip:skip + page]), (bot_id, skip)
+    last = http.get(f"/bots/{bot_id}/stat")
+    assert (last.status_code, last.content) == ((200, stdlib_body(truth[-1])) if truth
+                                                else (404, last.content))
+    return truth
+
+
+def test_pages_near_the_end_and_the_newest_record_follow_every_change(
+        service_factory: Any) -> None:
+    svc = service_factory(bots=12, history_days=20, stats_per_day=2, stats_page_size=10,
+                          malformed_rate=0.2, churn_every=0, stat_time_field="created_at",
+                          custom_name_field="key")
+    directory = svc.directory
+    assert any(directory.malformed_stats(b) for b in directory.bot_ids())
+    with client_for(svc) as http:
+        assert http.post("/_admin/warm").json()["warmed"] == 12
+        for step in range(3):
+            for bot_id in directory.bot_ids():
+                assert_pages_served(http, directory, bot_id, 10)
+            directory.advance(step * 20 + 1)  # one record, then more than a tail holds
+        bot_id = directory.bot_ids()[0]
+        created = http.post(f"/bots/{bot_id}/stats", headers={
+            "Authorization": directory.bot_key(bot_id)}, json={"users": 5, "guilds": 5}).json()
+        assert assert_pages_served(http, directory, bot_id, 10)[-1] == created
+        changes = http.post("/_admin/churn", params={"times": 2}).json()
+        directory.advance(1)
+        for bot_id in directory.bot_ids():
+            assert_pages_served(http, directory, bot_id, 10)
+        for removed in set(changes["removed"]) - set(changes["added"]):
+            assert http.get(f"/bots/{removed}/stat").status_code == 404
+
+
+def test_a_warm_service_makes_only_the_new_records_of_an_hourly_read(
+        service_factory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pipeline.service import _data
+
+    svc = service_factory(bots=20, history_days=200, stats_page_size=50)
+    directory = svc.directory
+    total = sum(len(directory.stats(b)) for b in directory.bot_ids())
+    made: list[int] = []
+    until = _data.Series.until
+
+    def counting(self: _data.Series, last: int) -> list[dict[str, Any]]:
+        records = until(self, last)
+        made.append(len(records))
+        return records
+
+    monkeypatch.setattr(_data.Series, "until", counting)
+    with client_for(svc) as http:
+        http.post("/_admin/warm")
+        assert sum(made) == total  # the first pass makes every history once
+        made.clear()
+        directory.advance(1)
+        for bot_id in directory.bot_ids():
+            n = len(directory.stats(bot_id))  # the ground truth makes the whole list
+            made.clear()
+            assert http.get(f"/bots/{bot_id}/stat").status_code == 200
+            page = http.get(f"/bots/{bot_id}/stats", params={"limit": 50, "skip": n - 8}).json()
+            assert len(page) == 8
+            assert sum(made) <= 1, made  # the new record only, not the whole history
+
+
+def test_the_tails_hold_a_bounded_number_of_bots(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(directory_module, "STATS_TAIL_MAX_BOTS", 4)
+    directory: Directory = create_app(ServiceConfig(bots=20, history_days=3, end=END)).state.directory
+    assert directory.warm() == 20
+    assert len(directory._tails) == 4
+    for index in range(20):  # an evicted bot's tail is made again, the same
+        page = directory.stats_tail(index, -3, 3)
+        assert [json.loads(item) for item in page or []] == directory.served_stats(index)[-3:]

@@ -16,6 +16,7 @@ from ._base import (
     handle_errors,
     harvesting,
     print_json,
+    print_result,
     report_and_exit,
     settings_from_flags,
 )
@@ -188,10 +189,7 @@ def trends_cmd(out_dir: str | None, full: bool, as_json: bool) -> None:
     settings = settings_from_flags(**{"exports.dir": out_dir})
     setup_logging(settings)
     report = locked_trends(settings, full=full)
-    if as_json:
-        print_json(report.as_dict())
-    else:
-        click.echo(report.summary())
+    print_result(report, as_json, report.summary)
 
 
 def _params_option(_ctx: click.Context, _param: click.Parameter,

@@ -52,6 +52,14 @@ def print_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
+def print_result(result: Any, as_json: bool, text: Callable[[], str]) -> None:
+    """A command's result: its ``as_dict()`` as JSON, or ``text()`` for a person."""
+    if as_json:
+        print_json(result.as_dict())
+    else:
+        click.echo(text())
+
+
 def harvesting(progress: bool, job: Callable[[threading.Event, ProgressFn | None], T]) -> T:
     """Run a job that harvests: SIGTERM or Ctrl+C sets its stop event (it finishes the current
     batch and records the run interrupted), and its progress is shown unless ``progress`` is off."""

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ._base import ID, cli, common_options, handle_errors, print_json, settings_from_flags
+from ._base import ID, cli, common_options, handle_errors, print_result, settings_from_flags
 
 
 @cli.command("report")
@@ -32,10 +32,7 @@ def report_cmd(out: str | None, bot_ids: tuple[str, ...], days: int | None,
 
     result = build_report(settings_from_flags(), out=Path(out) if out else None,
                           bot_ids=list(bot_ids) or None, days=days, compare=compare)
-    if as_json:
-        print_json(result.as_dict())
-    else:
-        click.echo(result.summary())
+    print_result(result, as_json, result.summary)
 
 
 @cli.command("compare")
@@ -51,10 +48,7 @@ def compare_cmd(bot_ids: tuple[str, ...], as_json: bool) -> None:
     if not 2 <= len(bot_ids) <= MAX_BOTS:
         raise click.UsageError(f"give 2 to {MAX_BOTS} bot ids, got {len(bot_ids)}.")
     result = compare(settings_from_flags(), list(bot_ids))
-    if as_json:
-        print_json(result.as_dict())
-    else:
-        click.echo(result.table())
+    print_result(result, as_json, result.table)
 
 
 @cli.command("forecast")
@@ -76,7 +70,4 @@ def forecast_cmd(bot_id: str, guilds: int | None, users: int | None, as_json: bo
     else:
         raise click.UsageError("give one target: --guilds N or --users N.")
     result = forecast_reach(settings_from_flags(), bot_id, metric, float(target))
-    if as_json:
-        print_json(result.as_dict())
-    else:
-        click.echo(result.sentence())
+    print_result(result, as_json, result.sentence)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -22,84 +23,96 @@ def _service_field_options(fn: Any) -> Any:
     return fn
 
 
+# The directory the service generates, a flag each, named as their `ServiceConfig` field, and
+# the faults it can play, named as their `Faults` field: (flag, type, default, help).
+_RATE, _SHARE, _COUNT = click.FloatRange(min=0), click.FloatRange(0, 1), click.IntRange(min=0)
+_DIRECTORY: tuple[tuple[str, Any, Any, str], ...] = (
+    ("bots", click.IntRange(1, 1_000_000), 200,
+     "Bots in the directory (records are generated on demand: 100k is fine)."),
+    ("users", click.IntRange(0, 1_000_000), 0, "Users owning the bots; 0 = bots // 5, at least 1."),
+    ("seed", int, 1,
+     "Seed of all generated data and credentials: same seed (and --end), same data."),
+    ("history-days", click.IntRange(1, 3650), 90, "Days of stat history each bot has at start."),
+    ("stats-per-day", click.IntRange(1, 1440), 1,
+     "Stat records per bot per day; must divide 86400 (1, 2, 4, 24, 96, ...)."),
+    ("max-page-size", click.IntRange(min=1), 100,
+     "Most bots GET /bots returns; a larger limit is silently capped."),
+    ("stats-page-size", _COUNT, 0, "0: GET /bots/:id/stats sends the whole list. N: it pages "
+                                   "with limit (default and cap N) and skip, oldest first."),
+    ("user-lists-page-size", _COUNT, 0, "0: a user's bots, servers and webhooks come whole. N: "
+                                        "they page with limit (default and cap N) and skip."),
+    ("bot-reads-need-token", bool, False, "GET /bots, /bots/:id, /stats and /stat want "
+                                          "Authorization: Bearer <user token> too (401 without)."),
+)
+_FAULTS: tuple[tuple[str, Any, Any, str], ...] = (
+    ("rate-limit", _RATE, 0.0, "Requests/second over all clients (token bucket); excess gets "
+                               "429 + Retry-After. 0 = off."),
+    ("error-rate", _SHARE, 0.0, "Probability of a random 500/502/503 with a JSON, HTML or "
+                                "empty body."),
+    ("latency-ms", _RATE, 0.0, "Delay added to every interface response, in milliseconds."),
+    ("latency-jitter-ms", _RATE, 0.0, "Plus a random 0..J milliseconds per response."),
+    ("churn-every", _COUNT, 0,
+     "Every N-th GET /bots inserts a new bot at the front and removes one. 0 = off."),
+    ("malformed-rate", _SHARE, 0.0,
+     "Share of stat records served malformed (missing id, cpu_load 150, ...)."),
+    ("bad-json-rate", _SHARE, 0.0,
+     "Share of bots whose GET /bots/:id/stats body is always truncated JSON (status 200)."),
+    ("ignore-skip", bool, False,
+     "Broken paging: GET /bots ignores skip and always returns the first page."),
+    ("live-interval", _RATE, 0.0, "Real seconds per stat interval, so new records keep "
+                                  "arriving. 0 = only on POST /_admin/advance."),
+    ("listing-cut", _SHARE, 0.0, "GET /bots shows only the first (1 - P) of the listing, with "
+                                 "status 200 (1 = an empty list): an outage that looks like the "
+                                 "directory emptying."),
+    ("duplicate-every", _COUNT, 0, "GET /bots repeats a bot after every N-th position (in the "
+                                   "same page or an earlier one). 0 = off."),
+    ("redirect-to", str, "",
+     "Answer every interface request 307 to this origin (same path and query)."),
+    ("stall-rate", _SHARE, 0.0,
+     "Share of bots whose GET /bots/:id/stats body stops half-way for --stall-seconds."),
+    ("stall-seconds", _RATE, 30.0, "How long a stalling body stops."),
+    ("gzip-cut-rate", _SHARE, 0.0, "Share of bots whose GET /bots/:id/stats body is gzip cut "
+                                   "in half (Content-Encoding: gzip)."),
+    ("body-fault-times", _COUNT, 0, "/stats answers per bot the stall and gzip faults spoil "
+                                    "before answering whole. 0 = every one."),
+)
+
+
+def _names(table: tuple[tuple[str, Any, Any, str], ...]) -> tuple[str, ...]:
+    return tuple(flag.replace("-", "_") for flag, *_ in table)
+
+
+def _table_options(table: tuple[tuple[str, Any, Any, str], ...]) -> Callable[[Any], Any]:
+    return lambda fn: _options(fn, table)
+
+
+def _options(fn: Any, table: tuple[tuple[str, Any, Any, str], ...]) -> Any:
+    for flag, kind, default, text in reversed(table):
+        if kind is bool:
+            fn = click.option(f"--{flag}", is_flag=True, help=text)(fn)
+        elif kind is str:
+            fn = click.option(f"--{flag}", metavar="URL", default=default, help=text)(fn)
+        else:
+            fn = click.option(f"--{flag}", type=kind, default=default, show_default=True,
+                              help=text)(fn)
+    return fn
+
+
 @cli.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
               help="Port to listen on; 0 picks a free one (the banner shows it).")
-@click.option("--bots", type=click.IntRange(1, 1_000_000), default=200, show_default=True,
-              help="Bots in the directory (records are generated on demand: 100k is fine).")
-@click.option("--users", type=click.IntRange(0, 1_000_000), default=0, show_default=True,
-              help="Users owning the bots; 0 = bots // 5, at least 1.")
-@click.option("--seed", type=int, default=1, show_default=True,
-              help="Seed of all generated data and credentials: same seed (and --end), same data.")
-@click.option("--history-days", type=click.IntRange(1, 3650), default=90, show_default=True,
-              help="Days of stat history each bot has at start.")
-@click.option("--stats-per-day", type=click.IntRange(1, 1440), default=1, show_default=True,
-              help="Stat records per bot per day; must divide 86400 (1, 2, 4, 24, 96, ...).")
-@click.option("--max-page-size", type=click.IntRange(min=1), default=100, show_default=True,
-              help="Most bots GET /bots returns; a larger limit is silently capped.")
-@click.option("--stats-page-size", type=click.IntRange(min=0), default=0, show_default=True,
-              help="0: GET /bots/:id/stats sends the whole list. N: it pages with limit "
-                   "(default and cap N) and skip, oldest first.")
-@click.option("--user-lists-page-size", type=click.IntRange(min=0), default=0, show_default=True,
-              help="0: a user's bots, servers and webhooks come whole. N: they page with limit "
-                   "(default and cap N) and skip.")
-@click.option("--bot-reads-need-token", is_flag=True,
-              help="GET /bots, /bots/:id, /stats and /stat want Authorization: Bearer <user "
-                   "token> too (401 without).")
+@_table_options(_DIRECTORY)
 @click.option("--end", type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%SZ"]),
               metavar="YYYY-MM-DD[THH:MM:SS]",
               help="Virtual clock at start, UTC (default: now, truncated to the hour).")
 @click.option("--credentials-file", type=click.Path(dir_okay=False),
               help="Write every user token and bot API key to this JSON file before serving.")
-@click.option("--rate-limit", type=click.FloatRange(min=0), default=0.0, show_default=True,
-              help="Requests/second over all clients (token bucket); excess gets 429 + Retry-After. 0 = off.")
-@click.option("--error-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True,
-              help="Probability of a random 500/502/503 with a JSON, HTML or empty body.")
-@click.option("--latency-ms", type=click.FloatRange(min=0), default=0.0, show_default=True,
-              help="Delay added to every interface response, in milliseconds.")
-@click.option("--latency-jitter-ms", type=click.FloatRange(min=0), default=0.0, show_default=True,
-              help="Plus a random 0..J milliseconds per response.")
-@click.option("--churn-every", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Every N-th GET /bots inserts a new bot at the front and removes one. 0 = off.")
-@click.option("--malformed-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True,
-              help="Share of stat records served malformed (missing id, cpu_load 150, ...).")
-@click.option("--bad-json-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True,
-              help="Share of bots whose GET /bots/:id/stats body is always truncated JSON (status 200).")
-@click.option("--ignore-skip", is_flag=True,
-              help="Broken paging: GET /bots ignores skip and always returns the first page.")
-@click.option("--live-interval", type=click.FloatRange(min=0), default=0.0, show_default=True,
-              help="Real seconds per stat interval, so new records keep arriving. 0 = only on POST /_admin/advance.")
-@click.option("--listing-cut", type=click.FloatRange(0, 1), default=0.0, show_default=True,
-              help="GET /bots shows only the first (1 - P) of the listing, with status 200 "
-                   "(1 = an empty list): an outage that looks like the directory emptying.")
-@click.option("--duplicate-every", type=click.IntRange(min=0), default=0, show_default=True,
-              help="GET /bots repeats a bot after every N-th position (in the same page or an "
-                   "earlier one). 0 = off.")
-@click.option("--redirect-to", metavar="URL", default="",
-              help="Answer every interface request 307 to this origin (same path and query).")
-@click.option("--stall-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True,
-              help="Share of bots whose GET /bots/:id/stats body stops half-way for "
-                   "--stall-seconds.")
-@click.option("--stall-seconds", type=click.FloatRange(min=0), default=30.0, show_default=True,
-              help="How long a stalling body stops.")
-@click.option("--gzip-cut-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True,
-              help="Share of bots whose GET /bots/:id/stats body is gzip cut in half "
-                   "(Content-Encoding: gzip).")
-@click.option("--body-fault-times", type=click.IntRange(min=0), default=0, show_default=True,
-              help="/stats answers per bot the stall and gzip faults spoil before answering "
-                   "whole. 0 = every one.")
+@_table_options(_FAULTS)
 @click.option("--access-log", is_flag=True, help="Log every request to stderr (slows the service down).")
 @_service_field_options
-def serve_cmd(host: str, port: int, bots: int, users: int, seed: int, history_days: int,
-              stats_per_day: int, max_page_size: int, stats_page_size: int,
-              user_lists_page_size: int, bot_reads_need_token: bool, end: Any,
-              credentials_file: str | None,
-              rate_limit: float, error_rate: float, latency_ms: float, latency_jitter_ms: float,
-              churn_every: int, malformed_rate: float, bad_json_rate: float, ignore_skip: bool,
-              live_interval: float, listing_cut: float, duplicate_every: int, redirect_to: str,
-              stall_rate: float, stall_seconds: float, gzip_cut_rate: float,
-              body_fault_times: int, access_log: bool, **field_names: str) -> None:
+def serve_cmd(host: str, port: int, end: Any, credentials_file: str | None, access_log: bool,
+              **options: Any) -> None:
     """Run the embedded bot-listing service in the foreground (Ctrl+C stops it).
 
     Prints the base URL and a few user tokens and bot API keys; see docs/service.md for the data,
@@ -108,20 +121,9 @@ def serve_cmd(host: str, port: int, bots: int, users: int, seed: int, history_da
     from ..service import Faults, InvalidSetting, ServiceConfig, serve
 
     try:
-        faults = Faults(rate_limit=rate_limit, error_rate=error_rate, latency_ms=latency_ms,
-                        latency_jitter_ms=latency_jitter_ms, churn_every=churn_every,
-                        malformed_rate=malformed_rate, bad_json_rate=bad_json_rate,
-                        ignore_skip=ignore_skip, live_interval=live_interval,
-                        listing_cut=listing_cut, duplicate_every=duplicate_every,
-                        redirect_to=redirect_to, stall_rate=stall_rate,
-                        stall_seconds=stall_seconds, gzip_cut_rate=gzip_cut_rate,
-                        body_fault_times=body_fault_times)
-        cfg = ServiceConfig(bots=bots, users=users, seed=seed, history_days=history_days,
-                            stats_per_day=stats_per_day, max_page_size=max_page_size,
-                            stats_page_size=stats_page_size,
-                            user_lists_page_size=user_lists_page_size,
-                            bot_reads_need_token=bot_reads_need_token, end=end,
-                            faults=faults, **field_names)
+        faults = Faults(**{name: options.pop(name) for name in _names(_FAULTS)})
+        cfg = ServiceConfig(**{name: options.pop(name) for name in _names(_DIRECTORY)},
+                            end=end, faults=faults, **options)
     except InvalidSetting as exc:
         flag = "--" + exc.field.replace("_", "-")
         raise click.BadParameter(exc.problem, param_hint=f"'{flag}'") from exc

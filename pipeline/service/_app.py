@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import wraps
 from typing import Any, NamedTuple
@@ -169,14 +170,17 @@ async def get_stats(request: Request) -> Response:
     index = directory.live_index(bot_id)
     if index is None:
         return _unknown_bot(bot_id)
-    bodies: StatsBodies = directory.rendered_stats(index, _render_stats)
     cap = directory.config.stats_page_size
     if cap and not directory.is_bad_json(index):
         paging = _paging(request, cap)
         if isinstance(paging, Response):
             return paging
         limit, skip = paging
+        items = directory.stats_tail(index, skip, min(limit, cap))
+        if items is not None:
+            return _json_body(b"[" + b",".join(items) + b"]")
         return JSONResponse(directory.served_stats(index)[skip:skip + min(limit, cap)])
+    bodies: StatsBodies = directory.rendered_stats(index, _render_stats)
     if bodies.stats is None:
         return JSONResponse(directory.served_stats(index))
     fault = directory.body_fault(index)
@@ -212,6 +216,9 @@ async def get_last_stat(request: Request) -> Response:
     index = directory.live_index(bot_id)
     if index is None:
         return _unknown_bot(bot_id)
+    newest = directory.stats_tail(index, -1, 1)
+    if newest:
+        return _json_body(newest[0])
     bodies: StatsBodies = directory.rendered_stats(index, _render_stats)
     if not bodies.has_records:
         return error(404, "bot has no stats yet", {"bot_id": bot_id})
@@ -344,6 +351,12 @@ async def admin_grow(request: Request) -> Response:
     return JSONResponse({"added": _directory(request).grow(min(count, MAX_ADVANCE))})
 
 
+async def admin_warm(request: Request) -> Response:
+    started = time.perf_counter()
+    bots = _directory(request).warm()
+    return JSONResponse({"warmed": bots, "seconds": round(time.perf_counter() - started, 3)})
+
+
 # --- app -------------------------------------------------------------------------------
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
@@ -376,6 +389,7 @@ def create_app(config: ServiceConfig) -> Starlette:
         Route("/_admin/advance", admin_advance, methods=["POST"]),
         Route("/_admin/churn", admin_churn, methods=["POST"]),
         Route("/_admin/grow", admin_grow, methods=["POST"]),
+        Route("/_admin/warm", admin_warm, methods=["POST"]),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error,
                                                        Exception: _crash})

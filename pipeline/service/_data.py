@@ -262,64 +262,79 @@ _TRI = 6 ** 0.5  # scales (u1 + u2 - 1) to unit standard deviation
 
 
 def generate_series(seed: int, bot: BotProfile, timeline: Timeline, last: int) -> list[dict[str, Any]]:
-    """The bot's generated records from its first slot up to ``last``, oldest first.
+    """The bot's generated records from its first slot up to ``last``, oldest first."""
+    return Series(seed, bot, timeline).until(last)
 
-    One forward pass with one RNG per bot: a prefix never changes when ``last`` grows, so
-    advancing the clock only appends. Cost is O(records of this bot), a few microseconds
+
+class Series:
+    """A bot's generated records, in one forward pass with one RNG per bot that can stop and
+    go on: a prefix never changes when ``last`` grows, so advancing the clock only appends, and
+    a kept ``Series`` makes only the new records. Cost is O(records made), a few microseconds
     each (noise is triangular rather than Gaussian: same spread, a third of the cost)."""
-    rng = Random(f"{seed}:series:{bot.index}")
-    random, uniform = rng.random, rng.uniform
-    per_day = timeline.per_day
-    bot_id = bot.id
-    stamp = timeline.stamp
-    records: list[dict[str, Any]] = []
-    counter = int(bot.level0 * bot.cmd_rate * uniform(5, 400))
-    region = bot.region0
-    spike = 1.0
-    level = bot.level0
-    growth = bot.growth
-    guild_sd = bot.noise_sd * _TRI
-    user_sd = 0.03 * _TRI
-    spiky = bot.shape == "spiky"
-    commands_per_guild = bot.cmd_rate / per_day
-    for slot in range(bot.first_slot, last + 1):
-        if spiky and (slot % per_day == 0 or slot == bot.first_slot):
-            # Spikes last one calendar day of the grid.
-            spike = uniform(1.8, 4.0) if random() < bot.spike_p else 1.0
-        guilds = max(0, round(level * (1 + (random() + random() - 1) * guild_sd) * spike))
-        level = max(1.0, level * growth)
-        users = max(0, round(guilds * bot.users_per_guild * (1 + (random() + random() - 1) * user_sd)))
-        if random() < bot.restart_p:
-            counter = rng.randint(0, 50)  # the bot restarted: its counter starts over
-        else:
-            counter += round(guilds * commands_per_guild * uniform(0.7, 1.3) * spike)
-        custom: list[dict[str, Any]] = []
-        for name in bot.custom_fields:
-            if name == "region":
-                if random() < 0.003:
-                    region = rng.randrange(len(REGIONS))
-                custom.append({"name": "region", "value": REGIONS[region]})
-            elif name == "latency_ms":
-                latency = bot.latency_base * (1 + (random() + random() - 1) * 0.15 * _TRI)
-                custom.append({"name": "latency_ms", "value": round(max(1.0, latency), 1)})
-            elif name == "premium_guilds":
-                custom.append({"name": "premium_guilds", "value": round(guilds * bot.premium_frac)})
+
+    def __init__(self, seed: int, bot: BotProfile, timeline: Timeline) -> None:
+        self.bot, self.timeline = bot, timeline
+        self._rng = Random(f"{seed}:series:{bot.index}")
+        self._counter = int(bot.level0 * bot.cmd_rate * self._rng.uniform(5, 400))
+        self._region = bot.region0
+        self._spike = 1.0
+        self._level = bot.level0
+        self.next_slot = bot.first_slot  # the slot of the next record made
+
+    def until(self, last: int) -> list[dict[str, Any]]:
+        """The records of slots ``next_slot``..``last``, oldest first."""
+        bot, rng = self.bot, self._rng
+        random, uniform = rng.random, rng.uniform
+        per_day = self.timeline.per_day
+        bot_id = bot.id
+        stamp = self.timeline.stamp
+        records: list[dict[str, Any]] = []
+        counter, region, spike, level = self._counter, self._region, self._spike, self._level
+        growth = bot.growth
+        guild_sd = bot.noise_sd * _TRI
+        user_sd = 0.03 * _TRI
+        spiky = bot.shape == "spiky"
+        commands_per_guild = bot.cmd_rate / per_day
+        for slot in range(self.next_slot, last + 1):
+            if spiky and (slot % per_day == 0 or slot == bot.first_slot):
+                # Spikes last one calendar day of the grid.
+                spike = uniform(1.8, 4.0) if random() < bot.spike_p else 1.0
+            guilds = max(0, round(level * (1 + (random() + random() - 1) * guild_sd) * spike))
+            level = max(1.0, level * growth)
+            users = max(0, round(guilds * bot.users_per_guild * (1 + (random() + random() - 1) * user_sd)))
+            if random() < bot.restart_p:
+                counter = rng.randint(0, 50)  # the bot restarted: its counter starts over
             else:
-                custom.append({"name": "voice_enabled", "value": bot.voice})
-        records.append({
-            "id": f"{bot_id}-{slot}",
-            "bot_id": bot_id,
-            "timestamp": stamp(slot),
-            "users": users,
-            "guilds": guilds,
-            "shards": guilds // 1000 + 1,
-            "memory_load": _clamp_pct(bot.mem_base + (random() + random() - 1) * 3 * _TRI),
-            "cpu_load": _clamp_pct(bot.cpu_base + (random() + random() - 1) * 6 * _TRI
-                                   + (15 if spike > 1 else 0)),
-            "commands_executed": counter,
-            "custom": custom,
-        })
-    return records
+                counter += round(guilds * commands_per_guild * uniform(0.7, 1.3) * spike)
+            custom: list[dict[str, Any]] = []
+            for name in bot.custom_fields:
+                if name == "region":
+                    if random() < 0.003:
+                        region = rng.randrange(len(REGIONS))
+                    custom.append({"name": "region", "value": REGIONS[region]})
+                elif name == "latency_ms":
+                    latency = bot.latency_base * (1 + (random() + random() - 1) * 0.15 * _TRI)
+                    custom.append({"name": "latency_ms", "value": round(max(1.0, latency), 1)})
+                elif name == "premium_guilds":
+                    custom.append({"name": "premium_guilds", "value": round(guilds * bot.premium_frac)})
+                else:
+                    custom.append({"name": "voice_enabled", "value": bot.voice})
+            records.append({
+                "id": f"{bot_id}-{slot}",
+                "bot_id": bot_id,
+                "timestamp": stamp(slot),
+                "users": users,
+                "guilds": guilds,
+                "shards": guilds // 1000 + 1,
+                "memory_load": _clamp_pct(bot.mem_base + (random() + random() - 1) * 3 * _TRI),
+                "cpu_load": _clamp_pct(bot.cpu_base + (random() + random() - 1) * 6 * _TRI
+                                       + (15 if spike > 1 else 0)),
+                "commands_executed": counter,
+                "custom": custom,
+            })
+        self._counter, self._region, self._spike, self._level = counter, region, spike, level
+        self.next_slot = max(self.next_slot, last + 1)
+        return records
 
 
 def malformation(seed: int, bot_index: int, slot: int, rate: float) -> str | None:

@@ -10,7 +10,9 @@ Thread-safe: the server's event loop and a test thread may use it at the same ti
 
 ``rendered_stats`` memoises what the HTTP layer makes of a bot's records (its encoded bodies),
 per bot, for as long as those records stay the same: a bounded LRU, so memory stays flat
-however many bots there are.
+however many bots there are. ``stats_tail`` keeps each bot's series where it stopped and its
+newest records encoded, so a page near the end of a long list, or the newest record, costs
+what is new since the last read, as a real service's index would, not the whole history.
 """
 
 from __future__ import annotations
@@ -19,20 +21,22 @@ import bisect
 import hmac
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from random import Random
 from typing import Any, TypeVar
 
-from ._config import ServiceConfig
+from ._config import Faults, ServiceConfig
 from ._data import (
     BOT_KIND,
     LOW_BITS,
     USER_KIND,
     BotProfile,
     Scrambler,
+    Series,
     Timeline,
     UserProfile,
     generate_series,
@@ -48,6 +52,7 @@ from ._data import (
     snowflake_low,
     unit,
 )
+from ._json import dumps
 
 USER_TOKEN_PREFIX = "utok_"
 BOT_KEY_PREFIX = "bkey_"
@@ -58,6 +63,10 @@ _ONE_MS = timedelta(milliseconds=1)
 # 2,000 bots x 90 days of records encode to ~45 MB.
 RENDERED_STATS_MAX_BOTS = 4096
 RENDERED_STATS_MAX_BYTES = 256 * 1024 * 1024
+# Bounds of the stats tails: bots held, and the newest records each holds (encoded). A tail is
+# about 3 KB of generator state plus its records (~300 bytes each).
+STATS_TAIL_MAX_BOTS = 50_000
+STATS_TAIL_RECORDS = 24
 
 Record = dict[str, Any]
 T = TypeVar("T")
@@ -103,6 +112,7 @@ class Directory:
         self._profile = lru_cache(maxsize=16384)(self._make_profile)
         self._user_profile = lru_cache(maxsize=4096)(self._make_user_profile)
         self._rendered = _Memo(RENDERED_STATS_MAX_BOTS, RENDERED_STATS_MAX_BYTES)
+        self._tails: OrderedDict[int, _Tail] = OrderedDict()
         self._bot_names, self._stat_names, self._custom_names = config.renames()
 
     # --- clock -------------------------------------------------------------------------
@@ -334,6 +344,61 @@ class Directory:
             self._rendered.put(index, version, value, size)
         return value  # type: ignore[no-any-return]
 
+    def stats_tail(self, index: int, skip: int, limit: int) -> list[bytes] | None:
+        """The bot's served records ``skip``..``skip + limit`` (those there are), each encoded
+        as in a /stats body, when they lie among its newest records; None otherwise (or for a
+        bot with posted stats, a bad-JSON bot, or a replaced ``served_stats``): build the page
+        from ``served_stats``. A ``skip`` below 0 counts from the end (-1: the newest)."""
+        if (getattr(self.served_stats, "__func__", None) is not Directory.served_stats
+                or self.is_bad_json(index)):
+            return None
+        with self._lock:
+            if index in self._posted:
+                return None
+            tail = self._tail(index, self._bot_last_slot(index))
+            first = tail.count - len(tail.items)
+            if skip < 0:
+                skip = max(0, tail.count + skip)
+            if skip >= tail.count:
+                return []
+            if skip < first:
+                return None
+            return list(tail.items)[skip - first:skip - first + limit]
+
+    def warm(self) -> int:
+        """Make every live bot's stats tail now (a whole pass over each history), so that
+        reads near the end of a list, and of the newest record, cost O(new) from the first
+        request on, as from an indexed service. Returns how many bots it warmed."""
+        bots = 0
+        for bot_id in self.bot_ids():
+            index = self.live_index(bot_id)
+            if index is not None:
+                self.stats_tail(index, -1, 1)
+                bots += 1
+        return bots
+
+    def _tail(self, index: int, last: int) -> _Tail:
+        """The bot's tail brought up to ``last`` (made anew when it is missing, stale or ahead)."""
+        tail = self._tails.get(index)
+        faults = self.config.faults
+        if tail is None or tail.faults is not faults or tail.series.next_slot > last + 1:
+            profile = self._profile(index)
+            tail = _Tail(Series(self._seed, profile, self.timeline), faults,
+                         deque(maxlen=STATS_TAIL_RECORDS), 0)
+            self._tails[index] = tail
+        self._tails.move_to_end(index)
+        while len(self._tails) > STATS_TAIL_MAX_BOTS:
+            self._tails.popitem(last=False)
+        start = tail.series.next_slot
+        made = tail.series.until(last)
+        for slot, record in enumerate(made[-STATS_TAIL_RECORDS:], start + max(0, len(made) - STATS_TAIL_RECORDS)):
+            kind = malformation(self._seed, index, slot, faults.malformed_rate)
+            if kind is not None:
+                malform(record, kind, slot)
+            tail.items.append(dumps(self._served(record)))
+        tail.count += len(made)
+        return tail
+
     def post_stat(self, index: int, payload: Record) -> Record:
         """Append a posted record (already validated) and return it as served.
 
@@ -563,6 +628,16 @@ class Directory:
     def _known(self, bot_id: str, include_removed: bool) -> int | None:
         with self._lock:
             return self._index_of(bot_id) if include_removed else self._live_index(bot_id)
+
+
+@dataclass
+class _Tail:
+    """A bot's series where it stopped, and its newest served records, encoded."""
+
+    series: Series
+    faults: Faults  # what the records were made under: other faults, another tail
+    items: deque[bytes]
+    count: int  # records made in all (the list's length)
 
 
 class _Memo:
