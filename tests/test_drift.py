@@ -36,7 +36,7 @@ def test_a_renamed_field_is_said_once_by_the_run_and_by_status(
     assert first.status == "complete" and first.new_fields == ""  # the baseline is not drift
 
     # The service renames its time field; the config follows; new records arrive.
-    after = service_factory(bots=8, history_days=3, stat_time_field="recorded", end=end)
+    after = service_factory(bots=8, history_days=3, field_names={"stat_time": "recorded"}, end=end)
     after.directory.advance(1)
     settings = harvest_settings_for(after, db, {"fields.stat_time": "recorded"})
     second = harvest(settings)

@@ -37,18 +37,18 @@ def served_keys(svc: RunningService, id_field: str, time_field: str) -> list[tup
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("serve", "fix", "words"), [
-    ({"stat_time_field": "created_at"}, '[fields]\nstat_time = "created_at"\n',
+    ({"stat_time": "created_at"}, '[fields]\nstat_time = "created_at"\n',
      ["stat records have no 'timestamp'", "they carry 'created_at' (an ISO 8601 time)",
       'set [fields].stat_time = "created_at" or run `botstats probe`']),
-    ({"stat_id_field": "_id"}, '[fields]\nstat_id = "_id"\n',
+    ({"stat_id": "_id"}, '[fields]\nstat_id = "_id"\n',
      ["stat records have no 'id'", "they carry '_id'", 'set [fields].stat_id = "_id"']),
-    ({"bot_id_field": "bot_id"}, '[fields]\nbot_id = "bot_id"\n',
+    ({"bot_id": "bot_id"}, '[fields]\nbot_id = "bot_id"\n',
      ["bot records have no 'id'", "they carry 'bot_id'", 'set [fields].bot_id = "bot_id"']),
 ])
 def test_a_wrong_field_fails_loudly_then_the_fixed_run_archives_everything(
         tmp_path: Path, service_factory: Callable[..., RunningService], serve: dict[str, str],
         fix: str, words: list[str]) -> None:
-    svc = service_factory(bots=12, history_days=5, **serve)
+    svc = service_factory(bots=12, history_days=5, field_names=serve)
     config = tmp_path / "config.toml"
     config.write_text("")
     args = ["--config", str(config), "--db", "a.duckdb", "--base-url", svc.base_url]
@@ -64,15 +64,16 @@ def test_a_wrong_field_fails_loudly_then_the_fixed_run_archives_everything(
     # Nothing lost: every record the service sent is kept whole in rejects.
     kept = query(settings, "SELECT count(*) FROM rejects WHERE raw IS NOT NULL")[0][0]
     bots = len(svc.directory.bot_ids())
-    assert kept == (bots if "bot_id_field" in serve else len(served_keys(
-        svc, serve.get("stat_id_field", "id"), serve.get("stat_time_field", "timestamp"))))
+    assert kept == (bots if "bot_id" in serve else len(served_keys(
+        svc, svc.directory.config.field_name("stat_id"),
+        svc.directory.config.field_name("stat_time"))))
 
     config.write_text(fix)
     fixed = botstats(tmp_path, *args, "harvest", "--no-progress")
     assert fixed.returncode == 0, fixed.stderr
     archived = sorted(query(settings, "SELECT bot_id, stat_id, recorded_at FROM bot_stats"))
-    assert archived == served_keys(svc, serve.get("stat_id_field", "id"),
-                                   serve.get("stat_time_field", "timestamp"))
+    assert archived == served_keys(svc, svc.directory.config.field_name("stat_id"),
+                                   svc.directory.config.field_name("stat_time"))
     assert query(settings, "SELECT count(*) FROM bots")[0][0] == bots
 
 

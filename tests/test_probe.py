@@ -39,8 +39,8 @@ def probe_settings(svc: RunningService, tmp_path: Path, config: Path | None = No
 def served_keys(svc: RunningService) -> list[tuple[Any, ...]]:
     """(bot_id, stat id, time) of every valid record served, in the service's field names."""
     cfg = svc.config
-    return sorted((bot_id, r[cfg.stat_id_field],
-                   datetime.fromisoformat(r[cfg.stat_time_field]).astimezone(UTC))
+    return sorted((bot_id, r[cfg.field_name("stat_id")],
+                   datetime.fromisoformat(r[cfg.field_name("stat_time")]).astimezone(UTC))
                   for bot_id in svc.directory.bot_ids()
                   for r in svc.directory.valid_stats(bot_id))
 
@@ -59,8 +59,8 @@ def tokens(svc: RunningService) -> str:
 
 # (service config, extra settings, {finding: words}, {proposal: value})
 SERVICES: list[tuple[dict[str, Any], dict[str, Any], dict[str, str], dict[str, Any]]] = [
-    ({"stat_time_field": "created_at", "stat_id_field": "_id", "bot_id_field": "bot_id",
-      "custom_name_field": "key", "custom_value_field": "val"}, {},
+    ({"field_names": {"stat_time": "created_at", "stat_id": "_id", "bot_id": "bot_id",
+                      "custom_name": "key", "custom_value": "val"}}, {},
      {"stat time": "'created_at' (an ISO 8601 time", "stat id": "'_id'", "bot id": "'bot_id'",
       "custom fields": "'key' (name) and 'val' (value)"},
      {"fields.stat_time": "created_at", "fields.stat_id": "_id", "fields.bot_id": "bot_id",
@@ -140,7 +140,7 @@ def test_the_request_budget_bounds_the_probe(
 
 def test_probe_cli_prints_json_and_writes_a_new_config(
         tmp_path: Path, service_factory: Callable[..., RunningService]) -> None:
-    svc = service_factory(bots=20, history_days=3, stat_time_field="ts")
+    svc = service_factory(bots=20, history_days=3, field_names={"stat_time": "ts"})
     empty = tmp_path / "empty.toml"
     empty.touch()
     out = tmp_path / "new.toml"

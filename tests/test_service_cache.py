@@ -275,8 +275,8 @@ def assert_pages_served(http: httpx.Client, directory: Directory, bot_id: str,
 def test_pages_near_the_end_and_the_newest_record_follow_every_change(
         service_factory: Any) -> None:
     svc = service_factory(bots=12, history_days=20, stats_per_day=2, stats_page_size=10,
-                          malformed_rate=0.2, churn_every=0, stat_time_field="created_at",
-                          custom_name_field="key")
+                          malformed_rate=0.2, churn_every=0, field_names={"stat_time": "created_at",
+                                                      "custom_name": "key"})
     directory = svc.directory
     assert any(directory.malformed_stats(b) for b in directory.bot_ids())
     with client_for(svc) as http:

@@ -123,7 +123,9 @@ def serve_cmd(host: str, port: int, end: Any, credentials_file: str | None, acce
     try:
         faults = Faults(**{name: options.pop(name) for name in _names(_FAULTS)})
         cfg = ServiceConfig(**{name: options.pop(name) for name in _names(_DIRECTORY)},
-                            end=end, faults=faults, **options)
+                            end=end, faults=faults,
+                            field_names={name.removesuffix("_field"): value
+                                         for name, value in options.items()})
     except InvalidSetting as exc:
         flag = "--" + exc.field.replace("_", "-")
         raise click.BadParameter(exc.problem, param_hint=f"'{flag}'") from exc

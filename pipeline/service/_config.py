@@ -20,6 +20,10 @@ DEFAULT_MAX_PAGE_SIZE = 100
 MAX_BOTS = 1_000_000
 SECONDS_PER_DAY = 86_400
 # The other keys of a bot and a stat record, which a renamed field must not take over.
+# The record keys the interface leaves open, named as botstats' [fields] names them, as the
+# interface's examples spell them.
+FIELD_DEFAULTS = {"bot_id": "id", "bot_name": "name", "stat_id": "id", "stat_time": "timestamp",
+                  "custom_name": "name", "custom_value": "value"}
 BOT_KEYS = ("username", "prefix", "short_description", "library", "tags", "owners", "created_at",
             "server_count", "shard_count", "points", "monthly_points", "certified", "invite",
             "website", "avatar")
@@ -128,14 +132,10 @@ class ServiceConfig:
     # The bot read endpoints want `Authorization: Bearer <user token>` too (the interface
     # leaves their auth open).
     bot_reads_need_token: bool = False
-    # The record field names the interface leaves open, so the service can play one that names
-    # them otherwise (``created_at`` for the time of a stat, ``_id`` for its id, ...).
-    bot_id_field: str = "id"
-    bot_name_field: str = "name"
-    stat_id_field: str = "id"
-    stat_time_field: str = "timestamp"
-    custom_name_field: str = "name"
-    custom_value_field: str = "value"
+    # The record keys the interface leaves open that this service spells otherwise, named as
+    # FIELD_DEFAULTS names them ({"stat_time": "created_at", "stat_id": "_id"}), so it can play
+    # a service that names them apart from the defaults.
+    field_names: dict[str, str] = field(default_factory=dict)
     end: datetime | None = None  # the virtual clock at start (UTC); None = now, truncated to the hour
     faults: Faults = field(default_factory=Faults)
 
@@ -160,15 +160,17 @@ class ServiceConfig:
                "an integer >= 0 (0 = whole lists)")
         _check(isinstance(self.bot_reads_need_token, bool), "bot_reads_need_token",
                self.bot_reads_need_token, "a boolean")
+        unknown = sorted(set(self.field_names) - set(FIELD_DEFAULTS))
+        _check(not unknown, "field_names", unknown, f"keys among {', '.join(FIELD_DEFAULTS)}")
         for record, others in (("bot", BOT_KEYS), ("stat", STAT_KEYS), ("custom", ())):
-            pair = [f.name for f in fields(self) if f.name.startswith(f"{record}_")
-                    and f.name.endswith("_field")]
-            for name in pair:
-                value = getattr(self, name)
+            pair = [key for key in FIELD_DEFAULTS if key.startswith(f"{record}_")]
+            for key in pair:
+                value = self.field_name(key)
                 _check(isinstance(value, str) and bool(value.strip()) and value not in others,
-                       name, value, "a non-empty name" + (f" other than {', '.join(others)}" if others else ""))
-            _check(getattr(self, pair[0]) != getattr(self, pair[1]), pair[1],
-                   getattr(self, pair[1]), f"a name apart from {pair[0]}")
+                       f"{key}_field", value,
+                       "a non-empty name" + (f" other than {', '.join(others)}" if others else ""))
+            _check(self.field_name(pair[0]) != self.field_name(pair[1]), f"{pair[1]}_field",
+                   self.field_name(pair[1]), f"a name apart from {pair[0]}_field")
         if self.end is not None:
             _check(isinstance(self.end, datetime), "end", self.end, "a datetime or None")
         _check(isinstance(self.faults, Faults), "faults", self.faults, "a Faults instance")
@@ -184,10 +186,15 @@ class ServiceConfig:
     def renames(self) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
         """How the bot, stat and custom-field keys are spelled apart from the defaults
         (default -> served), each empty when the defaults hold."""
-        pairs = (({"id": self.bot_id_field, "name": self.bot_name_field}),
-                 ({"id": self.stat_id_field, "timestamp": self.stat_time_field}),
-                 ({"name": self.custom_name_field, "value": self.custom_value_field}))
-        return tuple({k: v for k, v in p.items() if k != v} for p in pairs)  # type: ignore[return-value]
+        renamed = ({key: self.field_name(f"{record}_{name}") for key, name in keys}
+                   for record, keys in (("bot", (("id", "id"), ("name", "name"))),
+                                        ("stat", (("id", "id"), ("timestamp", "time"))),
+                                        ("custom", (("name", "name"), ("value", "value")))))
+        return tuple({k: v for k, v in r.items() if k != v} for r in renamed)  # type: ignore[return-value]
+
+    def field_name(self, key: str) -> str:
+        """How this service spells the record key ``key`` of FIELD_DEFAULTS."""
+        return self.field_names.get(key, FIELD_DEFAULTS[key])
 
     def start_clock(self) -> datetime:
         """The virtual clock at start: ``end`` as UTC, else now truncated to the hour."""
