@@ -1,9 +1,11 @@
 """The hourly job on archives of 1M, 10M and 100M records, with the same new data.
 
-For each archive size the bench builds an archive, brings the embedded service one interval
-forward (every bot gets one new record: 10,000 new records), runs the hourly job (harvest +
-trends, what `botstats run` does) in a child process and measures it: wall time, CPU, bytes
-written, peak RSS, and the archive's size on disk against its data's own size. Two cases:
+For each archive size the bench builds an archive, starts a service of the same history, warms
+it (``POST /_admin/warm``: its own first pass over every bot's history, which an indexed service
+has made before a client asks), brings it one interval forward (every bot gets one new record:
+10,000 new records), runs the hourly job (harvest + trends, what `botstats run` does) in a child
+process and measures it: wall time, CPU, bytes written, peak RSS, and the archive's size on disk
+against its data's own size. Two cases:
 ``/stats`` paged (``serve --stats-page-size 100``, ``[service].stats_page_size = 100``) and
 unpaged; both run on copies of the same archive, each against its own service (same seed).
 
