@@ -196,14 +196,16 @@ def _largest_file(db: Path) -> int:
 @pytest.mark.skipif(not hasattr(signal, "SIGXFSZ"), reason="needs RLIMIT_FSIZE (POSIX)")
 def test_a_commit_the_disk_refuses_fails_the_run_and_readers_keep_what_was_there(
         service_factory: Callable[..., RunningService], tmp_path: Path) -> None:
-    # The clock starts 301 days back, so 600 intervals later it is still not ahead of now.
-    svc = service_factory(bots=BOTS, history_days=2, stats_per_day=2,
-                          end=datetime.now(UTC) - timedelta(days=301))
+    # The clock starts 31 days back, so 720 hourly intervals later it is still not ahead of now.
+    svc = service_factory(bots=BOTS, history_days=2, stats_per_day=24,
+                          end=datetime.now(UTC) - timedelta(days=31))
     db = tmp_path / "archive.ducklake"
     settings = harvest_settings_for(svc, db)
     assert harvest(settings).status == "complete"
     before = archived_stat_rows(settings)
-    svc.directory.advance(600)  # 36,000 new records: a data file larger than any file so far
+    # 43,200 new records in a month or two (files are written per month): a data file larger
+    # than any file so far.
+    svc.directory.advance(720)
 
     harvest_limited(svc, db, 2 * _largest_file(db))
     assert archived_stat_rows(settings) == before  # nothing of the refused batch is visible
