@@ -187,7 +187,7 @@ def connect(
         "allow_unsigned_extensions": True,
         # A batch spanning many months writes one file per month at once (bot_stats is
         # partitioned by month); each buffers this many rows before it writes them out, instead
-        # of DuckDB's 524,288, which kept a whole history in memory twice (bench/README.md).
+        # of DuckDB's 524,288, which kept whole histories in memory (docs/reliability.md).
         "partitioned_write_flush_threshold": PARTITION_FLUSH_ROWS,
     }
     if memory_limit:
