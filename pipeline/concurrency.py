@@ -119,6 +119,10 @@ class AimdLimit:
         self._next_send = at + 1.0 / self.rate
         return at - now
 
+    def needs_cpu(self) -> bool:
+        """Whether the next answer ends a round, the only time the CPU clock is read."""
+        return self._round_answers + 1 >= self.window
+
     # --- rounds ----------------------------------------------------------------------------
     def _answered(self, now: float, cpu: float | None = None) -> None:
         self._round_answers += 1
@@ -210,7 +214,8 @@ class Gate:
         control = self.control
         if control is None:
             return
-        now, cpu = self._clock(), time.process_time()
+        now = self._clock()
+        cpu = time.process_time() if control.needs_cpu() else None
         if status == 429:
             control.on_rate_limited(now, cpu)
         elif timeout or (status or 0) >= 500:
