@@ -167,3 +167,38 @@ def test_auto_harvests_a_rate_limited_service_completely(
     report = harvest(settings)
     assert report.status == "complete", report.message
     assert archived_stat_rows(settings) == service_stat_rows(svc.directory)
+
+
+def test_harvest_tasks_follow_the_window_up_to_the_most_and_stop_growing_once_closed() -> None:
+    from pipeline.harvest import _Workers
+
+    async def main() -> list[int]:
+        control = AimdLimit(ceiling=32, start=2)
+        started: list[int] = []
+
+        async def task() -> None:
+            started.append(1)
+
+        pool = _Workers(task, 5, control)
+        counts = []
+        pool.grow()
+        counts.append(len(pool.tasks))  # the window: 2
+        control.limit = 4.0
+        pool.grow()
+        counts.append(len(pool.tasks))  # grown with it
+        control.limit = 30.0
+        pool.grow()
+        counts.append(len(pool.tasks))  # never past the most
+        stopping = pool.close()
+        control.limit = 1.0
+        pool.grow()
+        counts.append(len(stopping))
+        counts.append(len(pool.tasks))  # closed: no new task
+        fixed = _Workers(task, 3, None)
+        fixed.grow()
+        counts.append(len(fixed.tasks))  # a fixed concurrency: all of them at once
+        await asyncio.gather(*pool.tasks, *fixed.tasks)
+        counts.append(len(started))
+        return counts
+
+    assert asyncio.run(main()) == [2, 4, 5, 5, 5, 3, 8]
