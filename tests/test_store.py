@@ -129,6 +129,32 @@ def test_an_archive_from_before_bot_latest_stat_gets_it_filled_on_open(
     assert latest == [("b0", "s9", 10), ("b1", "s7", 8), ("b2", "s8", 9)]
 
 
+def test_an_archive_from_before_files_by_month_keeps_its_files_and_writes_new_ones_by_month(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An archive of botstats 0.2.0 (migrations up to 005): its records span months in one file.
+    old_sql = _sql_dir_with(tmp_path, {})
+    (old_sql / "migrations" / "006_partition_by_month.sql").unlink()
+    monkeypatch.setattr(store, "sql_dir", lambda: old_sql)
+    db = tmp_path / "archive.ducklake"
+    insert = ("INSERT INTO bot_stats (stat_id, bot_id, recorded_at, raw, run_id, archived_at) "
+              "SELECT '{p}' || i, 'b', TIMESTAMPTZ '{start}' + to_days(i), '{{}}', 'r', now() "
+              "FROM range(90) t(i)")
+    with lake(db) as con:
+        assert "006_partition_by_month.sql" not in store.migrate(con)
+        con.execute(insert.format(p="old", start="2026-01-01"))
+    monkeypatch.undo()
+    with lake(db) as con:
+        assert store.migrate(con) == ["006_partition_by_month.sql"]
+        con.execute(insert.format(p="new", start="2026-05-01"))
+        files = con.execute(
+            f"SELECT data_file FROM ducklake_list_files('{store.ALIAS}', 'bot_stats')").fetchall()
+        counts = con.execute("SELECT left(stat_id, 3), count(*) FROM bot_stats GROUP BY ALL "
+                             "ORDER BY 1").fetchall()
+    assert counts == [("new", 90), ("old", 90)]  # nothing lost
+    # The old rows stay in their one file; the new ones are in a file a month (May-July).
+    assert len(files) == 1 + 3, files
+
+
 def test_an_archive_a_newer_botstats_migrated_is_not_written_by_this_one(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
