@@ -389,9 +389,9 @@ class Directory:
         self._tails.move_to_end(index)
         while len(self._tails) > STATS_TAIL_MAX_BOTS:
             self._tails.popitem(last=False)
-        start = tail.series.next_slot
         made = tail.series.until(last)
-        for slot, record in enumerate(made[-STATS_TAIL_RECORDS:], start + max(0, len(made) - STATS_TAIL_RECORDS)):
+        kept = made[-STATS_TAIL_RECORDS:]  # only the newest are served from here
+        for slot, record in enumerate(kept, tail.series.next_slot - len(kept)):
             kind = malformation(self._seed, index, slot, faults.malformed_rate)
             if kind is not None:
                 malform(record, kind, slot)
