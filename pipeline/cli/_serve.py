@@ -83,19 +83,18 @@ def _names(table: tuple[tuple[str, Any, Any, str], ...]) -> tuple[str, ...]:
 
 
 def _table_options(table: tuple[tuple[str, Any, Any, str], ...]) -> Callable[[Any], Any]:
-    return lambda fn: _options(fn, table)
-
-
-def _options(fn: Any, table: tuple[tuple[str, Any, Any, str], ...]) -> Any:
-    for flag, kind, default, text in reversed(table):
-        if kind is bool:
-            fn = click.option(f"--{flag}", is_flag=True, help=text)(fn)
-        elif kind is str:
-            fn = click.option(f"--{flag}", metavar="URL", default=default, help=text)(fn)
-        else:
-            fn = click.option(f"--{flag}", type=kind, default=default, show_default=True,
-                              help=text)(fn)
-    return fn
+    """A decorator adding a click option for each row of ``table``, in its order."""
+    def apply(fn: Any) -> Any:
+        for flag, kind, default, text in reversed(table):
+            if kind is bool:
+                fn = click.option(f"--{flag}", is_flag=True, help=text)(fn)
+            elif kind is str:
+                fn = click.option(f"--{flag}", metavar="URL", default=default, help=text)(fn)
+            else:
+                fn = click.option(f"--{flag}", type=kind, default=default, show_default=True,
+                                  help=text)(fn)
+        return fn
+    return apply
 
 
 @cli.command("serve")

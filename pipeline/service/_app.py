@@ -176,10 +176,11 @@ async def get_stats(request: Request) -> Response:
         if isinstance(paging, Response):
             return paging
         limit, skip = paging
-        items = directory.stats_tail(index, skip, min(limit, cap))
+        limit = min(limit, cap)
+        items = directory.stats_tail(index, skip, limit)
         if items is not None:
             return _json_body(b"[" + b",".join(items) + b"]")
-        return JSONResponse(directory.served_stats(index)[skip:skip + min(limit, cap)])
+        return JSONResponse(directory.served_stats(index)[skip:skip + limit])
     bodies: StatsBodies = directory.rendered_stats(index, _render_stats)
     if bodies.stats is None:
         return JSONResponse(directory.served_stats(index))

@@ -19,11 +19,11 @@ DEFAULT_MAX_PAGE_SIZE = 100
 # directory; a million listed bots leaves room for three million churn insertions.
 MAX_BOTS = 1_000_000
 SECONDS_PER_DAY = 86_400
-# The other keys of a bot and a stat record, which a renamed field must not take over.
 # The record keys the interface leaves open, named as botstats' [fields] names them, as the
 # interface's examples spell them.
 FIELD_DEFAULTS = {"bot_id": "id", "bot_name": "name", "stat_id": "id", "stat_time": "timestamp",
                   "custom_name": "name", "custom_value": "value"}
+# The other keys of a bot and a stat record, which a renamed field must not take over.
 BOT_KEYS = ("username", "prefix", "short_description", "library", "tags", "owners", "created_at",
             "server_count", "shard_count", "points", "monthly_points", "certified", "invite",
             "website", "avatar")
