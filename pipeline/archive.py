@@ -25,9 +25,16 @@ import polars as pl
 from . import store
 from .config import Settings
 from .errors import QueryError, StoreError
-from .records import BotRow, same_record
+from .json_codec import same_record
 
 log = logging.getLogger("botstats.harvest")
+
+
+@dataclass(frozen=True, slots=True)
+class BotRow:
+    bot_id: str
+    name: str | None
+    raw: str
 
 
 class RunCounts(Protocol):

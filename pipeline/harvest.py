@@ -37,6 +37,7 @@ import duckdb
 import polars as pl
 
 from . import archive, store
+from .archive import BotRow
 from .client import Client, RawArray, split_array
 from .concurrency import AimdLimit, workers
 from .config import FieldSettings, Settings
@@ -46,7 +47,6 @@ from .errors import ApiError, BadResponse, BotstatsError, ListingUnstable, NotFo
 from .json_codec import decode_json
 from .listing import Pager
 from .records import (
-    BotRow,
     Invalid,
     StatPage,
     entity_id,

@@ -24,11 +24,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 import msgspec
-import orjson
 from msgspec.structs import astuple
 
+from .archive import BotRow
 from .config import FieldSettings, parse_duration
-from .json_codec import decode_json
+from .json_codec import canonical_json, decode_json
 
 COUNT_FIELDS = ("users", "guilds", "shards", "commands_executed")
 REQUIRED_COUNTS = ("users", "guilds")  # required by the creation payload
@@ -58,25 +58,6 @@ class StatRow:
     custom: tuple[tuple[str, str | None, float | None], ...]  # (name, value_text, value_num)
 
 
-@dataclass(frozen=True, slots=True)
-class BotRow:
-    bot_id: str
-    name: str | None
-    raw: str
-
-
-def canonical_json(value: Any) -> str:
-    """One spelling per value, so an unchanged record compares equal run after run.
-
-    orjson (sorted keys, compact, UTF-8) is much faster than ``json.dumps`` (bench/README.md)
-    and this runs once per record. What orjson refuses (integers beyond 64 bits, lone surrogates, non-JSON
-    objects) is spelled by ``json.dumps`` instead.
-    """
-    try:
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
-    except TypeError:  # orjson.JSONEncodeError is a TypeError
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                          default=str)
 
 
 def _ident(value: Any, what: str) -> str:
@@ -532,16 +513,6 @@ def _custom_columns(page: StatPage, customs: Sequence[Any]) -> None:
     page.custom_text = [_CUSTOM_TEXT[type(v)](v) for v in values]
     page.custom_num = [_CUSTOM_NUM[type(v)](v) for v in values]
 
-
-def same_record(a: str, b: str) -> bool:
-    """Two JSON texts of a record say the same (key order and spacing aside; ``1`` and ``1.0``
-    or ``true`` differ), e.g. the text archived and the text received again."""
-    if a == b:
-        return True
-    try:
-        return canonical_json(decode_json(a)) == canonical_json(decode_json(b))
-    except ValueError:
-        return False
 
 
 def _item_text(item: Any) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from pipeline.config import FieldSettings
+from pipeline.json_codec import same_record
 from pipeline.records import (
     Invalid,
     parse_bot,
@@ -21,7 +22,6 @@ from pipeline.records import (
     parse_percent,
     parse_stat,
     parse_time,
-    same_record,
     stat_key,
 )
 
