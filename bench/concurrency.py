@@ -40,8 +40,8 @@ sys.path.insert(0, str(HERE))
 
 from _service import Service  # noqa: E402  (bench/_service.py: the service in its own process)
 
-from pipeline.config import load_settings  # noqa: E402
-from pipeline.harvest import harvest  # noqa: E402
+from pipeline.core._settings import load_settings  # noqa: E402
+from pipeline.harvester._run import harvest  # noqa: E402
 
 SWEEP = (8, 16, 32)  # 4 and fewer are far behind with 50 ms of latency
 TARGETS = {"latency_vs_best_fixed": 0.9, "rate_share": 0.85, "rate_429_share": 0.02,

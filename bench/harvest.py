@@ -247,7 +247,7 @@ def case_botstats(svc: Service, work: Path, db: Path, full: bool) -> Case:
     pages_before = svc.listing_requests()
     code = measure_case(case, svc, cmd, cwd=REPO, log=work / f"harvest-{case.key}.log")
     case.listing_pages = svc.listing_requests() - pages_before
-    from pipeline.store import open_archive
+    from pipeline.archive._store import open_archive
 
     with open_archive(db) as con:
         status, requests, added = con.execute(
@@ -419,8 +419,8 @@ def main(argv: list[str] | None = None) -> None:
         run_child(args)
         return
     sys.path.insert(0, str(REPO))
-    from pipeline.concurrency import START
-    from pipeline.config import load_settings
+    from pipeline.core._settings import load_settings
+    from pipeline.interface._concurrency import START
 
     # The same settings `botstats harvest` runs with here (config.toml, BOTSTATS_*).
     service_settings = load_settings().service

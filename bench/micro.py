@@ -8,13 +8,13 @@ prints the ratio. Nothing is asserted; the figures move with the machine, the ra
 
 Cases (where the choice lives in brackets):
   canonical_json   orjson with sorted keys vs json.dumps(sort_keys=True), one stat record
-                   [pipeline/records.py canonical_json]
+                   [pipeline/core/_json.py canonical_json]
   decode_page      orjson.loads vs json.loads, one /stats page of 90 records
-                   [pipeline/json_codec.py decode_json]
+                   [pipeline/core/_json.py decode_json]
   column_from      a polars Datetime column from int microseconds vs from datetime objects
                    [pipeline/records.py StatPage]
   zstd_level       parquet with zstd level 1 vs the default level 3: write time and size
-                   [pipeline/exports.py ZSTD_LEVEL]
+                   [pipeline/analytics/_exports.py ZSTD_LEVEL]
   failed_import    an import of a module that is not installed (what httpcore does per request
                    without sniffio) vs a dict lookup [pyproject.toml sniffio]
 """

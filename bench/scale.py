@@ -79,7 +79,7 @@ def service_args(bots: int, days: int, page: int) -> list[str]:
 
 def settings_for(work: Path, base_url: str, page: int) -> Any:
     sys.path.insert(0, str(REPO))
-    from pipeline.config import load_settings
+    from pipeline.core._settings import load_settings
 
     config = work / "empty.toml"
     config.touch()
@@ -93,17 +93,17 @@ def child(args: argparse.Namespace) -> None:
     settings = settings_for(Path(args.work), args.base_url, args.page)
     out: dict[str, Any] = {}
     if args.step == "harvest":
-        from pipeline.harvest import harvest
+        from pipeline.harvester._run import harvest
 
         out["status"] = harvest(settings).status
     elif args.step == "trends":
-        from pipeline.trends import build_trends
+        from pipeline.analytics._build import build_trends
 
         build_trends(settings)
     elif args.step == "synthetic":
         out["records"] = synthetic(settings, args.per_bot, args.days)
     elif args.step == "run":
-        from pipeline import runner
+        from pipeline.operate import _runner as runner
 
         report = runner.run(settings)
         out = {"status": report.status, "harvest_s": report.harvest.seconds if report.harvest
@@ -119,7 +119,8 @@ def synthetic(settings: Any, per_bot: int, days: int) -> int:
     each bot's newest record in bot_latest_stat as a harvest would leave it."""
     import polars as pl
 
-    from pipeline import store
+    from pipeline.archive import _sql as sql
+    from pipeline.archive import _store as store
 
     ids: list[str] = []
     while page := httpx.get(f"{settings.service.base_url}/bots",
@@ -132,7 +133,7 @@ def synthetic(settings: Any, per_bot: int, days: int) -> int:
             bots_in = pl.DataFrame({"b": range(lo, min(len(ids), lo + 500)),
                                     "bot_id": ids[lo:lo + 500]})
             con.execute("BEGIN TRANSACTION")
-            store.run_with_frames(con, f"""
+            sql.run_with_frames(con, f"""
                 INSERT INTO bot_stats
                 SELECT 'old-' || b || '-' || r, bot_id,
                        {first} - to_seconds(({per_bot} - r) * {step}),
@@ -143,7 +144,7 @@ def synthetic(settings: Any, per_bot: int, days: int) -> int:
                        {first}
                 FROM bots_in, range({per_bot}) AS u(r)
                 ORDER BY 2, 3""", bots_in=bots_in)
-            store.run_with_frames(con, "INSERT INTO bot_latest_stat BY NAME SELECT bot_id, "
+            sql.run_with_frames(con, "INSERT INTO bot_latest_stat BY NAME SELECT bot_id, "
                       "arg_max(stat_id, recorded_at) AS stat_id, max(recorded_at) AS recorded_at "
                       "FROM bot_stats SEMI JOIN bots_in USING (bot_id) GROUP BY bot_id",
                       bots_in=bots_in)
@@ -172,10 +173,11 @@ def disk(work: Path) -> tuple[float, float, int]:
     """(MB on disk: catalog + data folder; MB of the live data: the files the current snapshot
     reads plus the catalog's own rows; records)."""
     sys.path.insert(0, str(REPO))
-    from pipeline import store
+    from pipeline.archive import _store as store
+    from pipeline.archive import _upkeep as upkeep
 
     paths = store.ArchivePaths(work / "archive.ducklake")
-    catalog, data = store.disk_bytes(paths)
+    catalog, data = upkeep.disk_bytes(paths)
     with store.open_archive(paths.catalog) as con:
         live = 0
         for table in store.table_names(con):

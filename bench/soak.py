@@ -30,8 +30,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from pipeline import store
-from pipeline.config import load_settings
+from pipeline.archive import _store as store
+from pipeline.core._settings import load_settings
 from pipeline.service import Faults, ServiceConfig, serve_in_thread
 
 REPO = Path(__file__).resolve().parent.parent

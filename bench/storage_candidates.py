@@ -27,7 +27,7 @@ import polars as pl
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from pipeline import store  # noqa: E402
+from pipeline.archive import _store as store  # noqa: E402
 
 NEW = 10_000
 CHUNK = 1_000_000

@@ -116,7 +116,7 @@ FROM read_parquet('{dir}/bot_growth/**/*.parquet')
 
 
 def settings_for(work: Path, exports: str) -> Any:
-    from pipeline.config import load_settings
+    from pipeline.core._settings import load_settings
 
     config = work / "empty-config.toml"
     config.touch()
@@ -126,8 +126,8 @@ def settings_for(work: Path, exports: str) -> Any:
 
 def generate(work: Path, rows: int, per_day: int) -> tuple[int, float]:
     """The archive (reused when a --keep run left one of the same size)."""
-    from pipeline import store
-    from pipeline.store import open_archive
+    from pipeline.archive import _store as store
+    from pipeline.archive._store import open_archive
 
     settings = settings_for(work, "exports")
     if store.exists(settings):
@@ -146,14 +146,15 @@ def generate(work: Path, rows: int, per_day: int) -> tuple[int, float]:
 
 
 def archive_mib(work: Path) -> float:
-    from pipeline import store
+    from pipeline.archive import _store as store
+    from pipeline.archive import _upkeep as upkeep
 
-    return sum(store.disk_bytes(store.ArchivePaths(work / "archive.ducklake"))) / 2**20
+    return sum(upkeep.disk_bytes(store.ArchivePaths(work / "archive.ducklake"))) / 2**20
 
 
 def advance(work: Path, per_day: int) -> int:
     """One more record per bot, archived now: what an hourly harvest adds."""
-    from pipeline import store
+    from pipeline.archive import _store as store
 
     with store.writer(settings_for(work, "exports")) as con:
         (per_bot,) = con.execute(
@@ -165,7 +166,7 @@ def advance(work: Path, per_day: int) -> int:
 
 def child_trends(work: Path, exports: str = "exports_trends", full: bool = False
                  ) -> dict[str, Any]:
-    from pipeline.trends import build_trends
+    from pipeline.analytics._build import build_trends
 
     report = build_trends(settings_for(work, exports), full=full)
     return {"datasets": {d.name: d.rows for d in report.datasets},
@@ -179,8 +180,8 @@ def same_exports(work: Path, ours: str, theirs: str) -> bool:
     import polars as pl
     from polars.testing import assert_frame_equal
 
-    from pipeline.exports import read_manifest
-    from pipeline.trends import DATASETS
+    from pipeline.analytics._build import DATASETS
+    from pipeline.analytics._exports import read_manifest
 
     def partitions(name: str) -> dict[tuple[str, str], pl.DataFrame]:
         manifest = read_manifest(work / name)
@@ -201,7 +202,7 @@ def same_exports(work: Path, ours: str, theirs: str) -> bool:
 
 
 def child_sql(work: Path) -> dict[str, Any]:
-    from pipeline.store import open_archive
+    from pipeline.archive._store import open_archive
 
     out = work / "exports_sql"
     out.mkdir(parents=True, exist_ok=True)

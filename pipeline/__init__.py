@@ -1,56 +1,22 @@
 """botstats: archive a bot-listing service's statistics into a DuckLake and compute trends.
 
-Data flows one way: service <- client <- harvest -> store -> trends -> exports.
+The public API, for notebooks and scripts (everything else is private by name)::
+
+    import pipeline
+
+    settings = pipeline.load_settings("config.toml")      # or pipeline.notebook_settings()
+    report = pipeline.harvest(settings)                   # one harvest; report.status
+    trends = pipeline.build_trends(settings)              # the parquet exports
+    growth = pipeline.load_dataset(settings, "bot_growth")
+    top = pipeline.query(settings, "SELECT * FROM trend_movers LIMIT 10")
+
+Data flows one way: service <- interface <- harvester -> archive -> analytics; ``operate`` runs
+them on a schedule and ``cli`` is the ``botstats`` command. Names load when first used.
 """
 
-from __future__ import annotations
-
-from typing import Any
-
-from .config import Settings, load_settings
-from .errors import (
-    ApiError,
-    AuthError,
-    BadRequest,
-    BadResponse,
-    BotstatsError,
-    ConfigError,
-    ExportError,
-    LockTimeout,
-    NotFound,
-    RateLimited,
-    ServerError,
-    StoreError,
-    Unreachable,
-)
+import lazy_loader
 
 __version__ = "0.2.0"
 
-
-def open_archive(db: str = "data/archive.ducklake") -> Any:
-    """The archive at ``db``, read-only, as a DuckDB connection whose default catalog is the
-    archive: ``pipeline.open_archive().sql("FROM bot_stats").pl()``. Close it when done."""
-    from .store import open_archive as _open
-
-    return _open(db)
-
-
-__all__ = [
-    "ApiError",
-    "AuthError",
-    "BadRequest",
-    "BadResponse",
-    "BotstatsError",
-    "ConfigError",
-    "ExportError",
-    "LockTimeout",
-    "NotFound",
-    "RateLimited",
-    "ServerError",
-    "Settings",
-    "StoreError",
-    "Unreachable",
-    "__version__",
-    "load_settings",
-    "open_archive",
-]
+__getattr__, __dir__, _names = lazy_loader.attach_stub(__name__, __file__)
+__all__ = [*_names, "__version__"]

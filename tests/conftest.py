@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import settings as hypothesis_settings
 
-from pipeline.config import Settings, load_settings
+from pipeline.core._settings import Settings, load_settings
 from pipeline.service import Directory, Faults, RunningService, ServiceConfig, serve_in_thread
 
 # --- the embedded bot-listing service ----------------------------------------------------
@@ -113,7 +113,7 @@ def answer_json(handler: BaseHTTPRequestHandler, body: bytes, status: int = 200)
 
 def query(settings: Settings, sql: str, *params: Any) -> list[tuple[Any, ...]]:
     """Rows of ``sql`` on the published archive (read-only, as an analyst opens it)."""
-    from pipeline import store
+    from pipeline.archive import _store as store
 
     with store.reader(settings) as con:
         return con.execute(sql, list(params)).fetchall()
@@ -285,7 +285,7 @@ def write_trend_archive(settings: Settings, stats: Iterable[tuple[Any, ...]] = (
                         custom: Iterable[tuple[Any, ...]] = (),
                         bots: Iterable[tuple[Any, ...]] = ()) -> None:
     """Insert hand-made rows (shapes as TREND_STATS, TREND_CUSTOM, TREND_BOTS) and publish."""
-    from pipeline import store
+    from pipeline.archive import _store as store
 
     with store.writer(settings) as con:
         con.execute("BEGIN TRANSACTION")  # one commit: each is a catalog write in a DuckLake
@@ -316,7 +316,7 @@ def trend_archive(tmp_path: Path) -> Settings:
 @pytest.fixture
 def trends_built(trend_archive: Settings) -> Settings:
     """The fixture archive after one `build_trends`: exports, manifest and views in place."""
-    from pipeline.trends import build_trends
+    from pipeline.analytics._build import build_trends
 
     build_trends(trend_archive)
     return trend_archive
@@ -331,7 +331,7 @@ EXPORTED_SERVICE: dict[str, Any] = {"bots": 40, "history_days": 60, "stats_per_d
 def exported_archive(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     """40 bots x 60 days (two records a day, every shape of bot) after one `botstats run`:
     the archive and every trend dataset exported. Shared by several tests: read it only."""
-    from pipeline.runner import run
+    from pipeline.operate._runner import run
 
     root = tmp_path_factory.mktemp("exported")
     with start_service(**EXPORTED_SERVICE) as svc:

@@ -1,10 +1,12 @@
-"""The package's shape: its import graph has no cycle, data flows one way, and the CLI is a shell
-that parses, calls the library and prints. Read from the source's AST, so a lazy import inside
-a function counts as much as one at the top (only ``if TYPE_CHECKING:`` imports do not)."""
+"""The package's shape, read from the source's imports (a lazy import inside a function counts as
+much as one at the top; ``if TYPE_CHECKING:`` imports do not): one folder per stage, data
+flowing one way between them, each stage used only through the surface its ``__init__``
+names, modules private by name, no import cycle, and the CLI a shell over the library."""
 
 from __future__ import annotations
 
 import ast
+import importlib
 import sys
 from pathlib import Path
 
@@ -12,13 +14,35 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "pipeline"
 
+# Which stage may import which: the whiteboard of the layering. Data flows
+# service <- interface <- harvester -> archive -> analytics; operate runs them; cli is the shell.
+LAYERS: dict[str, set[str]] = {
+    "core": set(),
+    "service": set(),
+    "interface": {"core"},
+    "archive": {"core"},
+    "harvester": {"core", "interface", "archive"},
+    "analytics": {"core", "archive"},
+    "operate": {"core", "interface", "harvester", "archive", "analytics", "service"},
+    # The CLI reads its version from the package root, which never imports the CLI.
+    "cli": {"", "core", "interface", "harvester", "analytics", "operate", "service"},
+    "": {"core", "harvester", "archive", "analytics", "operate", "cli"},  # pipeline/__init__, __main__
+}
+
 
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+MODULES: dict[str, Path] = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+# A stage's surface stub: its lazy __init__ imports what the stub names.
+STUBS: dict[str, Path] = {_module_name(p): p for p in sorted(PACKAGE.rglob("__init__.pyi"))}
+
+
+def stage_of(name: str) -> str:
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 and (PACKAGE / parts[1]).is_dir() else ""
 
 
 def _is_type_checking(node: ast.If) -> bool:
@@ -29,8 +53,8 @@ def _is_type_checking(node: ast.If) -> bool:
 
 def _imports(name: str) -> tuple[set[str], set[str]]:
     """(our modules, top-level foreign packages) that module ``name`` imports at run time."""
-    path = MODULES[name]
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    paths = [MODULES[name], *([STUBS[name]] if name in STUBS else [])]
+    package = name if paths[0].name == "__init__.py" else name.rpartition(".")[0]
     ours: set[str] = set()
     foreign: set[str] = set()
 
@@ -50,7 +74,7 @@ def _imports(name: str) -> tuple[set[str], set[str]]:
                 else:
                     target = child.module or ""
                 for alias in child.names:
-                    # `from . import store` names a module; `from .config import X` does not.
+                    # `from . import _store` names a module; `from ._store import X` does not.
                     sub = f"{target}.{alias.name}"
                     _add(sub if sub in MODULES else target)
             visit(child)
@@ -62,7 +86,8 @@ def _imports(name: str) -> tuple[set[str], set[str]]:
         elif target != "__future__":
             foreign.add(target.split(".")[0])
 
-    visit(ast.parse(path.read_text(encoding="utf-8")))
+    for path in paths:
+        visit(ast.parse(path.read_text(encoding="utf-8")))
     return ours, foreign
 
 
@@ -97,9 +122,12 @@ def _cycle_from(start: str) -> list[str] | None:
 
 def test_the_graph_is_read_from_the_source() -> None:
     # A guard for the guards below: a reader that found no edges would pass them all.
-    assert "pipeline.crontab" in GRAPH["pipeline.config"]
-    assert {"pipeline.client", "pipeline.store"} <= GRAPH["pipeline.harvest"]
-    assert "pipeline.trends" in GRAPH["pipeline.runner"]  # a lazy import, inside a function
+    assert "pipeline.core._crontab" in GRAPH["pipeline.core._settings"]
+    assert {"pipeline.interface", "pipeline.archive"} <= GRAPH["pipeline.harvester._run"]
+    assert "pipeline.analytics" in GRAPH["pipeline.operate._runner"]  # lazy, inside a function
+    assert "pipeline.analytics._build" in GRAPH["pipeline.analytics"]  # read from the stub
+    assert set(LAYERS) - {""} == {p.name for p in PACKAGE.iterdir()
+                                 if p.is_dir() and (p / "__init__.py").exists()}
 
 
 def test_the_import_graph_has_no_cycle() -> None:
@@ -107,40 +135,69 @@ def test_the_import_graph_has_no_cycle() -> None:
     assert cycles == [], "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
 
 
-@pytest.mark.parametrize(("module", "forbidden"), [
-    # Data flows one way: service <- client <- harvest -> store -> trends -> exports.
-    ("pipeline.client", {"pipeline.harvest", "pipeline.store", "pipeline.trends",
-                         "pipeline.exports", "pipeline.runner"}),
-    ("pipeline.store", {"pipeline.harvest", "pipeline.trends", "pipeline.exports",
-                        "pipeline.runner", "pipeline.client"}),
-    ("pipeline.exports", {"pipeline.trends", "pipeline.harvest", "pipeline.runner"}),
-    ("pipeline.trends", {"pipeline.harvest", "pipeline.client", "pipeline.runner"}),
-    ("pipeline.harvest", {"pipeline.trends", "pipeline.runner", "pipeline.schedule"}),
-    # The config is the bottom layer: it borrows nothing from the jobs or the scheduler.
-    ("pipeline.config", {"pipeline.schedule", "pipeline.deploy", "pipeline.lock",
-                         "pipeline.runner"}),
-])
-def test_a_stage_never_imports_one_downstream_of_it(module: str, forbidden: set[str]) -> None:
-    assert not (_reaches(module) & forbidden)
+@pytest.mark.parametrize("stage", sorted(LAYERS))
+def test_a_stage_imports_only_the_stages_below_it(stage: str) -> None:
+    wrong = {(name, target) for name in MODULES if stage_of(name) == stage
+             for target in GRAPH[name]
+             if stage_of(target) not in LAYERS[stage] | {stage}}
+    assert wrong == set()
+
+
+def test_other_stages_use_a_stage_only_through_its_surface() -> None:
+    # `from ..archive import writer`, never `from ..archive._store import writer`: what a stage
+    # offers is what its __init__ names, and everything else may change without notice.
+    wrong = {(name, target) for name in MODULES for target in GRAPH[name]
+             if stage_of(target) and stage_of(target) != stage_of(name)
+             and target != f"pipeline.{stage_of(target)}"}
+    assert wrong == set()
+
+
+def test_modules_inside_a_stage_are_private_by_name() -> None:
+    public = [n for n in MODULES if stage_of(n) and n.count(".") == 2
+              and not n.rpartition(".")[2].startswith("_")]
+    assert public == []
+
+
+@pytest.mark.parametrize("stage", sorted(s for s in LAYERS if s))
+def test_each_stage_says_what_it_offers(stage: str) -> None:
+    package = importlib.import_module(f"pipeline.{stage}")
+    assert package.__doc__ and len(package.__doc__.split()) > 20, stage
+    for name in package.__all__:  # every name of a lazy surface resolves to a real object
+        assert getattr(package, name) is not None, (stage, name)
+
+
+def test_no_module_is_divided_into_parts_by_banners() -> None:
+    # A `# --- part ---` banner between a module's functions marks a seam between two concerns:
+    # each part wants a module. (Inside a class, banners may group its methods.)
+    banners = [(n, i) for n, p in MODULES.items()
+               for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+               if line.startswith("# ---")]
+    assert banners == []
 
 
 def test_the_crontab_language_depends_on_nothing_but_errors() -> None:
-    assert _reaches("pipeline.crontab") == {"pipeline.errors"}
+    assert _reaches("pipeline.core._crontab") == {"pipeline.core._errors"}
+
+
+def test_the_core_depends_on_nothing_else_of_ours() -> None:
+    for name in MODULES:
+        if stage_of(name) == "core":
+            assert all(stage_of(t) == "core" for t in _reaches(name)), name
 
 
 def test_the_embedded_service_imports_nothing_else_of_ours() -> None:
-    service = {n for n in MODULES if n.startswith("pipeline.service")}
+    service = {n for n in MODULES if stage_of(n) == "service"}
+    assert len(service) > 3
     for name in service:
         assert GRAPH[name] <= service, name
 
 
 def test_the_cli_is_a_shell_over_the_library() -> None:
-    # It parses (click), prints (rich via console) and calls the library: it opens no archive,
-    # takes no lock, runs no harvest step and speaks no HTTP by itself.
-    cli = [n for n in MODULES if n == "pipeline.cli" or n.startswith("pipeline.cli.")]
+    # It parses (click), prints (rich) and calls the library: it opens no archive, takes no
+    # lock, runs no harvest step and speaks no HTTP by itself.
+    cli = [n for n in MODULES if stage_of(n) == "cli"]
     assert len(cli) > 1
     for name in cli:
         ours, foreign = _imports(name)
         assert foreign - sys.stdlib_module_names <= {"click", "rich"}, (name, foreign)
-        assert not ours & {"pipeline.store", "pipeline.lock", "pipeline.harvest",
-                           "pipeline.records", "pipeline.listing"}, (name, ours)
+        assert "pipeline.archive" not in ours, name

@@ -29,15 +29,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from pipeline.client import (
-    Client,
-    ClientStats,
-    RawArray,
-    env_proxy,
-    parse_retry_after,
-)
-from pipeline.config import RetrySettings, Secret, ServiceSettings, Settings
-from pipeline.errors import (
+from pipeline.core._errors import (
     ApiError,
     AuthError,
     BadRequest,
@@ -48,7 +40,15 @@ from pipeline.errors import (
     ServerError,
     Unreachable,
 )
-from pipeline.redact import redact_url
+from pipeline.core._redact import redact_url
+from pipeline.core._settings import RetrySettings, Secret, ServiceSettings, Settings
+from pipeline.interface._client import (
+    Client,
+    ClientStats,
+    RawArray,
+    env_proxy,
+    parse_retry_after,
+)
 from pipeline.service import Faults, ServiceConfig, serve_in_thread
 
 USER_TOKEN = "user-token-s3cret"
@@ -661,7 +661,7 @@ class _ForwardProxy(http.server.BaseHTTPRequestHandler):
 
     seen: list[str]
 
-    def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+    def do_GET(self) -> None:
         self.seen.append(self.path)
         direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         with direct.open(self.path) as upstream:

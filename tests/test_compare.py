@@ -15,7 +15,7 @@ from click.testing import CliRunner, Result
 from conftest import query
 
 from pipeline.cli import cli
-from pipeline.config import Settings
+from pipeline.core._settings import Settings
 
 WINDOW = 84  # days of history the forecast looks at (docs/design.md)
 

@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 from conftest import archived_stat_rows, service_stat_rows
 
-from pipeline.concurrency import START, AimdLimit, Gate, adaptive_control, workers
-from pipeline.config import Settings, load_settings
-from pipeline.errors import ConfigError
-from pipeline.harvest import harvest
+from pipeline.core._errors import ConfigError
+from pipeline.core._settings import Settings, load_settings
+from pipeline.harvester._run import harvest
+from pipeline.harvester._workers import Workers
+from pipeline.interface._concurrency import START, AimdLimit, Gate, adaptive_control, workers
 from pipeline.service import RunningService
 
 
@@ -170,7 +171,6 @@ def test_auto_harvests_a_rate_limited_service_completely(
 
 
 def test_harvest_tasks_follow_the_window_up_to_the_most_and_stop_growing_once_closed() -> None:
-    from pipeline.harvest import _Workers
 
     async def main() -> list[int]:
         control = AimdLimit(ceiling=32, start=2)
@@ -179,7 +179,7 @@ def test_harvest_tasks_follow_the_window_up_to_the_most_and_stop_growing_once_cl
         async def task() -> None:
             started.append(1)
 
-        pool = _Workers(task, 5, control)
+        pool = Workers(task, 5, control)
         counts = []
         pool.grow()
         counts.append(len(pool.tasks))  # the window: 2
@@ -194,7 +194,7 @@ def test_harvest_tasks_follow_the_window_up_to_the_most_and_stop_growing_once_cl
         pool.grow()
         counts.append(len(stopping))
         counts.append(len(pool.tasks))  # closed: no new task
-        fixed = _Workers(task, 3, None)
+        fixed = Workers(task, 3, None)
         fixed.grow()
         counts.append(len(fixed.tasks))  # a fixed concurrency: all of them at once
         await asyncio.gather(*pool.tasks, *fixed.tasks)

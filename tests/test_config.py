@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import cli
-from pipeline.config import Secret, Settings, as_dict, load_settings
-from pipeline.errors import ConfigError
+from pipeline.core._errors import ConfigError
+from pipeline.core._settings import Secret, Settings, as_dict, load_settings
 
 BAD = Path(__file__).parent / "bad_configs"
 REPO = Path(__file__).resolve().parents[1]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.store import open_archive
+from pipeline.archive._store import open_archive
 
 pytestmark = pytest.mark.slow
 

@@ -11,9 +11,9 @@ from typing import Any
 from click.testing import CliRunner
 from conftest import harvest_settings_for
 
+from pipeline.archive._drift import describe_fields, new_fields
 from pipeline.cli import cli
-from pipeline.drift import describe, new_fields
-from pipeline.harvest import harvest
+from pipeline.harvester._run import harvest
 from pipeline.service import RunningService
 
 
@@ -21,7 +21,7 @@ def test_new_fields_are_those_seen_and_not_known() -> None:
     known = {("stat", "id"), ("stat", "users")}
     seen = {"stat": {"id", "users", "uptime"}, "bot": {"id"}}
     assert new_fields(known, seen) == [("bot", "id"), ("stat", "uptime")]
-    assert describe([("stat", "uptime"), ("stat", "zone"), ("bot", "tier")]) == \
+    assert describe_fields([("stat", "uptime"), ("stat", "zone"), ("bot", "tier")]) == \
         "stat records: 'uptime', 'zone'; bot records: 'tier'"
 
 

@@ -14,10 +14,12 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import trend_settings_for, write_trend_archive
 
-from pipeline import exports, store
-from pipeline.config import Settings
-from pipeline.errors import ExportError
-from pipeline.trends import DATASETS, build_trends, load_dataset
+from pipeline.analytics import _exports as exports
+from pipeline.analytics._build import DATASETS, build_trends
+from pipeline.analytics._datasets import load_dataset
+from pipeline.archive import _store as store
+from pipeline.core._errors import ExportError
+from pipeline.core._settings import Settings
 
 
 def files_state(root: Path) -> dict[str, tuple[int, int, bytes]]:

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from conftest import query
 
-from pipeline.config import FieldSettings, load_settings
+from pipeline.core._settings import FieldSettings, load_settings
+from pipeline.harvester._verdict import RecordTally, field_verdict
 from pipeline.service import RunningService
-from pipeline.shapes import RecordTally, field_verdict
 
 
 def botstats(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

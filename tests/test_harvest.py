@@ -29,12 +29,13 @@ from conftest import (
     stat_keys,
 )
 
-from pipeline import store
-from pipeline.client import Client
-from pipeline.config import Secret, Settings
-from pipeline.harvest import HarvestReport, harvest
+from pipeline.archive import _store as store
+from pipeline.archive import _upkeep as upkeep
+from pipeline.archive._store import ArchivePaths
+from pipeline.core._settings import Secret, Settings
+from pipeline.harvester._run import HarvestReport, harvest
+from pipeline.interface._client import Client
 from pipeline.service import RunningService
-from pipeline.store import ArchivePaths
 
 BOTS = 30
 FIXED_END = datetime(2024, 6, 1, tzinfo=UTC)  # two services with this config hold the same data
@@ -259,12 +260,12 @@ def test_an_archive_restored_from_a_backup_is_completed_by_the_next_run(
     settings = harvested.settings
     paths = ArchivePaths.of(settings)
     backup = paths.catalog.parent / "backup"
-    store.backup(paths, backup)
+    upkeep.backup(paths, backup)
     harvested.svc.directory.advance(2)
     lost, _ = harvested.run()
     assert lost.stats_added == 2 * BOTS
 
-    store.restore(backup, paths)
+    upkeep.restore(backup, paths)
     assert archived_stat_rows(settings) != service_stat_rows(harvested.svc.directory)
     report, _ = harvested.run()
     assert report.status == "complete" and report.stats_added == 2 * BOTS
@@ -403,10 +404,12 @@ def test_a_key_sent_twice_in_one_batch_is_archived_once_with_its_last_copy(
         tmp_path: Any, new_only: bool) -> None:
     # The service repeats a record in one page, and a bot comes back in the same batch: the
     # batch writer keeps the last copy of each key, with its custom fields once.
-    from pipeline import archive, store
-    from pipeline import harvest as h
-    from pipeline.config import StoreSettings
-    from pipeline.records import parse_stats
+    from pipeline.archive import _store as store
+    from pipeline.archive._runs import begin_run
+    from pipeline.core._settings import StoreSettings
+    from pipeline.harvester._batch import Batch, Db
+    from pipeline.harvester._pages import parse_stats
+    from pipeline.harvester._report import HarvestReport
 
     settings = Settings(store=StoreSettings(db=str(tmp_path / "a.ducklake")))
 
@@ -414,11 +417,11 @@ def test_a_key_sent_twice_in_one_batch_is_archived_once_with_its_last_copy(
         return {"id": stat_id, "timestamp": "2024-06-01T00:00:00Z", "users": users, "guilds": 1,
                 "custom": [{"name": "n", "value": users}]}
 
-    async def write(con: Any) -> h.HarvestReport:
-        db = h._Db(con)
-        report = h.HarvestReport(run_id="r1", mode="full")
-        archive.begin_run(con, report)
-        batch = h._Batch(db, report, 1000, new_only=new_only)
+    async def write(con: Any) -> HarvestReport:
+        db = Db(con)
+        report = HarvestReport(run_id="r1", mode="full")
+        begin_run(con, report)
+        batch = Batch(db, report, 1000, new_only=new_only)
         batch.add_page("GET /bots/b1/stats", "b1",
                        parse_stats([rec("s1", 1), rec("s2", 7), rec("s1", 2)], "b1", settings.fields))
         batch.add_page("GET /bots/b1/stats", "b1", parse_stats([rec("s2", 8)], "b1", settings.fields))

@@ -28,8 +28,8 @@ from conftest import (
     service_stat_rows,
 )
 
-from pipeline import store
-from pipeline.harvest import harvest
+from pipeline.archive import _store as store
+from pipeline.harvester._run import harvest
 from pipeline.service import RunningService
 
 pytestmark = pytest.mark.slow

@@ -33,9 +33,11 @@ from conftest import (
 )
 
 from pipeline.cli import cli
-from pipeline.client import Client
-from pipeline.config import Settings, load_settings
-from pipeline.harvest import EXIT_CODES, _stats_pages, harvest
+from pipeline.core._settings import Settings, load_settings
+from pipeline.harvester._report import EXIT_CODES
+from pipeline.harvester._run import harvest
+from pipeline.harvester._tail import stats_pages
+from pipeline.interface._client import Client
 from pipeline.service import MALFORMATIONS, Directory
 
 SMALL = {"bots": 30, "history_days": 5, "stats_per_day": 2}
@@ -348,7 +350,7 @@ def test_paged_stats_that_only_the_lenient_decoder_reads_come_back_whole(tmp_pat
              f'"guilds":1,"load":{"NaN" if i % 2 else i},"note":"\\ud800{i}"}}' for i in range(8)]
 
     class Pages(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        def do_GET(self) -> None:
             query = parse_qs(urlsplit(self.path).query)
             skip, limit = int(query["skip"][0]), min(int(query["limit"][0]), 3)
             answer_json(self, ("[" + ",".join(texts[skip:skip + limit]) + "]").encode())
@@ -364,7 +366,7 @@ def test_paged_stats_that_only_the_lenient_decoder_reads_come_back_whole(tmp_pat
 
         async def read() -> Any:
             async with Client(settings) as client:
-                return await _stats_pages(client, "b1", 4, settings.fields, None, [])
+                return await stats_pages(client, "b1", 4, settings.fields, None, [])
 
         records = asyncio.run(read())
     finally:

@@ -25,9 +25,9 @@ from conftest import (
     service_stat_rows,
 )
 
-from pipeline.client import Client
-from pipeline.errors import ApiError
-from pipeline.harvest import harvest
+from pipeline.core._errors import ApiError
+from pipeline.harvester._run import harvest
+from pipeline.interface._client import Client
 
 SMALL = {"bots": 16, "history_days": 3, "stats_per_day": 2}
 
@@ -102,7 +102,7 @@ class Recorder(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    do_GET = do_POST = _record  # noqa: N815 (http.server's names)
+    do_GET = do_POST = _record
 
     def log_message(self, *args: Any) -> None:
         pass

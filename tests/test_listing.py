@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from pipeline.errors import ListingUnstable, SkipIgnored
-from pipeline.listing import Pager
+from pipeline.core._errors import ListingUnstable, SkipIgnored
+from pipeline.harvester._pager import Pager
 
 REQUEST_LIMIT = 20_000  # far above any bound of the pager: reaching it is an endless loop
 

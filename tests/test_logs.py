@@ -12,9 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import cli
-from pipeline.config import Settings, load_settings
-from pipeline.logs import setup_logging
-from pipeline.redact import Redactor
+from pipeline.core._redact import Redactor
+from pipeline.core._settings import Settings, load_settings
+from pipeline.operate._logs import setup_logging
 
 TOKEN = "utok_0badc0de1234567890abcdef"
 KEY = "bkey_feedbeef0987654321fedcba"

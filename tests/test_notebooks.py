@@ -18,11 +18,13 @@ from conftest import start_service
 from jupyter_client.kernelspec import KernelSpecManager
 from nbclient import NotebookClient
 
-from pipeline import explore, store
-from pipeline.config import Settings, load_settings
-from pipeline.errors import StoreError
-from pipeline.harvest import harvest
-from pipeline.trends import TrendsReport, build_trends
+import pipeline
+from pipeline.analytics import _explore as explore
+from pipeline.analytics._build import TrendsReport, build_trends
+from pipeline.archive import _store as store
+from pipeline.core._errors import StoreError
+from pipeline.core._settings import Settings, load_settings
+from pipeline.harvester._run import harvest
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = REPO / "notebooks"
@@ -31,8 +33,9 @@ NOTEBOOK_FILES = sorted(NOTEBOOKS.glob("*.ipynb"))
 ARCHIVE_SERVICE: dict[str, Any] = {
     "bots": 40, "history_days": 40, "stats_per_day": 2, "malformed_rate": 0.02,
 }
-# Private names of our package reached from a notebook (`store._holder`, `from x import _y`).
-PRIVATE_USE = re.compile(r"\b(?:pipeline|explore|store|trends|exports)\._\w|import\s+_\w")
+# How a notebook may reach our package: `import pipeline`, then names of its public API.
+IMPORTS = re.compile(r"^\s*(?:from\s+(pipeline\S*)\s+import|import\s+(pipeline\S*))", re.M)
+ATTRIBUTES = re.compile(r"\bpipeline\.(\w+)")
 
 
 # --- committed notebooks -----------------------------------------------------------------------
@@ -58,8 +61,13 @@ def test_notebook_is_narrated_and_uses_only_the_public_api(path: Path) -> None:
     code = [c.source for c in nb.cells if c.cell_type == "code"]
     prose = [c.source for c in nb.cells if c.cell_type == "markdown"]
     assert len(prose) * 2 >= len(code), f"{path.name}: too little narration for its code"
+    used: set[str] = set()
     for source in code:
-        assert not PRIVATE_USE.search(source), f"{path.name} uses a private name:\n{source}"
+        assert {a or b for a, b in IMPORTS.findall(source)} <= {"pipeline"}, source
+        used |= set(ATTRIBUTES.findall(source))
+    assert used, f"{path.name} does not use botstats at all"
+    assert used <= set(pipeline.__all__), f"{path.name} reaches past the public API: {used}"
+    for source in code:
         assert "read_only=False" not in source and ".writer(" not in source
 
 

@@ -16,11 +16,13 @@ from click.testing import CliRunner
 from conftest import query
 
 from pipeline.cli import cli
-from pipeline.client import Reply
-from pipeline.config import load_settings
-from pipeline.errors import ConfigError
-from pipeline.harvest import harvest
-from pipeline.probe import ProbeReport, Proposal, listing_order, run_probe, write_settings
+from pipeline.core._errors import ConfigError
+from pipeline.core._settings import load_settings
+from pipeline.harvester._probe import ProbeReport, Proposal, run_probe
+from pipeline.harvester._probe_reading import listing_order
+from pipeline.harvester._probe_writing import write_settings
+from pipeline.harvester._run import harvest
+from pipeline.interface._client import Reply
 from pipeline.service import RunningService
 
 REPO_CONFIG = Path(__file__).parents[1] / "config.toml"

@@ -18,17 +18,13 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline import records
-from pipeline.client import decode_json, split_array
-from pipeline.config import FieldSettings
-from pipeline.listing import Pager
-from pipeline.records import (
-    StatPage,
-    _raw_page_by_record,
-    latest_allowed,
-    parse_stats,
-    parse_stats_raw,
-)
+from pipeline.core._settings import FieldSettings
+from pipeline.harvester import _pages as pages
+from pipeline.harvester import _records as records
+from pipeline.harvester._pager import Pager
+from pipeline.harvester._pages import StatPage, _raw_page_by_record, parse_stats, parse_stats_raw
+from pipeline.harvester._records import latest_allowed
+from pipeline.interface._client import decode_json, split_array
 
 BOT = "1234567890123456789"
 RECEIVED = datetime(2026, 1, 1, tzinfo=UTC)
@@ -110,11 +106,11 @@ def assert_paths_agree(body: bytes, fields: FieldSettings, chunk: int) -> None:
         return
     assert decode_json(b"[" + b",".join(map(bytes, split.items)) + b"]") == decode_json(body)
     latest = latest_allowed(fields, RECEIVED)
-    saved, records.TYPED_CHUNK = records.TYPED_CHUNK, chunk
+    saved, pages.TYPED_CHUNK = pages.TYPED_CHUNK, chunk
     try:
         fast = columns(parse_stats_raw(split.body, split.items, BOT, fields, received_at=RECEIVED))
     finally:
-        records.TYPED_CHUNK = saved
+        pages.TYPED_CHUNK = saved
     slow = columns(_raw_page_by_record(split.items, BOT, fields, latest))
     assert fast == slow
     assert len(fast["stat_id"]) + len(fast["rejects"]) == len(split.items)  # none lost
@@ -211,16 +207,16 @@ def test_the_typed_path_is_taken_for_usual_pages_in_chunks() -> None:
     split = split_array(body_of(usual, 0))
     assert split is not None
     calls: list[int] = []
-    typed = records._typed_page
+    typed = pages._typed_page
 
     def counting(recs: list[Any], items: Any, latest: Any = None) -> StatPage:
         calls.append(len(items))
         return typed(recs, items, latest)
 
-    saved = records.TYPED_CHUNK, records._typed_page
-    records.TYPED_CHUNK, records._typed_page = 4, counting  # type: ignore[assignment]
+    saved = pages.TYPED_CHUNK, pages._typed_page
+    pages.TYPED_CHUNK, pages._typed_page = 4, counting  # type: ignore[assignment]
     try:
         page = parse_stats_raw(split.body, split.items, BOT, FieldSettings(), received_at=RECEIVED)
     finally:
-        records.TYPED_CHUNK, records._typed_page = saved  # type: ignore[assignment]
+        pages.TYPED_CHUNK, pages._typed_page = saved  # type: ignore[assignment]
     assert calls == [4, 4, 2] and len(page) == 10

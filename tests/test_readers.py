@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 from conftest import service_stat_rows
 
-from pipeline import runner, store
-from pipeline.config import Settings, load_settings
-from pipeline.store import open_archive
+from pipeline.archive import _store as store
+from pipeline.archive._store import open_archive
+from pipeline.core._settings import Settings, load_settings
+from pipeline.operate import _runner as runner
 
 pytestmark = pytest.mark.slow
 
@@ -29,7 +30,7 @@ pytestmark = pytest.mark.slow
 HOLDER = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from pipeline import store
+    from pipeline.archive import _store as store
     con = store.connect(store.ArchivePaths(Path(sys.argv[1])), read_only=sys.argv[2] == "ro")
     con.execute("BEGIN TRANSACTION")
     print(con.execute("SELECT count(*) FROM bot_stats").fetchall()[0][0], flush=True)

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from pipeline.config import FieldSettings
-from pipeline.json_codec import same_record
-from pipeline.records import (
+from pipeline.core._json import same_record
+from pipeline.core._settings import FieldSettings
+from pipeline.harvester._records import (
     Invalid,
     parse_bot,
     parse_count,
@@ -119,7 +119,8 @@ RECEIVED = datetime(2024, 6, 1, 12, tzinfo=UTC)
 ])
 def test_a_stat_stamped_beyond_the_future_skew_is_refused(stamp: Any, skew: str,
                                                           refused: bool) -> None:
-    from pipeline.records import latest_allowed, parse_stats
+    from pipeline.harvester._pages import parse_stats
+    from pipeline.harvester._records import latest_allowed
 
     fields = FieldSettings(max_future_skew=skew)
     page = parse_stats([stat_record(timestamp=stamp)], BOT, fields, received_at=RECEIVED)

@@ -15,9 +15,8 @@ from typing import Any
 import orjson
 import pytest
 
-from pipeline.client import split_array
-from pipeline.config import FieldSettings
-from pipeline.records import (
+from pipeline.core._settings import FieldSettings
+from pipeline.harvester._pages import (
     StatPage,
     _decoders,
     _raw_page_by_record,
@@ -25,6 +24,7 @@ from pipeline.records import (
     parse_stats,
     parse_stats_raw,
 )
+from pipeline.interface._client import split_array
 
 BOT = "1234567890123456789"
 DEFAULTS = FieldSettings()

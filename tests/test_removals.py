@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from conftest import harvest_settings_for, query
 
 from pipeline.cli import cli
-from pipeline.harvest import harvest
-from pipeline.removals import judge_removals
+from pipeline.harvester._removals import judge_removals
+from pipeline.harvester._run import harvest
 
 # (known live, removing, seen, max share, accept) -> believed
 VERDICTS = [

@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 from filelock import Timeout
 
-from pipeline import lock as lock_module
-from pipeline import runner
-from pipeline.config import Settings, load_settings
-from pipeline.errors import ExportError, LockTimeout
-from pipeline.harvest import HarvestReport
-from pipeline.lock import holder, run_lock
-from pipeline.store import open_archive
+from pipeline.archive._store import open_archive
+from pipeline.core._errors import ExportError, LockTimeout
+from pipeline.core._settings import Settings, load_settings
+from pipeline.harvester._run import HarvestReport
+from pipeline.operate import _lock as lock_module
+from pipeline.operate import _runner as runner
+from pipeline.operate._lock import holder, run_lock
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -330,8 +330,8 @@ def test_a_stale_lock_of_a_killed_run_is_taken_over(tmp_path: Path, service: Any
     # Another process takes the lock, says it is a run, and is killed with -9 while holding it.
     script = textwrap.dedent(f"""
         import os, signal
-        from pipeline.config import load_settings
-        from pipeline.lock import run_lock
+        from pipeline.core._settings import load_settings
+        from pipeline.operate._lock import run_lock
         s = load_settings(None, env={{}}, overrides={{"store.db": {str(settings.db_path)!r}}})
         with run_lock(s, "run", run_id="doomed"):
             os.kill(os.getpid(), signal.SIGKILL)

@@ -19,16 +19,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from pipeline.archive._store import open_archive
 from pipeline.cli import cli
-from pipeline.crontab import (
-    cron_trigger,
-    crontab_weekdays,
-    next_fire_times,
-    on_calendar,
-    parse_crontab,
-)
-from pipeline.errors import ConfigError
-from pipeline.store import open_archive
+from pipeline.core._crontab import cron_trigger, crontab_weekdays, next_fire_times, parse_crontab
+from pipeline.core._errors import ConfigError
+from pipeline.core._oncalendar import on_calendar
 
 
 # --- weekday numbering: standard crontab -> APScheduler names -------------------------------
@@ -186,8 +181,8 @@ def test_cron_prints_crontab_and_systemd_with_absolute_paths(tmp_path: Path,
                                            ("30 2 * * *", "2d"), ("0 9 * * 1-5", "6d"),
                                            ("15,45 * * * *", "1h"), ("0 0 1 * *", "62d")])
 def test_the_alert_waits_twice_the_longest_gap_between_harvests(expr: str, age: str) -> None:
-    from pipeline.deploy import max_age_for
-    from pipeline.status import parse_age
+    from pipeline.operate._deploy import max_age_for
+    from pipeline.operate._status import parse_age
 
     now = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
     assert max_age_for(expr, "UTC", now) == age

@@ -14,7 +14,7 @@ from typing import Any
 import polars as pl
 import pytest
 
-from pipeline.store import open_archive
+from pipeline.archive._store import open_archive
 
 pytestmark = pytest.mark.slow
 

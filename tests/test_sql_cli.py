@@ -15,10 +15,10 @@ import pytest
 from click.testing import CliRunner, Result
 from conftest import TREND_OVERRIDES
 
+from pipeline.analytics._build import DATASETS
+from pipeline.archive._store import open_archive
 from pipeline.cli import cli
-from pipeline.config import Settings
-from pipeline.store import open_archive
-from pipeline.trends import DATASETS
+from pipeline.core._settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
 QUERIES = REPO / "sql" / "queries"

@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import cli
-from pipeline.harvest import harvest
-from pipeline.status import freshness, parse_age
+from pipeline.harvester._run import harvest
+from pipeline.operate._status import freshness, parse_age
 
 
 def test_durations_read_as_a_monitor_writes_them() -> None:

@@ -1,5 +1,5 @@
 """The store: the archive as a DuckLake (opened, read-only for readers, backed up and restored),
-polars frames read by DuckDB under their names (`store.run_with_frames`), and the schema's migrations."""
+polars frames read by DuckDB under their names (`sql.run_with_frames`), and the schema's migrations."""
 
 from __future__ import annotations
 
@@ -11,9 +11,12 @@ import duckdb
 import polars as pl
 import pytest
 
-from pipeline import store
-from pipeline.errors import StoreError
-from pipeline.store import ArchivePaths, open_archive
+from pipeline.archive import _migrations as migrations
+from pipeline.archive import _sql as sql
+from pipeline.archive import _store as store
+from pipeline.archive import _upkeep as upkeep
+from pipeline.archive._store import ArchivePaths, open_archive
+from pipeline.core._errors import StoreError
 
 
 def lake(path: Path) -> duckdb.DuckDBPyConnection:
@@ -26,8 +29,8 @@ def test_frames_are_read_under_their_names_and_unregistered_after(tmp_path: Path
     con.execute("CREATE TABLE t (k VARCHAR, n BIGINT, seen TIMESTAMPTZ, note VARCHAR)")
     when = datetime(2024, 6, 1, tzinfo=UTC)
     rows = pl.DataFrame({"k": ["a", "b"], "n": [1, None], "seen": [when, when]})
-    assert store.run_with_frames(con, "INSERT INTO t BY NAME SELECT * FROM rows_in", rows_in=rows) == [(2,)]
-    both = store.run_with_frames(con, "SELECT x.k, y.n FROM x JOIN y USING (k) ORDER BY k",
+    assert sql.run_with_frames(con, "INSERT INTO t BY NAME SELECT * FROM rows_in", rows_in=rows) == [(2,)]
+    both = sql.run_with_frames(con, "SELECT x.k, y.n FROM x JOIN y USING (k) ORDER BY k",
                      x=rows, y=rows.filter(pl.col("k") == "a"))
     assert both == [("a", 1)]
     assert con.execute("SELECT k, n, seen, note FROM t ORDER BY k").fetchall() == [
@@ -49,8 +52,8 @@ def test_a_failing_statement_inside_a_transaction_reports_its_own_error(tmp_path
     con.execute("INSERT INTO t VALUES (1)")
     con.execute("BEGIN TRANSACTION")
     with pytest.raises(duckdb.ConstraintException, match="NOT NULL"):
-        store.run_with_frames(con, "INSERT INTO t SELECT a FROM f", f=pl.DataFrame({"a": [None]}, schema={"a": pl.Int32}))
-    store.rollback(con)
+        sql.run_with_frames(con, "INSERT INTO t SELECT a FROM f", f=pl.DataFrame({"a": [None]}, schema={"a": pl.Int32}))
+    sql.rollback(con)
     assert con.execute("SELECT count(*) FROM t").fetchall() == [(1,)]
     con.close()
 
@@ -61,7 +64,7 @@ def test_a_column_of_nothing_but_nulls_is_written_as_null(tmp_path: Path) -> Non
     con.execute("CREATE TABLE t (k VARCHAR, bot_id VARCHAR, n DOUBLE)")
     errors_in = pl.DataFrame([{"k": "x", "bot_id": None, "n": None}])
     assert errors_in.schema["bot_id"] == pl.Null
-    store.run_with_frames(con, "INSERT INTO t BY NAME SELECT * FROM errors_in", errors_in=errors_in)
+    sql.run_with_frames(con, "INSERT INTO t BY NAME SELECT * FROM errors_in", errors_in=errors_in)
     assert con.execute("SELECT * FROM t").fetchall() == [("x", None, None)]
     con.close()
 
@@ -72,7 +75,7 @@ def _sql_dir_with(tmp_path: Path, extra: dict[str, str]) -> Path:
     import shutil
 
     copy = tmp_path / "sql"
-    shutil.copytree(store.sql_dir(), copy)
+    shutil.copytree(migrations.sql_dir(), copy)
     for name, text in extra.items():
         (copy / "migrations" / name).write_text(text, encoding="utf-8")
     return copy
@@ -95,7 +98,7 @@ def test_an_archive_gets_the_new_migrations_on_open_and_keeps_its_rows(
     newer = _sql_dir_with(tmp_path, {
         "901_bot_notes.sql": "CREATE TABLE bot_notes (bot_id VARCHAR, note VARCHAR);",
         "902_note_one.sql": "INSERT INTO bot_notes SELECT bot_id, 'seen' FROM bots;"})
-    monkeypatch.setattr(store, "sql_dir", lambda: newer)
+    monkeypatch.setattr(migrations, "sql_dir", lambda: newer)
     with lake(db) as con:
         assert store.migrate(con) == ["901_bot_notes.sql", "902_note_one.sql"]
         assert _applied(con) == [*shipped, "901_bot_notes.sql", "902_note_one.sql"]
@@ -113,7 +116,7 @@ def test_an_archive_from_before_bot_latest_stat_gets_it_filled_on_open(
     for later in (old_sql / "migrations").glob("*.sql"):
         if not later.name.startswith("001_"):
             later.unlink()
-    monkeypatch.setattr(store, "sql_dir", lambda: old_sql)
+    monkeypatch.setattr(migrations, "sql_dir", lambda: old_sql)
     db = tmp_path / "archive.ducklake"
     with lake(db) as con:
         assert store.migrate(con) == ["001_init.sql"]
@@ -134,7 +137,7 @@ def test_an_archive_from_before_files_by_month_keeps_its_files_and_writes_new_on
     # An archive of botstats 0.2.0 (migrations up to 005): its records span months in one file.
     old_sql = _sql_dir_with(tmp_path, {})
     (old_sql / "migrations" / "006_partition_by_month.sql").unlink()
-    monkeypatch.setattr(store, "sql_dir", lambda: old_sql)
+    monkeypatch.setattr(migrations, "sql_dir", lambda: old_sql)
     db = tmp_path / "archive.ducklake"
     insert = ("INSERT INTO bot_stats (stat_id, bot_id, recorded_at, raw, run_id, archived_at) "
               "SELECT '{p}' || i, 'b', TIMESTAMPTZ '{start}' + to_days(i), '{{}}', 'r', now() "
@@ -186,7 +189,7 @@ def test_a_failing_migration_is_rolled_back_whole_and_says_which(
         shipped = store.migrate(con)
     broken = _sql_dir_with(tmp_path, {
         "901_half.sql": "CREATE TABLE half_done (x INTEGER); SELECT * FROM no_such_table;"})
-    monkeypatch.setattr(store, "sql_dir", lambda: broken)
+    monkeypatch.setattr(migrations, "sql_dir", lambda: broken)
     with lake(db) as con:
         with pytest.raises(StoreError, match=r"migration 901_half\.sql failed: .*no_such_table"):
             store.migrate(con)
@@ -276,13 +279,13 @@ def test_a_backup_copies_only_what_is_new_and_restores_exactly(tmp_path: Path) -
                         f"FROM range({n}) t(i)")
 
     add(5000, "a")
-    first = store.backup(paths, tmp_path / "bk")
+    first = upkeep.backup(paths, tmp_path / "bk")
     assert first[0] >= 1
     add(5000, "b")
-    second = store.backup(paths, tmp_path / "bk")
+    second = upkeep.backup(paths, tmp_path / "bk")
     assert second[0] == 1  # the one data file the second insert wrote
     add(5000, "c")  # lost by the restore below
-    store.restore(tmp_path / "bk", paths)
+    upkeep.restore(tmp_path / "bk", paths)
     with open_archive(db) as con:
         assert con.execute("SELECT count(*) FROM bot_stats").fetchall() == [(10000,)]
         assert con.execute("SELECT count(*) FROM bot_stats WHERE stat_id LIKE 'c%'").fetchall() \
@@ -300,8 +303,8 @@ def test_a_file_that_is_not_an_archive_is_refused_by_name(tmp_path: Path) -> Non
     assert db.read_text() == "my notes"
 
 
-def _settings(tmp_path: Path, db: Path):  # noqa: ANN202
-    from pipeline.config import load_settings
+def _settings(tmp_path: Path, db: Path):
+    from pipeline.core._settings import load_settings
 
     config = tmp_path / "empty.toml"
     config.touch()
@@ -330,7 +333,7 @@ def test_an_archive_made_by_botstats_0_1_is_converted_and_harvested_on(
         service_stat_rows,
     )
 
-    from pipeline.harvest import harvest
+    from pipeline.harvester._run import harvest
 
     facts = json.loads(LEGACY.with_name("legacy-0.1-archive.json").read_text())
     db = tmp_path / "archive.duckdb"

@@ -18,22 +18,14 @@ import polars as pl
 import pytest
 from conftest import TREND_BOTS, TREND_CUSTOM, TREND_STATS, trend_settings_for, write_trend_archive
 
-from pipeline import store
-from pipeline.config import Settings
-from pipeline.errors import ExportError
-from pipeline.trends import (
-    DATASETS,
-    anomalies,
-    bot_daily,
-    bot_growth,
-    bot_ranks,
-    bot_slices,
-    compute,
-    in_order,
-    load_dataset,
-    movers,
-    robust_outliers,
-)
+from pipeline.analytics._anomalies import anomalies, robust_outliers
+from pipeline.analytics._build import DATASETS
+from pipeline.analytics._datasets import load_dataset
+from pipeline.analytics._jobs import bot_daily, bot_growth, bot_ranks, movers
+from pipeline.analytics._slices import bot_slices, compute, in_order
+from pipeline.archive import _store as store
+from pipeline.core._errors import ExportError
+from pipeline.core._settings import Settings
 
 D = {n: date(2025, 1, 24 + n) if n <= 7 else date(2025, 2, n - 7) for n in range(1, 11)}
 
@@ -352,7 +344,7 @@ def test_slices_of_a_few_bots_give_the_same_datasets(trend_archive: Settings) ->
 def test_an_empty_archive_builds_empty_datasets(tmp_path: Any) -> None:
     settings = trend_settings_for(tmp_path)
     write_trend_archive(settings)
-    from pipeline.trends import build_trends
+    from pipeline.analytics._build import build_trends
 
     report = build_trends(settings)
     assert [(d.name, d.rows, d.written) for d in report.datasets] == [

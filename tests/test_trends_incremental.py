@@ -24,12 +24,11 @@ import pytest
 from conftest import harvest_settings_for, write_trend_archive
 from polars.testing import assert_frame_equal
 
-from pipeline import archive, store
-from pipeline.config import Settings
-from pipeline.exports import read_manifest
-from pipeline.harvest import harvest
-from pipeline.service import RunningService
-from pipeline.trend_window import (
+from pipeline.analytics._anomalies import robust_outliers
+from pipeline.analytics._build import DATASETS, TrendsReport, build_trends
+from pipeline.analytics._exports import read_manifest
+from pipeline.analytics._jobs import bot_daily, custom_daily
+from pipeline.analytics._window import (
     Window,
     WindowUnavailable,
     carried,
@@ -38,14 +37,11 @@ from pipeline.trend_window import (
     week_start,
     with_rows_before,
 )
-from pipeline.trends import (
-    DATASETS,
-    TrendsReport,
-    bot_daily,
-    build_trends,
-    custom_daily,
-    robust_outliers,
-)
+from pipeline.archive import _queries as queries
+from pipeline.archive import _store as store
+from pipeline.core._settings import Settings
+from pipeline.harvester._run import harvest
+from pipeline.service import RunningService
 
 END = datetime(2026, 3, 3, 12, tzinfo=UTC)  # the service's clock: 40 days span Jan-Mar
 
@@ -352,21 +348,21 @@ def test_week_start_is_the_monday_on_or_before() -> None:
 
 def test_changes_since_a_watermark(trend_archive: Settings) -> None:
     with store.writer(trend_archive) as con:
-        everything = archive.changes_since(con, None)
+        everything = queries.changes_since(con, None)
         assert everything.first_day == date(2025, 1, 25)
-        assert archive.changes_since(con, everything.watermark) == archive.Changes(
+        assert queries.changes_since(con, everything.watermark) == queries.Changes(
             None, everything.watermark)
         con.execute("INSERT INTO bot_stats SELECT 'late', bot_id, '2025-01-28 01:00:00+00', users, "
                     "guilds, shards, memory_load, cpu_load, commands_executed, raw, 'r2', now() "
                     "FROM bot_stats WHERE bot_id = 'gamma' LIMIT 1")
-        later = archive.changes_since(con, everything.watermark)
+        later = queries.changes_since(con, everything.watermark)
         assert later.first_day == date(2025, 1, 28) and later.watermark > everything.watermark
         # A run that rewrote records: their earlier day is unknown, so from the beginning.
         con.execute("INSERT INTO harvest_runs (run_id, started_at, status, mode, stats_updated) "
                     "VALUES ('r2', now(), 'complete', 'full', 1)")
-        assert archive.changes_since(con, everything.watermark).first_day == date(2025, 1, 25)
+        assert queries.changes_since(con, everything.watermark).first_day == date(2025, 1, 25)
         with pytest.raises(ValueError):
-            archive.changes_since(con, "yesterday")
+            queries.changes_since(con, "yesterday")
 
 
 def test_window_since_keeps_the_recomputed_days() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from ..logs import setup_logging
+from ..operate import setup_logging
 from ._base import (
     cli,
     common_options,
@@ -18,8 +18,8 @@ from ._base import (
     print_json,
     print_result,
     report_and_exit,
-    settings_from_flags,
 )
+from ._options import settings_from_flags
 
 
 @cli.command("harvest")
@@ -41,8 +41,8 @@ def harvest_cmd(full: bool, accept_removals: bool, progress: bool, as_json: bool
     Exit codes: 0 complete, 3 partial (some bots failed; the next run retries them),
     1 failed, 4 interrupted, 75 another job holds the archive, 2 usage or config error.
     """
-    from ..console import harvest_summary, stderr_console
-    from ..runner import locked_harvest
+    from ..operate import locked_harvest
+    from ._console import harvest_summary, stderr_console
 
     settings = settings_from_flags()
     setup_logging(settings)
@@ -54,7 +54,7 @@ def harvest_cmd(full: bool, accept_removals: bool, progress: bool, as_json: bool
 
 def _age_option(_ctx: click.Context, _param: click.Parameter,
                 value: str | None) -> timedelta | None:
-    from ..status import parse_age
+    from ..operate import parse_age
 
     try:
         return None if value is None else parse_age(value)
@@ -74,7 +74,7 @@ def convert_archive_cmd(legacy_python: str | None) -> None:
     Every table is copied and its rows counted; the old file is kept as
     <db>.pre-ducklake.duckdb until you delete it.
     """
-    from ..runner import convert_archive
+    from ..operate import convert_archive
 
     report = convert_archive(settings_from_flags(), python=legacy_python,
                              say=lambda text: click.echo(f"botstats: {text}", err=True))
@@ -93,7 +93,7 @@ def compact_cmd(keep_days: float) -> None:
     Each hourly run adds a few small files; run this daily (cron or [schedule]) to keep the
     file count and the disk at what the data needs.
     """
-    from ..runner import compact_archive
+    from ..operate import compact_archive
 
     settings = settings_from_flags()
     done = compact_archive(settings, keep_days=keep_days)
@@ -111,7 +111,7 @@ def backup_cmd(dest: str) -> None:
 
     Restore with `botstats restore DEST`.
     """
-    from ..runner import backup_archive
+    from ..operate import backup_archive
 
     settings = settings_from_flags()
     files, size = backup_archive(settings, Path(dest))
@@ -128,7 +128,7 @@ def restore_cmd(source: str) -> None:
 
     The next harvest reads again what the backup lacks.
     """
-    from ..runner import restore_archive
+    from ..operate import restore_archive
 
     settings = settings_from_flags()
     files, size = restore_archive(settings, Path(source))
@@ -147,8 +147,8 @@ def restore_cmd(source: str) -> None:
 @handle_errors
 def status_cmd(runs: int, as_json: bool, max_age: timedelta | None) -> None:
     """Show recent harvest runs and the archive's size (as of its last commit)."""
-    from ..console import print_table
-    from ..status import archive_status, describe_drift, describe_latest
+    from ..operate import archive_status, describe_drift, describe_latest
+    from ._console import print_table
 
     info = archive_status(settings_from_flags(), runs=runs, max_age=max_age)
     if as_json:
@@ -184,7 +184,7 @@ def trends_cmd(out_dir: str | None, full: bool, as_json: bool) -> None:
     archived since the last export touch (from the Monday before the first; --full: all),
     writes only the month partitions whose content changed, and recreates the views.
     """
-    from ..runner import locked_trends
+    from ..operate import locked_trends
 
     settings = settings_from_flags(**{"exports.dir": out_dir})
     setup_logging(settings)
@@ -194,7 +194,7 @@ def trends_cmd(out_dir: str | None, full: bool, as_json: bool) -> None:
 
 def _params_option(_ctx: click.Context, _param: click.Parameter,
                    items: tuple[str, ...]) -> dict[str, str]:
-    from ..explore import parse_variables
+    from ..analytics import parse_variables
 
     try:
         return parse_variables(items)
@@ -228,10 +228,8 @@ def sql_cmd(query: str | None, sql_file: str | None, variables: dict[str, str], 
     Give the query as an argument or with -f FILE. Prints a table, or writes csv/json/parquet
     with --format and --output (csv and json go to stdout without --output). SQL errors exit 2.
     """
-    from ..archive import read_query_file, run_query
-    from ..console import plain_table
-    from ..explore import attach_sql
-    from ..exports import to_json, write_frame, write_text
+    from ..analytics import attach_sql, read_query_file, run_query, to_json, write_frame, write_text
+    from ._console import plain_table
 
     if attach:
         click.echo(attach_sql(settings_from_flags()))

@@ -11,18 +11,17 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
 from functools import wraps
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
 from .. import __version__
-from ..config import Settings, load_settings
-from ..errors import BotstatsError
+from ..core import BotstatsError
+from ._options import _shared, common_options, typed, user_token_option
 
 if TYPE_CHECKING:
-    from ..harvest import ProgressFn
+    from ..harvester import ProgressFn
 
 T = TypeVar("T")
 
@@ -63,8 +62,8 @@ def print_result(result: Any, as_json: bool, text: Callable[[], str]) -> None:
 def harvesting(progress: bool, job: Callable[[threading.Event, ProgressFn | None], T]) -> T:
     """Run a job that harvests: SIGTERM or Ctrl+C sets its stop event (it finishes the current
     batch and records the run interrupted), and its progress is shown unless ``progress`` is off."""
-    from ..console import harvest_progress
-    from ..signals import stop_on_signals
+    from ..operate import stop_on_signals
+    from ._console import harvest_progress
 
     with stop_on_signals() as stop, harvest_progress(progress) as on_progress:
         return job(stop, on_progress)
@@ -77,60 +76,6 @@ def report_and_exit(report: Any, as_json: bool, show: Callable[[Any], None]) -> 
     else:
         show(report)
     sys.exit(report.exit_code)
-
-
-# --- the options every command shares ------------------------------------------------------------
-@dataclass
-class Ctx:
-    """What the shared options typed so far say: the config file, and the flags to layer over
-    config and environment. A flag typed after the command wins over the same one before it."""
-
-    config: str | None = None
-    overrides: dict[str, Any] = field(default_factory=dict)
-
-
-def _remember(key: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
-    def callback(ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
-        typed = ctx.ensure_object(Ctx)
-        if value is None:
-            return value
-        if key == "config":
-            typed.config = value
-        else:
-            typed.overrides[key] = value
-        return value
-
-    return callback
-
-
-def _shared(*decls: str, key: str, help: str, **kw: Any) -> Callable[[T], T]:
-    return click.option(*decls, expose_value=False, callback=_remember(key), help=help, **kw)
-
-
-config_option = _shared("--config", key="config", type=click.Path(dir_okay=False),
-                        help="Config file (default: $BOTSTATS_CONFIG, else ./config.toml).")
-base_url_option = _shared("--base-url", key="service.base_url",
-                          help="Service base URL (overrides [service].base_url).")
-db_option = _shared("--db", key="store.db", help="Archive path, its catalog file (overrides [store].db).")
-user_token_option = _shared("--user-token", key="user_token",
-                            help="User token for the user endpoints (default: "
-                                 "$BOTSTATS_USER_TOKEN). Sent as 'Bearer <token>'.")
-
-
-def common_options(fn: Callable[..., T]) -> Callable[..., T]:
-    """--config/--base-url/--db: accepted on every command as well as on the group."""
-    return config_option(base_url_option(db_option(fn)))
-
-
-def typed() -> Ctx:
-    """The shared options typed on this command line (group and command)."""
-    return click.get_current_context().ensure_object(Ctx)
-
-
-def settings_from_flags(**more: Any) -> Settings:
-    """defaults < config file < BOTSTATS_* environment < the flags typed < ``more``."""
-    ctx = typed()
-    return load_settings(ctx.config, overrides={**ctx.overrides, **more})
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -146,21 +91,6 @@ def cli() -> None:
     Settings come from defaults < config.toml < BOTSTATS_* environment < these flags.
     """
     typed()
-
-
-class _Id(click.ParamType):
-    """A user or bot id: any text but an empty one (which would name another endpoint)."""
-
-    name = "id"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        text = str(value)
-        if not text.strip():
-            self.fail("an id cannot be empty.", param, ctx)
-        return text
-
-
-ID = _Id()
 
 
 def main() -> None:

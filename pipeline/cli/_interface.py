@@ -7,27 +7,19 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from ._base import (
-    ID,
-    cli,
-    common_options,
-    handle_errors,
-    print_json,
-    run_async,
-    settings_from_flags,
-    user_token_option,
-)
+from ._base import cli, common_options, handle_errors, print_json, run_async, user_token_option
+from ._options import ID, settings_from_flags
 
 if TYPE_CHECKING:
-    from ..client import Client
-    from ..config import Settings
+    from ..core import Settings
+    from ..interface import Client
 
 T = TypeVar("T")
 
 
 def _call_client(settings: Settings, method: Callable[[Client], Coroutine[Any, Any, T]]) -> T:
     """Open one client, make one call, close it: each command is one `asyncio.run`."""
-    from ..client import Client  # httpx and friends load only for a command that calls
+    from ..interface import Client
 
     async def call() -> T:
         async with Client(settings) as client:
@@ -115,7 +107,7 @@ for _name, _method, _help, _paged in (
 
 def _custom_option(_ctx: click.Context, _param: click.Parameter,
                    pairs: tuple[str, ...]) -> list[tuple[str, Any]]:
-    from ..client import parse_custom
+    from ._args import parse_custom
 
     try:
         return parse_custom(pairs)
@@ -145,7 +137,7 @@ def post_stat(bot_id: str, users: int, guilds: int, shards: int | None,
     Not retried on a server error or timeout (the record may have been stored): check with
     `botstats bots stat BOT_ID` before posting again.
     """
-    from ..client import stat_payload
+    from ..interface import stat_payload
 
     settings = settings_from_flags(**({"bot_key": bot_key} if bot_key else {}))
     payload = stat_payload(settings.fields, {

@@ -7,21 +7,20 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..logs import setup_logging
+from ..operate import setup_logging
 from ._base import (
     cli,
     common_options,
-    config_option,
     handle_errors,
     harvesting,
     print_json,
     report_and_exit,
-    settings_from_flags,
     typed,
 )
+from ._options import config_option, settings_from_flags
 
 if TYPE_CHECKING:
-    from ..runner import RunReport
+    from ..operate import RunReport
 
 
 @cli.command("config")
@@ -29,7 +28,7 @@ if TYPE_CHECKING:
 @handle_errors
 def config_cmd() -> None:
     """Print the effective settings as JSON (secrets shown only as set/unset)."""
-    from ..config import as_dict
+    from ..core import as_dict
 
     print_json(as_dict(settings_from_flags()))
 
@@ -37,7 +36,7 @@ def config_cmd() -> None:
 def _print_run(report: RunReport) -> None:
     from rich.console import Console
 
-    from ..console import harvest_summary
+    from ._console import harvest_summary
 
     if report.harvest is not None:
         Console(highlight=False).print(harvest_summary(report.harvest))
@@ -81,7 +80,7 @@ def run_cmd(full: bool, full_trends: bool, accept_removals: bool, lock_timeout: 
     Exit codes: 0 complete, 3 partial, 1 failed, 4 interrupted, 75 another run holds the lock
     (the message names it), 2 usage or config error.
     """
-    from ..runner import run
+    from ..operate import run
 
     settings = settings_from_flags(**{"run.lock_timeout": lock_timeout})
     setup_logging(settings)
@@ -109,7 +108,7 @@ def schedule_cmd(harvest_cron: str | None, trends_cron: str | None, dry_run: boo
     SIGTERM or Ctrl+C: the running job finishes its current batch (the run is recorded as
     interrupted), then the scheduler exits 0.
     """
-    from ..schedule import describe_schedule, run_scheduler
+    from ..operate import describe_schedule, run_scheduler
 
     settings = settings_from_flags()
     setup_logging(settings)
@@ -132,7 +131,7 @@ def cron_cmd() -> None:
     They use absolute paths to this installation's botstats and config file, and
     [schedule].harvest in [schedule].timezone.
     """
-    from ..deploy import cron_text
+    from ..operate import cron_text
 
     settings = settings_from_flags()
     flags: tuple[str, ...] = ()
@@ -165,9 +164,8 @@ def demo_cmd(directory: str, bots: int, days: int, stats_per_day: int, fresh: bo
     """
     from rich.console import Console
 
-    from ..console import print_table
-    from ..demo import demo, next_steps
-    from ..deploy import botstats_command
+    from ..operate import botstats_command, demo, next_steps
+    from ._console import print_table
 
     if 86_400 % stats_per_day:
         raise click.BadParameter(f"{stats_per_day} does not divide 86400 (try 1, 2, 4, 24).",

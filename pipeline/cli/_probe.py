@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ._base import (
-    cli,
-    common_options,
-    handle_errors,
-    print_json,
-    settings_from_flags,
-    user_token_option,
-)
+from ._base import cli, common_options, handle_errors, print_json, user_token_option
+from ._options import settings_from_flags
 
 
 @cli.command("probe")
@@ -38,7 +32,7 @@ def probe_cmd(bot_key: str | None, post_bot: str | None, max_requests: int,
     """
     from pathlib import Path
 
-    from ..probe import run_probe, write_settings
+    from ..harvester import run_probe, write_settings
 
     settings = settings_from_flags(**({"bot_key": bot_key} if bot_key else {}))
     report = run_probe(settings, max_requests=max_requests, post_bot=post_bot)

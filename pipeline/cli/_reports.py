@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from ._base import ID, cli, common_options, handle_errors, print_result, settings_from_flags
+from ._base import cli, common_options, handle_errors, print_result
+from ._options import ID, settings_from_flags
 
 
 @cli.command("report")
@@ -28,7 +29,7 @@ def report_cmd(out: str | None, bot_ids: tuple[str, ...], days: int | None,
     """Write one self-contained HTML report from the trend exports: the directory over time,
     top movers, rank changes, anomalies, resource health, and for each --bot its history,
     forecast band, commands, load and custom series. Opens offline; nothing is fetched."""
-    from ..report import build_report
+    from ..analytics import build_report
 
     result = build_report(settings_from_flags(), out=Path(out) if out else None,
                           bot_ids=list(bot_ids) or None, days=days, compare=compare)
@@ -43,7 +44,7 @@ def report_cmd(out: str | None, bot_ids: tuple[str, ...], days: int | None,
 def compare_cmd(bot_ids: tuple[str, ...], as_json: bool) -> None:
     """Up to four bots side by side, from the trend exports: latest guilds and users, 7 and
     30-day change, compound daily growth, rank and its 7-day change, and the 30-day forecast."""
-    from ..compare import MAX_BOTS, compare
+    from ..analytics import MAX_BOTS, compare
 
     if not 2 <= len(bot_ids) <= MAX_BOTS:
         raise click.UsageError(f"give 2 to {MAX_BOTS} bot ids, got {len(bot_ids)}.")
@@ -61,7 +62,7 @@ def compare_cmd(bot_ids: tuple[str, ...], as_json: bool) -> None:
 def forecast_cmd(bot_id: str, guilds: int | None, users: int | None, as_json: bool) -> None:
     """When will BOT_ID reach --guilds N (or --users N) at its current pace, with the 80%
     range of days, from the bot_forecast export."""
-    from ..compare import forecast_reach
+    from ..analytics import forecast_reach
 
     if guilds is not None and users is None:
         metric, target = "guilds", guilds

@@ -1,0 +1,197 @@
+"""Trends: polars jobs over the archive, their parquet exports, and the ``trend_*`` views.
+
+:func:`build_trends` is the one entry point the CLI and the scheduler call. Memory stays
+bounded however large the archive grows: ``bot_stats`` is read through Arrow in slices of whole
+bots (``CHUNK_ROWS``), each slice is reduced to one row per bot and UTC day at once, and the
+per-bot jobs run on that slice; their rows go to month folders of scratch parquet
+(:class:`~pipeline.exports.MonthSpill`), from which each export partition is written a month at
+a time. Only bot_ranks (a month at a time) and directory_daily (streamed) look across bots;
+movers keep each slice's top and rank the union.
+
+Runs are incremental: :func:`plan_run` finds the first day the archive's changes since the
+previous export touch, and only the days from the Monday before it are recomputed, from the raw
+records of those days plus what :mod:`pipeline.trend_window` carries in from the export (see
+docs/trends.md). A full build is the same computation over every day.
+
+=================  ==========================================================================
+bot_daily          per bot and day: last users/guilds/shards, mean and p95 load, commands run
+bot_growth         per bot and day: 1/7/30-day change and percent, 7-day means, 30-day CDGR
+bot_ranks          per bot and day: rank by guilds and users, rank change over 1 and 7 days
+movers             per day: top gainers/losers over 7 and 30 days, absolute and percent
+anomalies          bot-days whose daily delta has a robust z-score above the threshold
+resource_health    per bot and week: p95 load and days above the health threshold
+custom_daily       per bot, day and custom field: numeric stats, or the text value and changes
+directory_daily    per day: totals, bots reporting, bots first seen, first reporting, removed
+bot_forecast       per bot, metric and horizon: forecast and 80% interval (pipeline/forecast.py)
+=================  ==========================================================================
+
+Each job is a small function LazyFrame -> LazyFrame, testable on a ten-row frame. Days are UTC
+calendar days of ``recorded_at``. Days without a record are never invented: an N-day change
+compares with the bot's value on exactly day-N and is null when the bot has no record that day.
+
+For notebooks: :func:`load_dataset` / :func:`scan_dataset` read an export back, and the views
+``trend_<dataset>`` in the archive read the same files from SQL.
+"""
+
+from __future__ import annotations
+
+import string
+import time
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from .. import archive
+from ..core import ExportError, Settings, StoreError, TrendSettings, new_run_id
+from . import _exports as exports
+from . import _window as trend_window
+from ._datasets import DATASETS
+from ._exports import DatasetExport
+from ._plan import fingerprint, plan_run
+from ._slices import _ordered, dataset_parts
+from ._window import Window
+
+
+@dataclass(frozen=True)
+class TrendsReport:
+    """What :func:`build_trends` did: per dataset rows and partitions written/unchanged."""
+
+    run_id: str
+    export_dir: Path
+    archive: Path
+    datasets: tuple[DatasetExport, ...]
+    views: tuple[str, ...]
+    seconds: float
+    mode: str = "full"  # full | incremental | unchanged (nothing new: nothing computed)
+    since: date | None = None  # an incremental run's first recomputed day
+    reason: str = ""
+
+    @property
+    def written(self) -> int:
+        return sum(len(d.written) for d in self.datasets)
+
+    @property
+    def unchanged(self) -> int:
+        return sum(len(d.unchanged) for d in self.datasets)
+
+    def summary(self) -> str:
+        how = f"incremental from {self.since}" if self.mode == "incremental" else self.mode
+        lines = [
+            f"trends {self.run_id}: {how} ({self.reason}); {len(self.datasets)} datasets in "
+            f"{self.seconds:.1f} s; partitions {self.written} written, {self.unchanged} unchanged",
+            f"{'dataset':<16} {'rows':>10} {'written':>8} {'unchanged':>10} {'removed':>8}  days",
+        ]
+        for d in self.datasets:
+            span = f"{d.date_min}..{d.date_max}" if d.date_min else "-"
+            lines.append(f"{d.name:<16} {d.rows:>10} {len(d.written):>8} "
+                         f"{len(d.unchanged):>10} {len(d.removed):>8}  {span}")
+        lines.append(f"exports: {self.export_dir}")
+        lines.append(f"views:   {', '.join(self.views)} (in {self.archive})")
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id, "export_dir": str(self.export_dir),
+            "archive": str(self.archive), "seconds": round(self.seconds, 3),
+            "mode": self.mode, "since": self.since.isoformat() if self.since else None,
+            "reason": self.reason,
+            "views": list(self.views),
+            "datasets": [
+                {"name": d.name, "rows": d.rows, "partitions": d.partitions,
+                 "written": list(d.written), "unchanged": list(d.unchanged),
+                 "removed": list(d.removed), "date_min": d.date_min, "date_max": d.date_max}
+                for d in self.datasets
+            ],
+        }
+
+
+def build_trends(settings: Settings, *, run_id: str | None = None,
+                 full: bool = False) -> TrendsReport:
+    """Compute the datasets from the archive, export them, and (re)create the trend_* views.
+
+    Incremental unless ``full``: only the days the archive's changes since the previous
+    export touch are recomputed (from the Monday on or before the first), and only the month
+    partitions from there are rewritten; a run with nothing new computes and writes nothing.
+    The previous export's settings differing, or its files missing, make a full rebuild.
+
+    Runs in the archive's writer connection, which also (re)creates the views. Callers hold the
+    run lock around it, as for a harvest.
+    """
+    started = time.monotonic()
+    if not archive.exists(settings):
+        # The writer would create an empty archive; trends of nothing help nobody.
+        raise StoreError(
+            f"there is no archive at {settings.db_path} yet. Run `botstats harvest` (or "
+            f"`botstats demo`) first, or point --db at an existing archive."
+        )
+    written_at = archive.now_utc()
+    run_id = run_id or new_run_id(written_at)
+    export_dir = settings.export_dir.resolve()
+    results: list[DatasetExport] = []
+    with archive.writer(settings) as con:
+        with exports.export_batch(export_dir, run_id=run_id, written_at=written_at,
+                                  compression=settings.exports.compression) as batch:
+            try:
+                plan = plan_run(con, settings.trends, export_dir, batch.previous, full=full)
+                batch.source = {"trends": fingerprint(settings.trends),
+                                "watermark": plan.watermark}
+                if plan.window is None:
+                    results = [batch.keep(name) for name in DATASETS]
+                else:
+                    results = _stage_window(con, settings.trends, batch, plan.window)
+            except duckdb.Error as exc:
+                raise StoreError(f"cannot read the archive for trends: {exc}") from exc
+            except pl.exceptions.PolarsError as exc:
+                # polars appends the whole query plan; the first line is the message.
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+                raise ExportError(f"a trend job failed: {first}") from exc
+            except OSError as exc:
+                raise ExportError(
+                    f"cannot write scratch files under {export_dir}: {exc.strerror or exc}. "
+                    f"Check free space and permissions of [exports].dir (or --out)."
+                ) from exc
+        views = create_views(con, export_dir)
+    since = plan.window.start if plan.window is not None else None
+    return TrendsReport(run_id, export_dir, settings.db_path, tuple(results), tuple(views),
+                        time.monotonic() - started, plan.mode, since, plan.reason)
+
+
+def _stage_window(con: duckdb.DuckDBPyConnection, t: TrendSettings, batch: exports.ExportBatch,
+                  window: Window) -> list[DatasetExport]:
+    """Compute the window's days and stage them: months before its start stay as exported;
+    its start's month is the exported rows before the start plus the recomputed ones."""
+    computed = dataset_parts(con, t, batch.spill(), window=window)
+    results = []
+    for name, spec in DATASETS.items():
+        parts = computed.parts[name]
+        key = None
+        if window.start is not None:
+            key = trend_window.month_key(window.start)
+            old = batch.previous_file(name, key)
+            before = None if old is None else pl.read_parquet(old).filter(
+                pl.col(spec.time_column) < window.start)
+            parts = _ordered(trend_window.with_rows_before(parts, before, key), spec.order)
+        results.append(batch.stage(name, parts, time_column=spec.time_column, keep_before=key))
+    batch.stage_file(trend_window.BOT_STATE, computed.bot_state)
+    batch.stage_file(trend_window.TEXT_STATE, computed.text_state)
+    return results
+
+
+def create_views(con: duckdb.DuckDBPyConnection, export_dir: Path) -> list[str]:
+    """Run every ``sql/views/*.sql`` with ``${export_dir}`` set to the absolute export path."""
+    literal = export_dir.resolve().as_posix().replace("'", "''")
+    names = []
+    for file in sorted((archive.sql_dir() / "views").glob("*.sql")):
+        sql = string.Template(file.read_text(encoding="utf-8")).substitute(export_dir=literal)
+        try:
+            con.execute(sql)
+        except duckdb.Error as exc:
+            raise ExportError(f"cannot create the views of {file}: {exc}") from exc
+        names.append(file.stem)
+    return names
+
+

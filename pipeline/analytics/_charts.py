@@ -1,0 +1,65 @@
+"""Chart options for the report, as plain JSON that ECharts reads."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import polars as pl
+
+
+def _pairs(frame: pl.DataFrame, x: str, y: str) -> list[list[Any]]:
+    return [[str(a), b] for a, b in frame.select(x, y).iter_rows()]
+
+
+def time_chart(title: str, series: list[dict[str, Any]], *, y_names: tuple[str, ...] = ("",),
+               zoom: bool = True) -> dict[str, Any]:
+    """A time-axis chart: ``series`` are ECharts series with ``[day, value]`` data."""
+    option: dict[str, Any] = {
+        "title": {"text": title, "textStyle": {"fontSize": 14}},
+        "tooltip": {"trigger": "axis"},
+        "legend": {"top": 24, "type": "scroll"},
+        "grid": {"left": 70, "right": 70 if len(y_names) > 1 else 30, "top": 64, "bottom": 64},
+        "xAxis": {"type": "time"},
+        "yAxis": [{"type": "value", "name": n, "scale": True} for n in y_names],
+        "series": series,
+    }
+    if zoom:
+        # The slider previews the first series; ECharts draws NaN for one of a single point.
+        points = sum(1 for p in series[0]["data"] if p[1] is not None) if series else 0
+        option["dataZoom"] = [{"type": "inside"}, {"type": "slider", "height": 18, "bottom": 12,
+                                                   "showDataShadow": points >= 2}]
+    return option
+
+
+def line(name: str, data: list[list[Any]], **more: Any) -> dict[str, Any]:
+    return {"name": name, "type": "line", "showSymbol": False, "data": data, **more}
+
+
+def bar_chart(title: str, labels: list[str], values: list[float], name: str) -> dict[str, Any]:
+    """A horizontal bar chart (one bar per label, the first on top)."""
+    return {
+        "title": {"text": title, "textStyle": {"fontSize": 14}},
+        "tooltip": {"trigger": "axis", "axisPointer": {"type": "shadow"}},
+        "grid": {"left": 170, "right": 30, "top": 40, "bottom": 30},
+        "xAxis": {"type": "value"},
+        "yAxis": {"type": "category", "data": labels[::-1]},
+        "series": [{"name": name, "type": "bar", "data": values[::-1]}],
+    }
+
+
+def band_series(metric: str, history: pl.DataFrame, ahead: pl.DataFrame) -> list[dict[str, Any]]:
+    """History, the forecast's median path and its 80% band (a stacked area from lo80 to
+    hi80, the usual way to draw a band in ECharts). The path starts at the model's level on
+    its last day: where the trend says the bot is, which a spike on that day does not move."""
+    start = [[str(r["as_of"]), math.expm1(r["level"])] for r in ahead.head(1).iter_rows(named=True)]
+    band = ahead.with_columns(width=pl.col("hi80") - pl.col("lo80"))
+    return [
+        line(metric, _pairs(history, "day", metric)),
+        line("forecast", start + _pairs(ahead, "day", "forecast"),
+             lineStyle={"type": "dashed"}),
+        line("80% low", _pairs(band, "day", "lo80"), stack="band", lineStyle={"opacity": 0},
+             tooltip={"show": False}),
+        line("80% interval", _pairs(band, "day", "width"), stack="band",
+             lineStyle={"opacity": 0}, areaStyle={"opacity": 0.25}, tooltip={"show": False}),
+    ]

@@ -1,0 +1,98 @@
+"""The plan of a trends run: full, incremental from a Monday, or nothing to do, from the archive's changes since the previous export."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from .. import archive
+from ..core import TrendSettings
+from . import _forecast as forecast
+from . import _window as trend_window
+from ._datasets import DATASETS
+from ._jobs import GROWTH_DAYS, MOVER_DAYS, RANK_DAYS, listing_days
+from ._slices import _BOTS_SQL, read_slice
+from ._window import FULL, Window
+
+# Part of the fingerprint of an export: a version of the datasets' columns and meaning. A run
+# whose fingerprint differs from the previous export's rebuilds everything.
+TRENDS_FORMAT = 2
+
+
+def lookback_days(t: TrendSettings) -> int:
+    """Days before an incremental run's start that its windows read (growth 30 days, the
+    anomaly baseline and the day before it, ranks and movers, the forecast's window)."""
+    return max(*GROWTH_DAYS, *MOVER_DAYS, *RANK_DAYS, t.anomaly_window + 1,
+               forecast.WINDOW_DAYS)
+
+
+def fingerprint(t: TrendSettings) -> str:
+    """What an export's rows depend on besides the archive: the settings and TRENDS_FORMAT."""
+    text = json.dumps({"format": TRENDS_FORMAT, **dataclasses.asdict(t)}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a run recomputes: a window (FULL = everything), or None when nothing is new."""
+
+    window: Window | None
+    watermark: str | None  # the archive's change watermark the export will be up to
+    reason: str
+
+    @property
+    def mode(self) -> str:
+        if self.window is None:
+            return "unchanged"
+        return "full" if self.window.start is None else "incremental"
+
+
+def plan_run(con: duckdb.DuckDBPyConnection, t: TrendSettings, export_dir: Path,
+             manifest: dict[str, Any], *, full: bool = False) -> Plan:
+    """Full, incremental from a Monday, or nothing to do: decided from the archive's changes
+    since the watermark in ``manifest`` (the previous export) and from the bots table."""
+    def rebuild(reason: str) -> Plan:
+        return Plan(FULL, archive.changes_since(con, None).watermark, reason)
+
+    source = manifest.get("source") or {}
+    if full:
+        return rebuild("--full")
+    if "watermark" not in source:
+        return rebuild("no previous incremental export")
+    if source.get("trends") != fingerprint(t):
+        return rebuild("the [trends] settings or the datasets' columns changed")
+    try:
+        changes = archive.changes_since(con, source["watermark"])
+    except (TypeError, ValueError) as exc:
+        return rebuild(f"the export's watermark is unreadable ({exc})")
+    missing = [p for d in manifest.get("datasets", {}).values() for p in d.get("partitions", [])
+               if not (export_dir / p["path"]).is_file()]
+    if set(manifest.get("datasets", {})) != set(DATASETS) or missing:
+        return rebuild("files of the previous export are missing")
+    bots = read_slice(con, _BOTS_SQL, None, None).lazy()
+    first_seen, removed = listing_days(bots)
+    listed = first_seen.join(removed, on="day", how="full", coalesce=True)
+    exported = scan_export(export_dir, manifest, "directory_daily")
+    days = [d for d in (changes.first_day, trend_window.directory_change(listed, exported))
+            if d is not None]
+    if not days:
+        return Plan(None, changes.watermark, "nothing new since the last export")
+    start = trend_window.week_start(min(days))
+    try:
+        window = trend_window.open_window(export_dir, manifest, start, lookback_days(t))
+    except trend_window.WindowUnavailable as exc:
+        return rebuild(f"the previous export cannot be continued: {exc}")
+    return Plan(window, changes.watermark, "changes since the last export")
+
+
+def scan_export(export_dir: Path, manifest: dict[str, Any], name: str) -> pl.LazyFrame:
+    """Every partition of dataset ``name`` as ``manifest`` lists them."""
+    files = [export_dir / p["path"] for p in manifest["datasets"][name]["partitions"]]
+    return pl.scan_parquet(files, hive_partitioning=False)

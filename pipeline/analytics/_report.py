@@ -1,0 +1,157 @@
+"""The report: one self-contained HTML file made from the trend exports (``botstats report``).
+
+It opens offline, from a file or a mail attachment: the charting library (Apache ECharts, the
+``common`` build, in ``report_assets/``) and the data are inlined, nothing is fetched. Charts
+are drawn as SVG, so they stay sharp when zoomed and a test can count what was drawn.
+
+Sections: the directory over time (bots reporting, total guilds and users), the top movers over
+7 and 30 days, rank changes, recent anomalies, resource health (hot cpu/memory days), then, for
+each bot asked for, its guilds and users with the forecast band, commands per day, cpu and
+memory load and its custom series; with ``compare`` the bots side by side as well.
+
+Python builds every chart's ECharts option (plain JSON); the page's script only hands each one
+to ``echarts.init(...).setOption`` and wires the range buttons. The size does not grow with the
+directory: lists are cut to their top rows and per-bot charts exist only for the bots asked for.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import string
+import time
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from ..core import ExportError, Settings
+from . import _exports as exports
+from . import _forecast as forecast
+from ._compare import MAX_BOTS, check_bots, comparison_frame
+from ._datasets import scan_dataset
+from ._sections import (
+    Page,
+    anomalies_section,
+    bot_section,
+    compare_section,
+    directory_section,
+    health_section,
+    movers_section,
+    ranks_section,
+)
+
+FORECAST_AHEAD = tuple(range(1, 91))  # the forecast band reaches 90 days past the last day
+LIBRARY = "echarts.common.min.js"
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    """The report written: where, how large, how many charts, for which bots, in how long."""
+
+    path: Path
+    bots: tuple[str, ...]
+    bytes: int
+    charts: int
+    seconds: float
+
+    def summary(self) -> str:
+        return (f"report: {self.path} ({self.bytes / 1024:,.0f} KiB, {self.charts} charts, "
+                f"{len(self.bots)} bot sections) in {self.seconds:.1f} s")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"path": str(self.path), "bytes": self.bytes, "charts": self.charts,
+                "bots": list(self.bots), "seconds": round(self.seconds, 3)}
+
+
+def gather(settings: Settings, bot_ids: list[str], days: int) -> dict[str, pl.DataFrame]:
+    """The rows the report shows, read from the exports (the last ``days`` days of them)."""
+    scans = {name: scan_dataset(settings, name) for name in (
+        "directory_daily", "movers", "bot_ranks", "anomalies", "resource_health", "bot_daily",
+        "custom_daily", "bot_forecast", "bot_growth")}
+    last = scans["directory_daily"].select(pl.col("day").max()).collect().item()
+    since = (last or date.today()) - timedelta(days=days - 1)
+    recent = pl.col("day") >= since
+    mine = pl.col("bot_id").is_in(bot_ids)
+    models = forecast.latest(scans["bot_forecast"].filter(mine)).unique(
+        ["bot_id", "metric"]).select(forecast.MODEL_COLUMNS)
+    frames = {
+        "directory": scans["directory_daily"].filter(recent).sort("day"),
+        "movers": scans["movers"].filter(pl.col("day") == pl.col("day").max()),
+        "ranks": scans["bot_ranks"].filter(pl.col("day") == pl.col("day").max()),
+        "anomalies": scans["anomalies"].filter(recent),
+        "health": scans["resource_health"].filter(pl.col("week") >= since - timedelta(days=6)),
+        "daily": scans["bot_daily"].filter(mine & recent).sort("bot_id", "day"),
+        "custom": scans["custom_daily"].filter(mine & recent),
+        "ahead": forecast.predict(models, FORECAST_AHEAD),
+    }
+    out = dict(zip(frames, pl.collect_all(list(frames.values())), strict=True))
+    check_bots(bot_ids, scans["bot_daily"], f"the exports under {settings.export_dir}")
+    if bot_ids:
+        out["comparison"] = comparison_frame(scans["bot_growth"], scans["bot_ranks"],
+                                             scans["bot_forecast"], bot_ids)
+    return out
+
+
+def render(data: dict[str, pl.DataFrame], bot_ids: list[str], *, days: int, compare: bool,
+           source: str, generated: datetime) -> tuple[str, int]:
+    """The HTML text and the number of charts in it."""
+    page = Page()
+    directory_section(page, data["directory"])
+    movers_section(page, data["movers"])
+    ranks_section(page, data["ranks"])
+    anomalies_section(page, data["anomalies"])
+    health_section(page, data["health"])
+    if compare and bot_ids:
+        compare_section(page, bot_ids, data["daily"], data["comparison"])
+    for bot_id in bot_ids:
+        bot_section(page, bot_id, data["daily"].filter(pl.col("bot_id") == bot_id),
+                    data["ahead"].filter(pl.col("bot_id") == bot_id),
+                    data["custom"].filter(pl.col("bot_id") == bot_id))
+    last = data["directory"]["day"].max() if data["directory"].height else None
+    assets = resources.files("pipeline.analytics") / "report_assets"
+    payload = json.dumps(page.charts, separators=(",", ":"), default=str)
+    template = string.Template((assets / "report.html").read_text(encoding="utf-8"))
+    text = template.substitute(
+        title="botstats report",
+        subtitle=html.escape(f"Last {days} days to {last or '-'}; made {generated:%Y-%m-%d %H:%M} "
+                             f"UTC from {source}"),
+        nav="\n".join(page.links),
+        sections="\n".join(page.blocks),
+        # "</script" or "<!--" in a name would end or confuse the script element: no "<" at all
+        # (JSON spells it \u003c).
+        charts=payload.replace("<", "\\u003c"),
+        library=(assets / LIBRARY).read_text(encoding="utf-8"),
+        script=(assets / "report.js").read_text(encoding="utf-8"),
+    )
+    return text, len(page.charts)
+
+
+def build_report(settings: Settings, *, out: Path | None = None, bot_ids: list[str] | None = None,
+                 days: int | None = None, compare: bool | None = None) -> ReportResult:
+    """Write the report to ``out`` (default ``[report].file``, else ``report.html`` beside the
+    exports); arguments left None come from ``[report]``."""
+    started = time.monotonic()
+    r = settings.report
+    bots = list(dict.fromkeys(bot_ids if bot_ids is not None else r.bot_list))
+    days = days if days is not None else r.days
+    compare = compare if compare is not None else r.compare
+    if compare and not 2 <= len(bots) <= MAX_BOTS:
+        raise ExportError(f"--compare needs 2 to {MAX_BOTS} bots (--bot ID ...), got {len(bots)}.")
+    path = out or (Path(r.file) if r.file else settings.export_dir / "report.html")
+    data = gather(settings, bots, days)
+    text, charts = render(data, bots, days=days, compare=compare,
+                          source=str(settings.export_dir), generated=datetime.now(UTC))
+    if path.is_dir():
+        raise ExportError(f"{path} is a directory: give the report a file name, like "
+                          f"{path / 'report.html'}.")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        exports.write_text(text, path)
+    except OSError as exc:
+        raise ExportError(f"cannot write the report to {path}: {exc.strerror or exc}.") from exc
+    return ReportResult(path, tuple(bots), os.path.getsize(path), charts, time.monotonic() - started)

@@ -1,0 +1,223 @@
+"""The window of an incremental trends run: where it starts, and what it carries in from before.
+
+An incremental run recomputes every dataset from a Monday ``start`` on (whole ISO weeks for
+resource_health), for all bots, from the raw records of those days. What those days depend on
+from before ``start`` comes from the previous export, never from older raw records:
+
+- the **lookback**: ``bot_daily`` rows of the ``lookback_days`` before ``start`` (the 30-day
+  growth, the anomaly baseline, rank changes and movers look that far back);
+- the **carried state** of each key with rows before ``start``: a bot's last command counter
+  (``commands_executed`` is a delta over it) and a text custom field's last value and since
+  when it holds (``changed_at``/``changes``);
+- each bot's **first day** of records (``bots_first_reporting``).
+
+Per key, ``_state/bots.parquet`` and ``_state/texts.parquet`` in the export directory keep the
+first day and the last row. A key whose last row is before ``start`` is carried from there;
+one with rows on both sides of ``start`` is looked up in the export's month partitions, newest
+first, stopping once every such key is found (in the common case the month of ``start``).
+
+A full build is the same computation with no start and nothing carried.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+STATE_DIR = "_state"
+BOT_STATE = f"{STATE_DIR}/bots.parquet"
+TEXT_STATE = f"{STATE_DIR}/texts.parquet"
+BOT_KEY = ("bot_id",)
+TEXT_KEY = ("bot_id", "name")
+DATE = pl.Date
+BOT_STATE_SCHEMA = pl.Schema({"bot_id": pl.String, "first_day": DATE, "last_day": DATE,
+                              "commands_counter": pl.Int64})
+TEXT_STATE_SCHEMA = pl.Schema({"bot_id": pl.String, "name": pl.String, "first_day": DATE,
+                               "last_day": DATE, "value_text": pl.String,
+                               "changed_at": pl.Datetime("us", "UTC")})
+
+
+class WindowUnavailable(Exception):
+    """The previous export cannot seed an incremental run (a file is missing or disagrees):
+    the caller rebuilds everything."""
+
+
+def week_start(day: date) -> date:
+    """The Monday on or before ``day``."""
+    return day - timedelta(days=day.weekday())
+
+
+def month_key(day: date) -> str:
+    """The export partition key of ``day``'s month."""
+    return f"month={day.year:04d}-{day.month:02d}"
+
+
+@dataclass(frozen=True)
+class Window:
+    """What a run computes from (``start``; None = everything) and carries in from before it."""
+
+    start: date | None
+    lookback: pl.LazyFrame | None = None  # bot_daily rows in [start - lookback_days, start)
+    counters: pl.DataFrame | None = None  # bot_id, last_day, commands_counter: last row before
+    texts: pl.DataFrame | None = None  # bot_id, name, last_day, value_text, changed_at: same
+    bot_firsts: pl.DataFrame | None = None  # bot_id, first_day of bots with rows before start
+    text_firsts: pl.DataFrame | None = None  # bot_id, name, first_day: the same for text fields
+
+    def since(self, frame: pl.LazyFrame, column: str) -> pl.LazyFrame:
+        """Rows of ``frame`` from ``start`` on: what this run recomputes."""
+        return frame if self.start is None else frame.filter(pl.col(column) >= self.start)
+
+    def carried_counters(self, lo: str | None, hi: str | None) -> pl.LazyFrame | None:
+        return None if self.counters is None else _bots_in(self.counters.lazy(), lo, hi)
+
+    def carried_texts(self, lo: str | None, hi: str | None) -> pl.LazyFrame | None:
+        return None if self.texts is None else _bots_in(self.texts.lazy(), lo, hi)
+
+    def lookback_of(self, lo: str | None, hi: str | None) -> pl.LazyFrame | None:
+        return None if self.lookback is None else _bots_in(self.lookback, lo, hi)
+
+
+FULL = Window(None)
+
+
+def _bots_in(frame: pl.LazyFrame, lo: str | None, hi: str | None) -> pl.LazyFrame:
+    if lo is not None:
+        frame = frame.filter(pl.col("bot_id") >= lo)
+    if hi is not None:
+        frame = frame.filter(pl.col("bot_id") < hi)
+    return frame
+
+
+def open_window(export_dir: Path, manifest: dict[str, Any], start: date,
+                lookback_days: int) -> Window:
+    """The window from ``start`` over the export described by ``manifest``.
+
+    Raises :class:`WindowUnavailable` when the export cannot seed it."""
+    bots = _read_state(export_dir / BOT_STATE, BOT_STATE_SCHEMA)
+    texts = _read_state(export_dir / TEXT_STATE, TEXT_STATE_SCHEMA)
+    daily_files = partition_files(export_dir, manifest, "bot_daily", upto=start)
+    custom_files = partition_files(export_dir, manifest, "custom_daily", upto=start)
+    first = start - timedelta(days=lookback_days)
+    lookback_files = [f for key, f in daily_files if key >= month_key(first)]
+    lookback = (pl.scan_parquet(lookback_files, hive_partitioning=False)
+                .filter(pl.col("day").is_between(first, start, closed="left"))
+                if lookback_files else None)
+    counters = carried(bots, BOT_KEY, start, [f for _, f in daily_files], "commands_counter")
+    carried_texts = carried(texts, TEXT_KEY, start, [f for _, f in custom_files],
+                            "value_text", "changed_at", where=pl.col("kind") == "text")
+    return Window(
+        start, lookback, counters, carried_texts,
+        bots.filter(pl.col("first_day") < start).select(*BOT_KEY, "first_day"),
+        texts.filter(pl.col("first_day") < start).select(*TEXT_KEY, "first_day"),
+    )
+
+
+def _read_state(path: Path, schema: pl.Schema) -> pl.DataFrame:
+    try:
+        frame = pl.read_parquet(path)
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        raise WindowUnavailable(f"cannot read {path}: {exc}") from exc
+    if frame.schema != schema:
+        raise WindowUnavailable(f"{path} has columns {dict(frame.schema)}, not {dict(schema)}")
+    return frame
+
+
+def partition_files(export_dir: Path, manifest: dict[str, Any], name: str,
+                    upto: date) -> list[tuple[str, Path]]:
+    """(key, file) of the month partitions of ``name`` up to ``upto``'s month, newest first."""
+    entry = manifest.get("datasets", {}).get(name, {})
+    found = [(p["partition"], export_dir / p["path"]) for p in entry.get("partitions", [])
+             if p["partition"] != "empty" and p["partition"] <= month_key(upto)]
+    return sorted(found, reverse=True)
+
+
+def carried(state: pl.DataFrame, key: tuple[str, ...], start: date, files: list[Path],
+            *columns: str, where: pl.Expr | None = None) -> pl.DataFrame:
+    """Per key with rows before ``start``: its last row before ``start`` (key, ``last_day`` and
+    ``columns``). From the state when the key's last row is before ``start``; else from the
+    export's partitions (``files``, newest first), read only until every such key is found."""
+    before = state.filter(pl.col("first_day") < start)
+    direct = before.filter(pl.col("last_day") < start).select(*key, "last_day", *columns)
+    wanted = before.filter(pl.col("last_day") >= start).select(*key)
+    found = [direct]
+    for file in files:
+        if wanted.is_empty():
+            break
+        rows = pl.scan_parquet(file, hive_partitioning=False).filter(pl.col("day") < start)
+        if where is not None:
+            rows = rows.filter(where)
+        last = (rows.join(wanted.lazy(), on=list(key), how="semi")
+                .sort(*key, "day").group_by(key).last()
+                .select(*key, pl.col("day").alias("last_day"), *columns)
+                .collect())
+        found.append(last.cast(direct.schema))
+        wanted = wanted.join(last, on=list(key), how="anti")
+    if not wanted.is_empty():
+        raise WindowUnavailable(f"the export has no row before {start} for {wanted.row(0)}, "
+                                f"which the state says exists")
+    return pl.concat(found)
+
+
+def next_state(new: pl.LazyFrame, key: tuple[str, ...], columns: tuple[str, ...],
+               firsts: pl.DataFrame | None, lasts: pl.DataFrame | None) -> pl.DataFrame:
+    """The state after a run: per key its first day and its last row (``last_day``,
+    ``columns``). ``new`` is the rows the run computed (key, ``day``, ``columns``);
+    ``firsts``/``lasts`` are the keys with rows before the run's start, as the window
+    carried them in (None for a full build)."""
+    summary = (new.sort(*key, "day").group_by(key)
+               .agg(pl.col("day").first().alias("first_day"),
+                    pl.col("day").last().alias("last_day"), *[pl.col(c).last() for c in columns]))
+    if firsts is None or lasts is None:
+        return summary.sort(*key).collect()
+    before = firsts.lazy().join(lasts.lazy(), on=list(key), how="left")
+    merged = before.join(summary, on=list(key), how="full", coalesce=True, suffix="_new")
+    has_new = pl.col("last_day_new").is_not_null()
+    return merged.select(
+        *key,
+        first_day=pl.coalesce("first_day", "first_day_new"),
+        last_day=pl.coalesce("last_day_new", "last_day"),
+        **{c: pl.when(has_new).then(pl.col(f"{c}_new")).otherwise(pl.col(c)) for c in columns},
+    ).sort(*key).collect()
+
+
+def first_days(state: pl.DataFrame) -> pl.LazyFrame:
+    """(bot_id, day): each bot's first day of records, from a bot state."""
+    return state.lazy().select("bot_id", day=pl.col("first_day"))
+
+
+def directory_change(listed: pl.LazyFrame, exported: pl.LazyFrame) -> date | None:
+    """The first day whose ``bots_first_seen`` or ``bots_removed`` differ between ``listed``
+    (computed from the bots table now) and ``exported`` (the previous directory_daily): the
+    bots table has no change history of its own, but it is small, and these counts are all
+    the datasets take from it. None when they agree."""
+    counts = ["bots_first_seen", "bots_removed"]
+    joined = listed.select("day", *counts).join(
+        exported.select("day", *counts), on="day", how="full", coalesce=True, suffix="_old")
+    differs = pl.any_horizontal(
+        pl.col(c).fill_null(0) != pl.col(f"{c}_old").fill_null(0) for c in counts)
+    (day,) = joined.filter(differs).select(pl.col("day").min()).collect().row(0)
+    return day
+
+
+def with_rows_before(parts: Iterator[tuple[str, pl.DataFrame]], old: pl.DataFrame | None,
+                     key: str) -> Iterator[tuple[str, pl.DataFrame]]:
+    """``parts`` with ``old`` (the rows of partition ``key`` before the window, unsorted
+    relative to the new ones: the caller orders the merged part) put into partition ``key``."""
+    pending = old if old is not None and old.height else None
+    for k, new in parts:
+        part = new
+        if pending is not None and k == key:
+            part, pending = pl.concat([pending.cast(new.schema), new]), None
+        elif pending is not None and (k == "empty" or k > key):
+            yield key, pending
+            pending = None
+            if k == "empty":
+                continue
+        yield k, part
+    if pending is not None:
+        yield key, pending

@@ -1,0 +1,57 @@
+"""The surface of pipeline.archive (imported lazily: see __init__.py)."""
+
+from ._drift import describe_fields, drift_since, note_fields
+from ._legacy import ConvertReport, convert
+from ._migrations import sql_dir
+from ._queries import Newest, changes_since, newest, nothing_archived
+from ._runs import begin_run, finish_run, live_bots, mark_removed
+from ._sql import literal, now_utc
+from ._store import (
+    ArchivePaths,
+    attach_statements,
+    cursor,
+    exists,
+    open_archive,
+    reader,
+    table_counts,
+    writer,
+)
+from ._upkeep import Compaction, backup, compact, disk_bytes, restore
+from ._writes import CUSTOM_SCHEMA, STAT_SCHEMA, BotRow, Frames, write_batch
+
+__all__ = [
+    "ArchivePaths",
+    "attach_statements",
+    "backup",
+    "begin_run",
+    "BotRow",
+    "changes_since",
+    "compact",
+    "Compaction",
+    "convert",
+    "ConvertReport",
+    "cursor",
+    "CUSTOM_SCHEMA",
+    "describe_fields",
+    "disk_bytes",
+    "drift_since",
+    "exists",
+    "finish_run",
+    "Frames",
+    "literal",
+    "live_bots",
+    "mark_removed",
+    "Newest",
+    "newest",
+    "note_fields",
+    "nothing_archived",
+    "now_utc",
+    "open_archive",
+    "reader",
+    "restore",
+    "sql_dir",
+    "STAT_SCHEMA",
+    "table_counts",
+    "write_batch",
+    "writer",
+]

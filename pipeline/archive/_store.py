@@ -1,0 +1,325 @@
+"""The archive: a DuckLake (a SQLite catalog file plus parquet data files), opened, migrated and
+written in transactions.
+
+Layout, for ``[store].db = data/archive.ducklake``::
+
+    data/archive.ducklake          the catalog (SQLite): tables, snapshots, which files hold what
+    data/archive.ducklake.files/   the data: parquet files, only ever added (and compacted)
+
+Why DuckLake (docs/design.md has the measurements): a commit writes only the new rows' files and
+a few catalog rows, so a job costs what it adds, not what the archive holds; readers (the
+``duckdb`` CLI, notebooks, ``botstats sql``, polars) open the catalog read-only, see the last
+committed snapshot and keep it while they read, and never block or fail the writer; a
+transaction spans every table, so a batch of rows and the run's counters land together or not
+at all, and a killed job leaves at most unreferenced files that compaction removes.
+
+Tables have no primary keys (DuckLake has none): the harvest keeps every key once itself.
+Writers are serialised by the run lock (``pipeline.lock``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+
+from ..core import Settings, StoreError
+from ._migrations import migrate
+from ._sql import literal
+
+log = logging.getLogger("botstats.store")
+
+if TYPE_CHECKING:
+    pass
+
+# The catalog's name inside a connection: `archive.bot_stats`, or just `bot_stats` after USE.
+ALIAS = "archive"
+EXTENSIONS = ("ducklake", "sqlite_scanner")
+# SQLite answers "database is locked" while another process commits: wait and try again.
+DEFAULT_OPEN_TIMEOUT = 30.0
+_BUSY_WORDS = ("database is locked", "SQLITE_BUSY", "Could not set lock", "Conflicting lock")
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_DUCKDB_MAGIC = b"DUCK"  # at offset 8 of a DuckDB database file
+
+
+def extension_file(name: str) -> Path:
+    """The DuckDB extension ``name`` as shipped by its package on the index
+    (``duckdb-extension-<name>``), so nothing is downloaded at run time."""
+    spec = importlib.util.find_spec(f"duckdb_extension_{name}")
+    roots = list(spec.submodule_search_locations or []) if spec else []
+    version = duckdb.__version__
+    for root in roots:
+        path = Path(root) / "extensions" / f"v{version}" / f"{name}.duckdb_extension"
+        if path.is_file():
+            return path
+    raise StoreError(
+        f"the DuckDB extension {name!r} for DuckDB {version} is not installed (package "
+        f"duckdb-extension-{name.replace('_', '-')}=={version}). Reinstall botstats: "
+        f"`pip install -e .` in its directory.")
+
+
+@dataclass(frozen=True)
+class ArchivePaths:
+    catalog: Path
+    data_dir: Path | None = None  # the data folder, when not <catalog>.files (a conversion)
+
+    @classmethod
+    def of(cls, settings: Settings) -> ArchivePaths:
+        return cls(settings.db_path)
+
+    @classmethod
+    def at(cls, catalog: Path) -> ArchivePaths:
+        return cls(catalog)
+
+    def _beside(self, suffix: str) -> Path:
+        return self.catalog.with_name(self.catalog.name + suffix)
+
+    @property
+    def data(self) -> Path:
+        """The folder of the parquet data files."""
+        return self.data_dir or self._beside(".files")
+
+    @property
+    def legacy_primary(self) -> Path:
+        """The writer's file of an archive in the single-DuckDB-file layout (before DuckLake)."""
+        return self._beside(".primary")
+
+    @property
+    def converting(self) -> Path:
+        return self._beside(".converting")
+
+    @property
+    def legacy_backup(self) -> Path:
+        """Where a converted single-file archive is kept until the operator deletes it."""
+        return self._beside(".pre-ducklake.duckdb")
+
+    def kind(self) -> str:
+        """``ducklake``, ``legacy`` (the single DuckDB file layout), ``missing`` or ``other``."""
+        if self.legacy_primary.exists():
+            return "legacy" if file_kind(self.catalog) != "ducklake" else "ducklake"
+        return file_kind(self.catalog)
+
+
+def file_kind(path: Path) -> str:
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(16)
+    except FileNotFoundError:
+        return "missing"
+    except IsADirectoryError:
+        return "other"
+    if head.startswith(_SQLITE_MAGIC):
+        return "ducklake"
+    if head[8:12] == _DUCKDB_MAGIC:
+        return "legacy"
+    return "missing" if not head else "other"
+
+
+def attach_statements(paths: ArchivePaths, *, read_only: bool) -> list[str]:
+    """The SQL that opens the archive in a DuckDB 1.5 session: extensions from their packages,
+    the catalog attached as ``archive`` and made the default. `botstats sql --attach` prints it
+    for the ``duckdb`` CLI."""
+    catalog = paths.catalog.resolve()
+    data = paths.data.resolve().as_posix() + "/"
+    options = [f"DATA_PATH {literal(data)}", "OVERRIDE_DATA_PATH true"]
+    if read_only:
+        options.insert(0, "READ_ONLY")
+    statements = [f"LOAD {literal(extension_file(name).as_posix())}" for name in EXTENSIONS]
+    statements += [
+        f"ATTACH {literal('ducklake:sqlite:' + catalog.as_posix())} AS {ALIAS} "
+        f"({', '.join(options)})",
+        f"USE {ALIAS}",
+        "SET TimeZone = 'UTC'",
+    ]
+    return statements
+
+
+PARTITION_FLUSH_ROWS = 30_000
+
+
+def connect(
+    paths: ArchivePaths,
+    *,
+    read_only: bool = False,
+    timeout: float = DEFAULT_OPEN_TIMEOUT,
+    memory_limit: str | None = None,
+    threads: int = 0,
+) -> duckdb.DuckDBPyConnection:
+    """A DuckDB session with the archive attached as ``archive`` (the default catalog).
+
+    polars sees Etc/UTC as a zone other than UTC; the session speaks UTC so joins never fail.
+    """
+    config: dict[str, Any] = {
+        "autoinstall_known_extensions": False, "autoload_known_extensions": False,
+        # The two extension files come from the packages pip installed with DuckDB itself;
+        # checking their signatures again hashes tens of megabytes on every connection, which
+        # dominated opening the archive (bench/README.md). Only those files are loaded here.
+        "allow_unsigned_extensions": True,
+        # A batch spanning many months writes one file per month at once (bot_stats is
+        # partitioned by month); each buffers this many rows before it writes them out, instead
+        # of DuckDB's 524,288, which kept whole histories in memory (docs/reliability.md).
+        "partitioned_write_flush_threshold": PARTITION_FLUSH_ROWS,
+    }
+    if memory_limit:
+        config["memory_limit"] = memory_limit
+    if threads:
+        config["threads"] = threads
+    if not read_only:
+        try:
+            paths.data.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot create the archive's data folder {paths.data}: {exc.strerror or exc}. "
+                f"Point [store].db (--db) at a writable place."
+            ) from exc
+        _wal_mode(paths.catalog)
+    statements = attach_statements(paths, read_only=read_only)
+    con = duckdb.connect(config=config)
+    deadline = time.monotonic() + timeout
+    delay = 0.05
+    try:
+        for statement in statements:
+            while True:
+                try:
+                    con.execute(statement)
+                    break
+                except duckdb.Error as exc:
+                    if _busy(exc) and time.monotonic() + delay < deadline:
+                        time.sleep(delay)
+                        delay = min(delay * 2, 1.0)
+                        continue
+                    raise
+    except duckdb.Error as exc:
+        con.close()
+        if _busy(exc):
+            raise StoreError(
+                f"the archive {paths.catalog} stayed locked by another process for "
+                f"{timeout:.0f} s. Close it there, or raise [store].open_timeout.") from exc
+        raise StoreError(
+            f"cannot open the archive {paths.catalog}: {first_line(exc)}. If it is not a "
+            f"botstats archive, point [store].db (or --db) at another path.") from exc
+    return con
+
+
+def cursor(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """A second connection to the same session, for another thread (a cursor starts in the
+    default catalog, so it is pointed at the archive again)."""
+    cur = con.cursor()
+    cur.execute(f"USE {ALIAS}")
+    cur.execute("SET TimeZone = 'UTC'")
+    return cur
+
+
+def _wal_mode(catalog: Path) -> None:
+    """Put the catalog in SQLite's WAL mode (kept in the file): readers then never block a
+    commit, and a commit never waits for them. In the default mode a reader in the middle of a
+    query makes the writer's commit fail with "database is locked"."""
+    import sqlite3
+
+    try:
+        with sqlite3.connect(catalog, timeout=DEFAULT_OPEN_TIMEOUT) as db:
+            db.execute("PRAGMA journal_mode=WAL").fetchall()
+        db.close()
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open the archive's catalog {catalog}: {exc}. If it is not a "
+                         f"botstats archive, point [store].db (or --db) at another path.") from exc
+
+
+def _busy(exc: Exception) -> bool:
+    return any(w in str(exc) for w in _BUSY_WORDS)
+
+
+def first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+
+
+def _refuse_legacy(paths: ArchivePaths) -> None:
+    if paths.kind() == "legacy":
+        raise StoreError(
+            f"{paths.catalog} is a DuckDB database file, not a DuckLake archive. If it is an "
+            f"archive of botstats 0.1 (one DuckDB file), convert it once with `botstats "
+            f"convert-archive` (it keeps the old file as {paths.legacy_backup.name}); else "
+            f"point [store].db (or --db) at another path.")
+
+
+@contextmanager
+def writer(settings: Settings) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The archive, migrated, for one job. Callers hold the run lock (``pipeline.lock``)."""
+    paths = ArchivePaths.of(settings)
+    _refuse_legacy(paths)
+    if paths.kind() == "other":
+        raise StoreError(
+            f"{paths.catalog} exists and is not a botstats archive (a DuckLake catalog). "
+            f"Point [store].db (or --db) at another path.")
+    con = connect(paths, timeout=settings.store.open_timeout,
+                  memory_limit=settings.store.memory_limit, threads=settings.store.threads)
+    try:
+        migrate(con)
+        yield con
+    finally:
+        close(con)
+
+
+def close(con: duckdb.DuckDBPyConnection) -> bool:
+    """Close ``con``; False when that failed (logged)."""
+    try:
+        con.close()
+    except duckdb.Error as exc:
+        log.warning("closing the archive failed: %s", exc)
+        return False
+    return True
+
+
+def exists(settings: Settings) -> bool:
+    return ArchivePaths.of(settings).kind() != "missing"
+
+
+@contextmanager
+def reader(settings: Settings) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The archive, read-only, as of its last commit; closed when the block ends."""
+    paths = ArchivePaths.of(settings)
+    kind = paths.kind()
+    if kind == "missing":
+        raise StoreError(
+            f"there is no archive at {paths.catalog} yet. Run `botstats harvest` (or "
+            f"`botstats demo`) first, or point --db at an existing archive."
+        )
+    _refuse_legacy(paths)
+    con = connect(paths, read_only=True, timeout=settings.store.open_timeout)
+    try:
+        yield con
+    finally:
+        con.close()
+
+
+def open_archive(db: str | os.PathLike[str] = "data/archive.ducklake") -> duckdb.DuckDBPyConnection:
+    """The archive at ``db``, read-only, for Python and notebooks:
+    ``pipeline.open_archive().sql("FROM bot_stats").pl()``. Close it when done."""
+    paths = ArchivePaths(Path(db))
+    if paths.kind() == "missing":
+        raise StoreError(f"there is no archive at {paths.catalog}.")
+    _refuse_legacy(paths)
+    return connect(paths, read_only=True)
+
+
+def table_names(con: duckdb.DuckDBPyConnection) -> list[str]:
+    return [r[0] for r in con.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE' "
+        "AND table_catalog = ? AND table_schema = 'main' ORDER BY table_name", [ALIAS]
+    ).fetchall()]
+
+
+def table_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    """Row counts of every base table in the archive, for summaries and `botstats status`."""
+    return {n: con.execute(f'SELECT count(*) FROM "{n}"').fetchall()[0][0]
+            for n in table_names(con)}
+
+

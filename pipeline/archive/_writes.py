@@ -1,0 +1,301 @@
+"""The archive's reads and writes: what a harvest commits (one transaction per batch, across
+every table), its run bookkeeping, and the queries `botstats sql` and notebooks run.
+
+The harvester (``pipeline.harvester``) fetches and validates; everything it writes goes through
+:func:`write_batch`, so a batch's records, the bots it lists, ``bot_latest_stat``, its rejects and
+the run's counters land together or not at all. Keys are kept unique here: the archive is a
+DuckLake, which has no primary keys (see docs/design.md).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from ..core import StoreError, same_record
+from ._runs import _WRITE_COUNTERS, RunCounts, save_counters
+from ._sql import rollback, run_with_frames
+
+log = logging.getLogger("botstats.harvest")
+
+
+@dataclass(frozen=True, slots=True)
+class BotRow:
+    bot_id: str
+    name: str | None
+    raw: str
+
+
+STAT_SCHEMA = {
+    "stat_id": pl.String, "bot_id": pl.String, "recorded_at": pl.Datetime("us", "UTC"),
+    "users": pl.Int64, "guilds": pl.Int64, "shards": pl.Int64, "memory_load": pl.Float64,
+    "cpu_load": pl.Float64, "commands_executed": pl.Int64, "raw": pl.String,
+}
+CUSTOM_SCHEMA = {
+    "stat_id": pl.String, "bot_id": pl.String, "recorded_at": pl.Datetime("us", "UTC"),
+    "name": pl.String, "value_text": pl.String, "value_num": pl.Float64,
+}
+
+
+ERROR_SCHEMA = {"endpoint": pl.String, "bot_id": pl.String, "error": pl.String}
+
+
+@dataclass
+class Frames:
+    stats: pl.DataFrame
+    custom: pl.DataFrame
+    bots: list[BotRow]
+    rejects: list[dict[str, Any]]
+    errors: list[dict[str, Any]]
+    users: list[dict[str, Any]]
+    snapshots: dict[str, list[dict[str, Any]]]
+    distinct: bool = False  # no stat key twice (custom field names are unique per record)
+    listed: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.stats.height or self.bots or self.rejects or self.errors or self.users
+                    or self.snapshots or self.listed)
+
+
+def write_batch(con: duckdb.DuckDBPyConnection, f: Frames, report: RunCounts,
+           new_only: bool = False) -> None:
+    """One transaction: the batch's rows and the run's counters land together or not at all."""
+    now = datetime.now(UTC)
+    run_id = report.run_id
+    counted = {c: getattr(report, c) for c in _WRITE_COUNTERS}
+    try:
+        con.execute("BEGIN TRANSACTION")
+        if f.bots:
+            report.bots_new += _write_bots(con, f.bots, run_id, now)
+        if f.stats.height or f.listed:
+            added, updated = _write_stats(con, f, run_id, now, new_only)
+            report.stats_added += added
+            report.stats_updated += updated
+        if f.rejects:
+            report.rejects += _write_rejects(con, f.rejects, run_id, now)
+        if f.errors:
+            run_with_frames(con, "INSERT INTO harvest_errors BY NAME SELECT * FROM errors_in",
+                      errors_in=pl.DataFrame(f.errors, schema=ERROR_SCHEMA).with_columns(
+                          run_id=pl.lit(run_id), seen_at=pl.lit(now)))
+        if f.users:
+            _insert_snapshot(con, "users", f.users, run_id)
+        for table, rows in f.snapshots.items():
+            _insert_snapshot(con, table, rows, run_id)
+        save_counters(con, report)
+        con.execute("COMMIT")
+    except duckdb.Error as exc:
+        rollback(con)
+        for name, value in counted.items():  # the summary counts committed rows only
+            setattr(report, name, value)
+        raise StoreError(
+            f"writing a batch of run {run_id} failed: {exc}. The archive keeps every batch "
+            f"committed before this one and none of this one: fix what the error says (a full "
+            f"disk, say) and run again, and the next run completes the work."
+        ) from exc
+
+
+def _insert_snapshot(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict[str, Any]],
+                     run_id: str) -> None:
+    """A user snapshot's rows, each key once per run (a snapshot is taken once per run)."""
+    keys = [c for c in rows[0] if c not in ("raw", "fetched_at", "is_me")]
+    run_with_frames(
+        con, f"INSERT INTO {table} BY NAME SELECT * FROM snap_in ANTI JOIN "
+        f"(SELECT * FROM {table} WHERE run_id = ?) USING ({', '.join(keys)})", [run_id],
+        snap_in=pl.DataFrame(rows).unique(subset=keys, keep="last", maintain_order=True))
+
+
+def _write_bots(con: duckdb.DuckDBPyConnection, rows: list[BotRow], run_id: str,
+                now: datetime) -> int:
+    # Frames are named apart from tables, so no SQL reads a frame where it means a table.
+    bots_in = pl.DataFrame(
+        {"bot_id": [r.bot_id for r in rows], "name": [r.name for r in rows],
+         "raw": [r.raw for r in rows]},
+        schema={"bot_id": pl.String, "name": pl.String, "raw": pl.String},
+    ).unique(subset="bot_id", keep="last").with_columns(
+        first_seen_at=pl.lit(now), last_seen_at=pl.lit(now), run_id=pl.lit(run_id))
+    ((new_count,),) = run_with_frames(
+        con, "SELECT count(*) FROM bots_in n ANTI JOIN bots o USING (bot_id)", bots_in=bots_in)
+    run_with_frames(
+        con,
+        "MERGE INTO bots USING bots_in AS n ON bots.bot_id = n.bot_id "
+        "WHEN MATCHED THEN UPDATE SET name = n.name, raw = n.raw, last_seen_at = n.last_seen_at, "
+        "removed_at = NULL, run_id = n.run_id "
+        "WHEN NOT MATCHED THEN INSERT BY NAME",
+        bots_in=bots_in,
+    )
+    return int(new_count)
+
+
+def _write_stats(con: duckdb.DuckDBPyConnection, f: Frames, run_id: str, now: datetime,
+                 new_only: bool = False) -> tuple[int, int]:
+    """The batch's records (new ones added, changed ones rewritten, custom fields with them)
+    and each bot's newest archived record; (added, changed)."""
+    batch_in = _stats_in(f.stats, run_id, now, f.distinct)
+    added, changed = _write_records(con, f, batch_in, run_id, new_only)
+    _update_latest(con, batch_in, changed, f.listed)
+    return added, changed.height
+
+
+def _update_latest(con: duckdb.DuckDBPyConnection, batch_in: pl.DataFrame,
+                   changed: pl.DataFrame, listed: dict[str, int]) -> None:
+    """``bot_latest_stat`` after the batch: a bot's newest record in the batch replaces the one
+    kept unless that one is newer (the service may have dropped records the archive keeps), and
+    the length of each bot's /stats list as read."""
+    newest_in = batch_in.group_by("bot_id").agg(
+        pl.col("stat_id").sort_by("recorded_at").last(), pl.col("recorded_at").max())
+    lengths = pl.DataFrame({"bot_id": list(listed), "stats_listed": list(listed.values())},
+                           schema={"bot_id": pl.String, "stats_listed": pl.Int64})
+    latest_in = newest_in.join(lengths, on="bot_id", how="full", coalesce=True)
+    run_with_frames(
+        con, "MERGE INTO bot_latest_stat AS t USING latest_in AS n ON t.bot_id = n.bot_id "
+        "WHEN MATCHED THEN UPDATE SET "
+        "stat_id = CASE WHEN n.recorded_at >= t.recorded_at THEN n.stat_id ELSE t.stat_id END, "
+        "recorded_at = greatest(t.recorded_at, n.recorded_at), "
+        "stats_listed = coalesce(n.stats_listed, t.stats_listed) "
+        "WHEN NOT MATCHED AND n.stat_id IS NOT NULL THEN INSERT BY NAME",
+        latest_in=latest_in)
+    if changed.height:
+        # A rewritten record may have moved back in time: its bots' newest is looked up again
+        # (a scan of bot_stats, only when the service changed records).
+        run_with_frames(
+            con, "UPDATE bot_latest_stat AS t SET stat_id = n.stat_id, recorded_at = n.recorded_at "
+            "FROM (SELECT bot_id, arg_max(stat_id, recorded_at) AS stat_id, max(recorded_at) AS "
+            "recorded_at FROM bot_stats SEMI JOIN changed_in USING (bot_id) GROUP BY bot_id) AS n "
+            "WHERE t.bot_id = n.bot_id",
+            changed_in=changed.select("bot_id").unique())
+
+
+def _write_records(con: duckdb.DuckDBPyConnection, f: Frames, batch_in: pl.DataFrame,
+                   run_id: str, new_only: bool) -> tuple[int, pl.DataFrame]:
+    """Insert the batch's new records; rewrite those the service changed; (added, changed).
+
+    Rows the reader knows to be new (newer than their bot's newest archived record, or of a bot
+    with nothing archived) are inserted as they are; only the others are looked up in
+    ``bot_stats``, so an hourly run never scans the archive."""
+    custom = f.custom
+    if new_only:
+        # Nothing was archived when the run started and each bot is read once: every key is new.
+        checked = batch_in.clear()
+    else:
+        checked = batch_in.filter("_check")
+    fresh = batch_in.filter(~pl.col("_check")) if checked.height else batch_in
+    changed = _keys([])
+    if checked.height:
+        archived = _archived(con, checked)
+        fresh = pl.concat([fresh, checked.join(archived.select("bot_id", "stat_id"),
+                                               on=["bot_id", "stat_id"], how="anti",
+                                               maintain_order="left")])
+        changed = _update_changed(con, checked, archived)
+    fresh = fresh.drop("_check")
+    if fresh.height:
+        run_with_frames(con, "INSERT INTO bot_stats BY NAME SELECT * FROM batch_in", batch_in=fresh)
+    if custom.height:
+        _write_custom(con, custom, run_id, fresh.select("bot_id", "stat_id"), changed,
+                      f.distinct, every=fresh.height == batch_in.height)
+    return fresh.height, changed
+
+
+def _archived(con: duckdb.DuckDBPyConnection, checked: pl.DataFrame) -> pl.DataFrame:
+    """The archived text of those ``checked`` records that are in ``bot_stats`` (keys, raw)."""
+    rows = run_with_frames(
+        con, "SELECT t.bot_id, t.stat_id, t.raw::VARCHAR FROM bot_stats AS t SEMI JOIN "
+        "(SELECT bot_id, stat_id FROM batch_in) AS b USING (bot_id, stat_id)",
+        batch_in=checked.select("bot_id", "stat_id"))
+    return pl.DataFrame(rows, schema={"bot_id": pl.String, "stat_id": pl.String,
+                                      "old_raw": pl.String}, orient="row")
+
+
+def _keys(rows: list[tuple[Any, ...]]) -> pl.DataFrame:
+    return pl.DataFrame(rows, schema={"bot_id": pl.String, "stat_id": pl.String}, orient="row")
+
+
+def _write_custom(con: duckdb.DuckDBPyConnection, custom: pl.DataFrame, run_id: str,
+                  added: pl.DataFrame, changed: pl.DataFrame, distinct: bool, *,
+                  every: bool = False) -> None:
+    """Custom fields belong to their stat record: they are written with a new record and
+    replaced with a changed one, never compared on their own (the stat's key already makes
+    them exactly-once)."""
+    custom_in = _custom_in(custom, run_id, distinct)
+    if not every:
+        touched = pl.concat([added, changed])
+        if touched.is_empty():
+            return
+        custom_in = custom_in.join(touched, on=["bot_id", "stat_id"], how="semi",
+                                   maintain_order="left")
+    if changed.height:
+        run_with_frames(con, "DELETE FROM bot_stat_custom WHERE (bot_id, stat_id) IN "
+                  "(SELECT bot_id, stat_id FROM changed_in)", changed_in=changed)
+    if custom_in.height:
+        run_with_frames(con, "INSERT INTO bot_stat_custom BY NAME SELECT * FROM custom_in",
+                  custom_in=custom_in)
+
+
+# Duplicate keys inside one batch: keep the last copy the service sent. maintain_order: rows
+# land in the order the service sent them (bot by bot, oldest first).
+def _stats_in(stats: pl.DataFrame, run_id: str, now: datetime, distinct: bool) -> pl.DataFrame:
+    if not distinct:
+        stats = stats.unique(subset=["bot_id", "stat_id"], keep="last", maintain_order=True)
+    return stats.with_columns(run_id=pl.lit(run_id), archived_at=pl.lit(now))
+
+
+def _custom_in(custom: pl.DataFrame, run_id: str, distinct: bool) -> pl.DataFrame:
+    if not distinct:
+        custom = custom.unique(subset=["bot_id", "stat_id", "name"], keep="last",
+                               maintain_order=True)
+    return custom.with_columns(run_id=pl.lit(run_id))
+
+
+def _update_changed(con: duckdb.DuckDBPyConnection, checked: pl.DataFrame,
+                    archived: pl.DataFrame) -> pl.DataFrame:
+    """Rewrite the records the service changed since we archived them (an unchanged record is
+    never rewritten); return their keys.
+
+    A record whose text differs is compared as JSON: the same record spelled another way (keys
+    reordered, or archived canonically by an older botstats) is unchanged."""
+    spelled_apart = checked.join(archived, on=["bot_id", "stat_id"], how="inner").filter(
+        pl.col("old_raw") != pl.col("raw"))
+    changed = _keys([(bot_id, stat_id) for bot_id, stat_id, old, new in spelled_apart.select(
+        "bot_id", "stat_id", "old_raw", "raw").iter_rows() if not same_record(old, new)])
+    if changed.is_empty():
+        return changed
+    run_with_frames(
+        con, "UPDATE bot_stats AS t SET recorded_at = b.recorded_at, users = b.users, "
+        "guilds = b.guilds, shards = b.shards, memory_load = b.memory_load, "
+        "cpu_load = b.cpu_load, commands_executed = b.commands_executed, raw = b.raw, "
+        "run_id = b.run_id, archived_at = b.archived_at "
+        "FROM (SELECT * FROM batch_in SEMI JOIN changed_in USING (bot_id, stat_id)) AS b "
+        "WHERE t.bot_id = b.bot_id AND t.stat_id = b.stat_id",
+        batch_in=checked.drop("_check"), changed_in=changed)
+    return changed
+
+
+def _write_rejects(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]], run_id: str,
+                   now: datetime) -> int:
+    rejects_in = (
+        pl.DataFrame(rows, schema={"endpoint": pl.String, "bot_id": pl.String,
+                                   "reason": pl.String, "raw": pl.String})
+        .with_columns(
+            # The same bad record seen again next run is the same reject: kept once.
+            reject_key=pl.concat_str(
+                [pl.col("endpoint").str.replace(r"\?.*$", ""), pl.col("bot_id").fill_null(""),
+                 pl.col("reason"), pl.col("raw").fill_null("")], separator="\x1f"
+            ).hash().cast(pl.String),
+            run_id=pl.lit(run_id), seen_at=pl.lit(now))
+        .unique(subset="reject_key", keep="first")
+    )
+    new = pl.DataFrame(run_with_frames(
+        con, "SELECT reject_key FROM rejects_in ANTI JOIN rejects USING (reject_key)",
+        rejects_in=rejects_in.select("reject_key")), schema={"reject_key": pl.String},
+        orient="row")
+    if new.height:
+        run_with_frames(con, "INSERT INTO rejects BY NAME SELECT * FROM rejects_in",
+                  rejects_in=rejects_in.join(new, on="reject_key", how="semi"))
+    return new.height
+
+

@@ -1,0 +1,87 @@
+"""The options every command shares, remembered on the context so a flag typed before or after the command name means the same."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import click
+
+from ..core import Settings, load_settings
+
+T = TypeVar("T")
+
+
+@dataclass
+class Ctx:
+    """What the shared options typed so far say: the config file, and the flags to layer over
+    config and environment. A flag typed after the command wins over the same one before it."""
+
+    config: str | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+
+def _remember(key: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    def callback(ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
+        typed = ctx.ensure_object(Ctx)
+        if value is None:
+            return value
+        if key == "config":
+            typed.config = value
+        else:
+            typed.overrides[key] = value
+        return value
+
+    return callback
+
+
+def _shared(*decls: str, key: str, **kw: Any) -> Callable[[T], T]:
+    return click.option(*decls, expose_value=False, callback=_remember(key), **kw)
+
+
+config_option = _shared("--config", key="config", type=click.Path(dir_okay=False),
+                        help="Config file (default: $BOTSTATS_CONFIG, else ./config.toml).")
+
+
+base_url_option = _shared("--base-url", key="service.base_url",
+                          help="Service base URL (overrides [service].base_url).")
+
+
+db_option = _shared("--db", key="store.db", help="Archive path, its catalog file (overrides [store].db).")
+
+
+user_token_option = _shared("--user-token", key="user_token",
+                            help="User token for the user endpoints (default: "
+                                 "$BOTSTATS_USER_TOKEN). Sent as 'Bearer <token>'.")
+
+
+def common_options(fn: Callable[..., T]) -> Callable[..., T]:
+    """--config/--base-url/--db: accepted on every command as well as on the group."""
+    return config_option(base_url_option(db_option(fn)))
+
+
+def typed() -> Ctx:
+    """The shared options typed on this command line (group and command)."""
+    return click.get_current_context().ensure_object(Ctx)
+
+
+def settings_from_flags(**more: Any) -> Settings:
+    """defaults < config file < BOTSTATS_* environment < the flags typed < ``more``."""
+    ctx = typed()
+    return load_settings(ctx.config, overrides={**ctx.overrides, **more})
+
+
+class _Id(click.ParamType):
+    """A user or bot id: any text but an empty one (which would name another endpoint)."""
+
+    name = "id"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value)
+        if not text.strip():
+            self.fail("an id cannot be empty.", param, ctx)
+        return text
+
+
+ID = _Id()

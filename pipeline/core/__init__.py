@@ -1,0 +1,89 @@
+"""The ground every stage stands on: the error tree, the settings, and the small helpers each
+stage would otherwise write twice.
+
+``_errors`` (the one error tree, an exit code per class), ``_settings`` (the typed settings:
+TOML, environment and flags, validated before any I/O), ``_crontab`` (crontab expressions, for the
+settings and the scheduler), ``_files`` (atomic file replacement), ``_json`` (reading bodies,
+spelling records canonically), ``_redact`` (secrets out of URLs and texts), ``_run_id``.
+It imports nothing else of ours.
+"""
+
+from __future__ import annotations
+
+from ._crontab import cron_trigger, next_fire_times, parse_crontab
+from ._errors import (
+    ApiError,
+    AuthError,
+    BadRequest,
+    BadResponse,
+    BotstatsError,
+    ConfigError,
+    ExportError,
+    ListingUnstable,
+    LockTimeout,
+    MissingCredential,
+    NotFound,
+    QueryError,
+    RateLimited,
+    ServerError,
+    SkipIgnored,
+    StoreError,
+    Unreachable,
+)
+from ._files import TMP_SUFFIX, aside, fsync_dir, replacing
+from ._json import canonical_json, decode_json, same_record
+from ._oncalendar import on_calendar
+from ._redact import Redactor, redact_url
+from ._run_id import new_run_id
+from ._settings import (
+    DEFAULT_CONFIG_FILE,
+    FieldSettings,
+    Secret,
+    Settings,
+    TrendSettings,
+    as_dict,
+    load_settings,
+    parse_duration,
+)
+
+__all__ = [
+    "ApiError",
+    "as_dict",
+    "aside",
+    "AuthError",
+    "BadRequest",
+    "BadResponse",
+    "BotstatsError",
+    "canonical_json",
+    "ConfigError",
+    "cron_trigger",
+    "decode_json",
+    "DEFAULT_CONFIG_FILE",
+    "ExportError",
+    "FieldSettings",
+    "fsync_dir",
+    "ListingUnstable",
+    "load_settings",
+    "LockTimeout",
+    "MissingCredential",
+    "new_run_id",
+    "next_fire_times",
+    "NotFound",
+    "on_calendar",
+    "parse_crontab",
+    "parse_duration",
+    "QueryError",
+    "RateLimited",
+    "redact_url",
+    "Redactor",
+    "replacing",
+    "same_record",
+    "Secret",
+    "ServerError",
+    "Settings",
+    "SkipIgnored",
+    "StoreError",
+    "TMP_SUFFIX",
+    "TrendSettings",
+    "Unreachable",
+]

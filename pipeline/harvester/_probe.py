@@ -1,0 +1,258 @@
+"""``botstats probe``: find out what a service does where the interface says "not shown", and
+propose the settings that fit it.
+
+A small, bounded, polite set of reads (at most ``max_requests``, Retry-After honoured, never a
+write unless a bot key and a bot to post for are given), made through :class:`Client.fetch`.
+What they show is read by pure functions over the replies (``read_*``), each returning
+:class:`Finding` s, every one with its evidence (the requests and what came back), and
+:class:`Proposal` s for ``[fields]`` and ``[service]``. A setting the replies cannot decide is
+said so, with the reason, not guessed. :func:`write_settings` merges the decided ones into a
+config file, keeping its comments (tomlkit round-trips TOML).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from ..core import ApiError, ConfigError, Settings
+from ..interface import Client, Reply
+from ._probe_reading import (
+    brief,
+    items,
+    read_bot_shape,
+    read_limits,
+    read_listing,
+    read_stat_shape,
+    read_stats_paging,
+)
+from ._probe_report import (
+    BIG_LIMIT,
+    DEFAULT_MAX_REQUESTS,
+    STAT_BOTS,
+    Finding,
+    ProbeReport,
+    Proposal,
+)
+from ._shapes import (
+    id_candidates,
+)
+
+
+class _Spent(Exception):
+    """The request budget is spent: report what was found so far."""
+
+
+class _Prober:
+    def __init__(self, client: Client, settings: Settings, max_requests: int) -> None:
+        self.client = client
+        self.settings = settings
+        self.max_requests = max_requests
+        self.replies: list[Reply] = []
+        self.read_auth = "read"
+
+    async def get(self, path: str, params: dict[str, Any] | None = None, *,
+                  auth: str | None = None, method: str = "GET", payload: Any = None) -> Reply:
+        if self.client.stats.requests >= self.max_requests:
+            raise _Spent(f"the request budget ({self.max_requests}, --max-requests) is spent")
+        reply = await self.client.fetch(method, path, params=params, auth=auth or self.read_auth,
+                                        payload=payload)
+        self.replies.append(reply)
+        return reply
+
+
+async def probe(settings: Settings, *, max_requests: int = DEFAULT_MAX_REQUESTS,
+                post_bot: str | None = None) -> ProbeReport:
+    """Probe the service of ``settings``; see the module docstring."""
+    report = ProbeReport(settings.service.base_url)
+    async with Client(settings) as client:
+        prober = _Prober(client, settings, max_requests)
+        try:
+            await _probe(prober, settings, report, post_bot)
+        except _Spent as exc:
+            report.stopped = str(exc)
+        finally:
+            for proposal in report.proposals:
+                section, key = proposal.key.split(".", 1)
+                proposal.current = getattr(getattr(settings, section), key)
+            report.requests = client.stats.requests
+            report.rate_limited = client.stats.rate_limited
+            report.findings += read_limits(prober.replies, client.stats.rate_limited)
+    return report
+
+
+async def _probe(p: _Prober, settings: Settings, report: ProbeReport,
+                 post_bot: str | None) -> None:
+    token = bool(settings.user_token)
+    # Auth of bot reads: without a token first.
+    default = await p.get("/bots", auth="none")
+    if default.status in (401, 403):
+        evidence = [brief(default)]
+        if not token:
+            report.findings.append(Finding("auth", "bot reads without a token",
+                                           f"refused ({default.status})", evidence))
+            report.proposals.append(Proposal("service.token_on_bot_reads", True, "bot reads "
+                                             "are refused without a token",
+                                             settings.service.token_on_bot_reads))
+            report.stopped = ("bot reads need a token: set BOTSTATS_USER_TOKEN (or pass "
+                              "--user-token) and probe again")
+            return
+        p.read_auth = "user"
+        default = await p.get("/bots")
+        evidence.append(brief(default))
+        report.findings.append(Finding("auth", "bot reads without a token",
+                                       f"refused; with the user token: {default.status}", evidence))
+        report.proposals.append(Proposal("service.token_on_bot_reads", True,
+                                         "bot reads want the user token",
+                                         settings.service.token_on_bot_reads))
+    elif default.status == 200:
+        report.findings.append(Finding("auth", "bot reads without a token", "work",
+                                       [brief(default)]))
+        report.proposals.append(Proposal("service.token_on_bot_reads", False,
+                                         "bot reads work without a token",
+                                         settings.service.token_on_bot_reads))
+    else:
+        raise ApiError(f"{brief(default)}: not the bot-listing service's answer to GET /bots. "
+                       f"Check --base-url.")
+    cap = await p.get("/bots", {"limit": BIG_LIMIT, "skip": 0})
+    page = items(cap)
+    after = (await p.get("/bots", {"limit": BIG_LIMIT, "skip": len(page)})
+             if page and len(page) < BIG_LIMIT else None)
+    candidates = id_candidates(page)
+    bot_field = candidates[0].field if candidates else None
+    skipped = await p.get("/bots", {"limit": 2, "skip": 1}) if len(page) >= 3 else None
+    again = await p.get("/bots", {"limit": BIG_LIMIT, "skip": 0})
+    found, proposals = read_listing(default, cap, after, skipped, again, bot_field)
+    report.findings += found
+    report.proposals += proposals
+    bot_ids = [str(r[bot_field]) for r in page if isinstance(r, dict) and bot_field in r]
+    one = await p.get(f"/bots/{bot_ids[0]}") if bot_ids else None
+    shape_found, shape_proposals = read_bot_shape(page, one, settings)
+    report.findings += shape_found
+    report.proposals += shape_proposals
+    await _probe_stats(p, settings, report, bot_ids)
+    await _probe_user(p, settings, report)
+    # Auth errors and error bodies: a bad token, and a bot that does not exist.
+    bad = await p.get("/users/@me", auth="bad")
+    report.findings.append(Finding("auth", "a bad user token", f"answered {bad.status}",
+                                   [brief(bad)]))
+    await p.get("/bots/botstats-probe-no-such-bot")
+    if post_bot:
+        await _probe_post(p, settings, report, post_bot)
+
+
+async def _probe_stats(p: _Prober, settings: Settings, report: ProbeReport,
+                       bot_ids: list[str]) -> None:
+    whole: Reply | None = None
+    bot_id = ""
+    for bot_id in bot_ids[:STAT_BOTS]:
+        whole = await p.get(f"/bots/{bot_id}/stats")
+        if len(items(whole)) > 2:
+            break
+    if whole is None or not items(whole):
+        report.findings.append(Finding("stats", "records", "no bot read has stat records",
+                                       [brief(whole)] if whole else []))
+        for key in ("stat_id", "stat_time", "custom_name", "custom_value"):
+            report.proposals.append(Proposal(f"fields.{key}", None, "no stat record was read",
+                                             getattr(settings.fields, key)))
+        report.proposals.append(Proposal("service.stats_page_size", None,
+                                         "no stat record was read"))
+        return
+    path = f"/bots/{bot_id}/stats"
+    records = items(whole)
+    found, proposals, time_field = read_stat_shape(records, bot_id, whole, settings)
+    report.findings += found
+    report.proposals += proposals
+    id_field = next((x.value or None for x in proposals if x.key == "fields.stat_id"), None)
+    two = next_two = big = None
+    if len(records) > 2:
+        two = await p.get(path, {"limit": 2, "skip": 0})
+        if len(items(two)) == 2:
+            next_two = await p.get(path, {"limit": 2, "skip": 2})
+            big = await p.get(path, {"limit": BIG_LIMIT, "skip": 0})
+    last = await p.get(f"/bots/{bot_id}/stat")
+    found, proposals = read_stats_paging(whole, two, next_two, big, last, time_field, id_field)
+    report.findings += found
+    report.proposals += proposals
+
+
+async def _probe_user(p: _Prober, settings: Settings, report: ProbeReport) -> None:
+    fields = settings.fields
+    if not settings.user_token:
+        report.findings.append(Finding("user lists", "paging", "not probed: no user token "
+                                       "(BOTSTATS_USER_TOKEN, --user-token)"))
+        report.proposals.append(Proposal("service.user_lists_page_size", None,
+                                         "no user token to read the user lists with"))
+        return
+    me = await p.get("/users/@me", auth="user")
+    record = me.json()
+    if me.status != 200 or not isinstance(record, dict):
+        report.findings.append(Finding("user lists", "the current user", f"answered "
+                                       f"{me.status}", [brief(me)]))
+        return
+    ids = id_candidates([record])
+    if ids:
+        report.proposals.append(Proposal("fields.user_id", ids[0].field, ids[0].why,
+                                         fields.user_id))
+    user_id = str(record.get(ids[0].field)) if ids else "@me"
+    paged: tuple[str, int] | None = None
+    decided_whole = False
+    for what, key in (("bots", None), ("servers", "server_id"), ("webhooks", "webhook_id")):
+        path = f"/users/{user_id}/{what}"
+        whole = await p.get(path, auth="user")
+        listed = items(whole)
+        if key is not None:
+            found = id_candidates(listed)
+            if found:
+                report.proposals.append(Proposal(f"fields.{key}", found[0].field, found[0].why,
+                                                 getattr(fields, key)))
+            else:
+                report.proposals.append(Proposal(f"fields.{key}", None, f"fewer than two "
+                                                 f"{what} read", getattr(fields, key)))
+        if len(listed) < 2 or paged or decided_whole:
+            continue
+        one = await p.get(path, {"limit": 1, "skip": 0}, auth="user")
+        if len(items(one)) == 1:
+            big = await p.get(path, {"limit": BIG_LIMIT, "skip": 0}, auth="user")
+            paged = (what, len(items(big)))
+            report.findings.append(Finding("user lists", "paging", f"paged (limit=1 gave 1 of "
+                                           f"{len(listed)} {what}); at most {paged[1]} a page",
+                                           [brief(whole), brief(one), brief(big)]))
+        else:
+            decided_whole = True
+            report.findings.append(Finding("user lists", "paging", f"whole (limit=1 still gave "
+                                           f"{len(items(one))} {what})",
+                                           [brief(whole), brief(one)]))
+    if paged:
+        report.proposals.append(Proposal("service.user_lists_page_size", paged[1],
+                                         "the user lists are paged"))
+    elif decided_whole:
+        report.proposals.append(Proposal("service.user_lists_page_size", 0,
+                                         "the user lists come whole"))
+    else:
+        report.proposals.append(Proposal("service.user_lists_page_size", None,
+                                         "no user list has two items to page"))
+
+
+async def _probe_post(p: _Prober, settings: Settings, report: ProbeReport, bot_id: str) -> None:
+    """Post the bot's newest counts again (nothing it did not already report) and see what the
+    service answers and whether /stat shows it."""
+    last = (await p.get(f"/bots/{bot_id}/stat")).json()
+    last = last if isinstance(last, dict) else {}
+    payload = {"users": last.get("users", 0), "guilds": last.get("guilds", 0)}
+    posted = await p.get(f"/bots/{bot_id}/stats", method="POST", auth="bot", payload=payload)
+    after = await p.get(f"/bots/{bot_id}/stat")
+    shown = posted.status < 300 and after.json() == posted.json()
+    report.findings.append(Finding("post", "POST /bots/:id/stats", f"answered {posted.status}; "
+                                   f"/stat {'now shows' if shown else 'does not show'} the posted "
+                                   f"record", [brief(posted), brief(after)]))
+
+
+def run_probe(settings: Settings, *, max_requests: int = DEFAULT_MAX_REQUESTS,
+              post_bot: str | None = None) -> ProbeReport:
+    """:func:`probe`, from synchronous code."""
+    if max_requests < 1:
+        raise ConfigError(f"--max-requests must be at least 1, got {max_requests}.")
+    if post_bot and not settings.bot_key:  # before any request
+        raise ConfigError("--post needs the bot's API key: set BOTSTATS_BOT_KEY or pass --bot-key.")
+    return asyncio.run(probe(settings, max_requests=max_requests, post_bot=post_bot))

@@ -1,0 +1,294 @@
+"""What the probe's replies say (pure): the listing's paging and cap, the shapes of bot and stat records, /stats paging and order, the limits the service announces."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..core import Settings
+from ..interface import Reply
+from ._probe_report import BIG_LIMIT, COUNTS, RATE_HEADERS, Finding, Proposal
+from ._shapes import (
+    custom_keys,
+    id_candidates,
+    name_candidates,
+    time_candidates,
+    time_kind,
+    value_types,
+)
+
+
+def brief(reply: Reply) -> str:
+    """'GET http://x/bots?limit=5 -> 200, an array of 5' (the evidence of a finding)."""
+    data = reply.json()
+    if isinstance(data, list):
+        shape = f"an array of {len(data)}"
+    elif isinstance(data, dict):
+        keys = ", ".join(list(data)[:8]) + (", ..." if len(data) > 8 else "")
+        shape = f"an object with {keys}" if data else "an empty object"
+    elif not reply.body.strip():
+        shape = "an empty body"
+    else:
+        text = " ".join(reply.body.split())
+        shape = f"text {text[:60]!r}"
+    auth = {"read": "", "none": " (no token)", "user": " (user token)", "bad": " (a bad token)",
+            "bot": " (bot key)"}[reply.auth]
+    return f"{reply.method} {reply.url}{auth} -> {reply.status}, {shape}"
+
+
+def items(reply: Reply | None) -> list[Any]:
+    data = reply.json() if reply is not None and reply.status == 200 else None
+    return data if isinstance(data, list) else []
+
+
+def ids_of(records: Sequence[Any], id_field: str | None) -> list[str]:
+    if id_field is None:
+        return [repr(r) for r in records]
+    return [str(r.get(id_field)) if isinstance(r, dict) else repr(r) for r in records]
+
+
+def read_listing(default: Reply, cap: Reply, after_cap: Reply | None, skipped: Reply | None,
+                 again: Reply | None, id_field: str | None) -> tuple[list[Finding], list[Proposal]]:
+    """GET /bots: the default page size, the cap, whether ``skip`` is honoured, the order, and
+    whether two reads of the head agree."""
+    found: list[Finding] = []
+    proposals: list[Proposal] = []
+    page = items(cap)
+    found.append(Finding("listing", "default page size", f"{len(items(default))} bots",
+                         [brief(default)]))
+    if len(page) >= BIG_LIMIT:
+        found.append(Finding("listing", "page cap", f"none up to {BIG_LIMIT}", [brief(cap)]))
+        proposals.append(Proposal("service.page_size", BIG_LIMIT, f"no cap up to {BIG_LIMIT}"))
+    elif after_cap is not None and items(after_cap):
+        found.append(Finding("listing", "page cap", f"{len(page)} bots (asked {BIG_LIMIT}; more "
+                             f"follow)", [brief(cap), brief(after_cap)]))
+        proposals.append(Proposal("service.page_size", len(page),
+                                  f"the service's cap: asked {BIG_LIMIT}, got {len(page)}"))
+    else:
+        found.append(Finding("listing", "page cap", f"none seen: the whole directory "
+                             f"({len(page)} bots) fits in one page", [brief(cap)]
+                             + ([brief(after_cap)] if after_cap else [])))
+        proposals.append(Proposal("service.page_size", None,
+                                  f"no cap seen (the directory has {len(page)} bots); keep the "
+                                  f"default"))
+    if skipped is not None:
+        got = ids_of(items(skipped), id_field)
+        ids = ids_of(page, id_field)
+        if got and got == ids[1:1 + len(got)]:
+            result = "honoured"
+        elif got and got == ids[:len(got)]:
+            result = "ignored: skip=1 returns the first bots again (botstats cannot page it)"
+        else:
+            result = "unclear: skip=1 returned neither the next bots nor the first ones"
+        found.append(Finding("listing", "skip", result, [brief(skipped)]))
+    if again is not None:
+        same = ids_of(items(again), id_field) == ids_of(page, id_field)
+        found.append(Finding("listing", "two reads of the head",
+                             "agree" if same else "differ (the listing moves, or its order is "
+                             "not stable: botstats pages with an overlap and re-reads the head)",
+                             [brief(again)]))
+    found.append(Finding("listing", "order", listing_order(page)))
+    return found, proposals
+
+
+def listing_order(records: Sequence[Any]) -> str:
+    """Which field, if any, the listing is sorted by (ascending or descending)."""
+    objects = [r for r in records if isinstance(r, dict)]
+    if len(objects) < 3:
+        return "cannot tell from fewer than 3 bots"
+    for name in objects[0]:
+        values = [r.get(name) for r in objects]
+        if not all(isinstance(v, int | float | str) and not isinstance(v, bool) for v in values):
+            continue
+        if len({type(v) for v in values}) > 1 or len(set(values)) < 2:
+            continue
+        if all(a <= b for a, b in zip(values, values[1:], strict=False)):
+            return f"by '{name}', ascending"
+        if all(a >= b for a, b in zip(values, values[1:], strict=False)):
+            return f"by '{name}', descending"
+    return "by no field of the records (the service's own order)"
+
+
+def read_bot_shape(records: Sequence[Any], one: Reply | None,
+                   settings: Settings) -> tuple[list[Finding], list[Proposal]]:
+    """Which fields of a bot record are its id and its name."""
+    fields = settings.fields
+    found: list[Finding] = []
+    proposals: list[Proposal] = []
+    ids = id_candidates(records)
+    if ids:
+        evidence = [brief(one)] if one is not None else []
+        confirmed = one is not None and one.status == 200
+        found.append(Finding("records", "bot id", f"'{ids[0].field}' ({ids[0].why}"
+                             + (", and GET /bots/<it> finds the bot)" if confirmed else ")"),
+                             evidence))
+        proposals.append(Proposal("fields.bot_id", ids[0].field, ids[0].why, fields.bot_id))
+    else:
+        proposals.append(Proposal("fields.bot_id", None, "no field is distinct in every bot "
+                                  "record read", fields.bot_id))
+    names = name_candidates(records, exclude=[ids[0].field] if ids else [])
+    if names:
+        found.append(Finding("records", "bot name", f"'{names[0].field}'"))
+        proposals.append(Proposal("fields.bot_name", names[0].field, names[0].why,
+                                  fields.bot_name))
+    else:
+        proposals.append(Proposal("fields.bot_name", None, "no text field named like a name",
+                                  fields.bot_name))
+    return found, proposals
+
+
+def read_stat_shape(records: Sequence[Any], bot_id: str, reply: Reply,
+                    settings: Settings) -> tuple[list[Finding], list[Proposal], str | None]:
+    """Which fields of a stat record are its id and time, the custom fields' keys, the types of
+    counts and loads; also returns the time field found (for the order of /stats)."""
+    fields = settings.fields
+    found: list[Finding] = []
+    proposals: list[Proposal] = []
+    evidence = [brief(reply)]
+    not_bot = [k for r in records[:1] if isinstance(r, dict) for k, v in r.items()
+               if str(v) == bot_id]
+    ids = id_candidates(records, exclude=not_bot)
+    if ids:
+        found.append(Finding("records", "stat id", f"'{ids[0].field}' ({ids[0].why})", evidence))
+        proposals.append(Proposal("fields.stat_id", ids[0].field, ids[0].why, fields.stat_id))
+    else:
+        found.append(Finding("records", "stat id", "none: no field is distinct in every record "
+                             "(botstats then keys records by bot and time)", evidence))
+        proposals.append(Proposal("fields.stat_id", "", "no field is distinct in every record: "
+                                  "key by sha1(bot id, time)", fields.stat_id))
+    times = time_candidates(records)
+    time_field = times[0].field if times else None
+    if times:
+        others = ", ".join(f"'{c.field}'" for c in times[1:])
+        found.append(Finding("records", "stat time", f"'{times[0].field}' ({times[0].why} in "
+                             f"all {len(records)} records)" + (f"; also times: {others}" if others
+                                                               else ""), evidence))
+        proposals.append(Proposal("fields.stat_time", times[0].field, times[0].why,
+                                  fields.stat_time))
+    else:
+        proposals.append(Proposal("fields.stat_time", None, "no field reads as a time in every "
+                                  "record", fields.stat_time))
+    keys = custom_keys(records)
+    if keys:
+        found.append(Finding("records", "custom fields", f"items keyed '{keys[0]}' (name) and "
+                             f"'{keys[1]}' (value)"))
+        proposals.append(Proposal("fields.custom_name", keys[0], "the name key of custom fields",
+                                  fields.custom_name))
+        proposals.append(Proposal("fields.custom_value", keys[1], "the other key of custom "
+                                  "fields", fields.custom_value))
+    else:
+        for key in ("custom_name", "custom_value"):
+            proposals.append(Proposal(f"fields.{key}", None, "no record read has custom fields",
+                                      getattr(fields, key)))
+    types = "; ".join(f"{name}: " + ", ".join(f"{kind} x{n}" for kind, n in
+                                              value_types(records, name).items())
+                      for name in COUNTS)
+    found.append(Finding("records", "types of counts and loads", types))
+    return found, proposals, time_field
+
+
+def read_stats_paging(whole: Reply, two: Reply | None, next_two: Reply | None,
+                      big: Reply | None, last: Reply | None, time_field: str | None,
+                      id_field: str | None) -> tuple[list[Finding], list[Proposal]]:
+    """GET /bots/:id/stats: paged or whole, oldest or newest first, and whether /stat is the
+    newest record of /stats."""
+    found: list[Finding] = []
+    proposals: list[Proposal] = []
+    records = items(whole)
+    first_two = items(two)
+    if two is None or len(records) <= 2:
+        found.append(Finding("stats", "paging", "cannot tell: the bot has too few records",
+                             [brief(whole)]))
+        proposals.append(Proposal("service.stats_page_size", None,
+                                  "no bot with more than 2 records was read"))
+    elif len(first_two) == 2:
+        cap = len(items(big)) if big is not None else len(records)
+        skip_ok = ids_of(items(next_two), id_field) != ids_of(first_two, id_field)
+        found.append(Finding("stats", "paging", f"paged: limit is honoured (limit=2 gave 2 of "
+                             f"{len(records)}), skip {'is' if skip_ok else 'is NOT'} honoured; "
+                             f"at most {cap} a page", [brief(whole), brief(two)]
+                             + [brief(r) for r in (next_two, big) if r is not None]))
+        proposals.append(Proposal("service.stats_page_size", cap,
+                                  f"/stats is paged, at most {cap} records a page"))
+    else:
+        found.append(Finding("stats", "paging", f"whole: limit=2 still gave {len(first_two)} "
+                             f"records", [brief(whole), brief(two)]))
+        proposals.append(Proposal("service.stats_page_size", 0, "/stats sends the whole list"))
+    paged = two is not None and len(first_two) == 2 and len(records) > 2
+    order = None
+    if time_field and len(records) >= 2:
+        times = [r.get(time_field) for r in records if isinstance(r, dict)]
+        stamps = [_sortable(t) for t in times]
+        if None not in stamps:
+            if stamps == sorted(stamps):
+                order = "oldest first"
+            elif stamps == sorted(stamps, reverse=True):
+                order = "newest first"
+            else:
+                order = "in no time order"
+    found.append(Finding("stats", "order of records", order or "cannot tell (no time field, or too few "
+                         "records)"))
+    if last is not None:
+        newest = _newest(records, time_field)
+        got = last.json()
+        if last.status != 200 or not isinstance(got, dict):
+            result = f"GET /stat answered {last.status}"
+        elif newest is None:
+            result = "cannot tell (no time field to find the newest record by)"
+        elif got == newest or (id_field and got.get(id_field) == newest.get(id_field)):
+            result = "yes: /stat is the newest record of /stats"
+        elif paged:
+            result = ("cannot tell: /stats is paged and its first page does not hold /stat's "
+                      "record (botstats reads every page)")
+        else:
+            result = ("no: /stat is not the newest record read from /stats (a paged /stats may "
+                      "hold it on a later page)")
+        found.append(Finding("stats", "/stat is the newest record", result, [brief(last)]))
+    return found, proposals
+
+
+def _sortable(value: Any) -> float | None:
+    from ._records import Invalid, parse_time
+
+    if time_kind(value) is None:
+        return None
+    try:
+        return parse_time(value).timestamp()
+    except Invalid:
+        return None
+
+
+def _newest(records: Sequence[Any], time_field: str | None) -> dict[str, Any] | None:
+    if not time_field:
+        return None
+    dated = [(t, r) for r in records if isinstance(r, dict)
+             and (t := _sortable(r.get(time_field))) is not None]
+    return max(dated, key=lambda pair: pair[0])[1] if dated else None
+
+
+def read_limits(replies: Sequence[Reply], rate_limited: int) -> list[Finding]:
+    """Rate-limit headers seen, 429s met, and the shape of error bodies."""
+    headers: dict[str, str] = {}
+    for reply in replies:
+        for seen in (*reply.limited, reply.headers):
+            for name, value in seen.items():
+                if name.lower().startswith(RATE_HEADERS):
+                    headers.setdefault(name.lower(), value)
+    found = [Finding("limits", "rate-limit headers",
+                     ", ".join(f"{k}: {v}" for k, v in headers.items()) or "none seen"),
+             Finding("limits", "429 answers", f"{rate_limited} met (each waited out)")]
+    errors = [r for r in replies if r.status >= 400 and r.status != 429]
+    shapes = sorted({_error_shape(r) for r in errors})
+    found.append(Finding("limits", "error bodies", "; ".join(shapes) or "no error seen",
+                         [brief(r) for r in errors[:3]]))
+    return found
+
+
+def _error_shape(reply: Reply) -> str:
+    data = reply.json()
+    if isinstance(data, dict):
+        return "a JSON object with " + ", ".join(f"'{k}'" for k in data)
+    if data is not None:
+        return f"JSON {type(data).__name__}"
+    return "an empty body" if not reply.body.strip() else reply.headers.get(
+        "content-type", "text").split(";")[0] + " text"

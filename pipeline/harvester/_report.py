@@ -1,0 +1,54 @@
+"""What a harvest run did: the report it returns and leaves in harvest_runs, and its exit codes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+# Exit codes of `botstats harvest` (and `botstats run`), documented in the README.
+EXIT_CODES = {"complete": 0, "failed": 1, "partial": 3, "interrupted": 4}
+
+
+@dataclass
+class HarvestReport:
+    """What a run did; also the row it leaves in ``harvest_runs``."""
+
+    run_id: str
+    mode: str
+    status: str = "running"
+    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    finished_at: datetime | None = None
+    base_url: str = ""
+    bots_seen: int = 0
+    bots_new: int = 0
+    bots_removed: int = 0
+    bots_fetched: int = 0
+    bots_up_to_date: int = 0
+    stats_added: int = 0
+    stats_updated: int = 0
+    requests: int = 0
+    retries: int = 0
+    rejects: int = 0
+    errors: int = 0
+    listing_complete: bool = False
+    message: str = ""
+    new_fields: str = ""  # record fields the archive had not seen before this run (drift)
+
+    @property
+    def seconds(self) -> float:
+        end = self.finished_at or datetime.now(UTC)
+        return (end - self.started_at).total_seconds()
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES.get(self.status, 1)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["seconds"] = round(self.seconds, 3)
+        return out
+
+
+ProgressFn = Callable[[HarvestReport], None]

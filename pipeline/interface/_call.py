@@ -1,0 +1,54 @@
+"""A request as the client sees it: one logical call's retry state, and the counters every call adds to."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import httpx
+
+from ..core import (
+    redact_url,
+)
+
+
+@dataclass
+class ClientStats:
+    """Counters of one client, shared by every request it makes.
+
+    ``requests`` counts every HTTP attempt (retries included); ``retries`` the attempts that
+    were repeats; ``rate_limited``/``server_errors``/``transport_errors``/``bad_responses`` the
+    failed attempts by kind; ``waited_seconds`` the time slept between retries (backoff and
+    Retry-After); ``throttled_seconds`` the time spent waiting for the request budget.
+    """
+
+    requests: int = 0
+    retries: int = 0
+    rate_limited: int = 0
+    server_errors: int = 0
+    transport_errors: int = 0
+    bad_responses: int = 0
+    waited_seconds: float = 0.0
+    throttled_seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, int | float]:
+        return asdict(self)
+
+
+@dataclass
+class Call:
+    """One logical request and the retry state its attempts hand to tenacity's hooks."""
+
+    request: httpx.Request
+    expect: type[list[Any]] | type[dict[str, Any]]
+    idempotent: bool
+    auth_hint: str  # what to check when the service refuses the credentials
+    recheck: str = ""  # for a POST: how to tell whether a failed attempt was stored anyway
+    raw: bool = False  # a list answer as a RawArray (elements undecoded) when it is plain JSON
+    # Written by each attempt, read by the retry predicate and the wait.
+    retryable: bool = False
+    retry_after: float | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.request.method} {redact_url(str(self.request.url))}"

@@ -1,0 +1,406 @@
+"""The API client of the bot-listing service: one async class over httpx.
+
+It owns everything between a method call and a JSON value: the URL, the auth header of each
+endpoint kind, the client-side request budget, retries with backoff and ``Retry-After``, and the
+translation of every failure into :mod:`pipeline.errors`::
+
+    async with Client(settings) as c:
+        bots = await c.list_bots(limit=100, skip=0)   # the raw JSON array, elements untouched
+        print(c.stats)                                 # attempts, retries, 429s, 5xx, waits
+
+Records are returned as the service sent them (unknown fields kept): the interface leaves their
+fields open, so interpreting them is the harvester's business. Only the top-level shape the
+interface promises (array or object) is checked.
+
+Retries: idempotent GETs on 429, 500/502/503/504, transport errors and invalid JSON bodies;
+POST only when the request provably never reached the server (connect failure) or on 429.
+The wait is ``Retry-After`` exactly when the response carries one, else exponential backoff
+with full jitter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+import httpx
+from aiolimiter import AsyncLimiter
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_random_exponential,
+)
+
+from ..core import (
+    ApiError,
+    BadResponse,
+    MissingCredential,
+    Redactor,
+    Secret,
+    Settings,
+    decode_json,
+    redact_url,
+)
+from ._call import Call, ClientStats
+from ._concurrency import Gate, adaptive_control
+from ._failures import Failures, after_attempts, json_kind, parse_retry_after, reason_of
+from ._payloads import RawArray, Reply, page_query, segment, split_array
+from ._transport import NEVER_SENT, TRANSIENT, Lanes, env_proxy
+
+log = logging.getLogger("botstats.client")
+
+
+class Client:
+    """Async client of the bot-listing service; safe to share across concurrent tasks.
+
+    Use it as ``async with Client(settings) as c``. ``transport`` is the test seam of httpx
+    (e.g. ``httpx.MockTransport``); by default requests go over the network.
+    """
+
+    def __init__(
+        self, settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None
+    ) -> None:
+        self.settings = settings
+        self.stats = ClientStats()
+        svc = settings.service
+        timeout = httpx.Timeout(svc.timeout, connect=svc.connect_timeout)
+        tls = httpx.create_ssl_context()  # one for all: each costs milliseconds to build
+        # What an httpx client would put on every request (its default headers with ours, the
+        # timeouts); :meth:`_request` builds them for less CPU than build_request does.
+        self._template = template = httpx.AsyncClient(
+            base_url=svc.base_url, timeout=timeout, verify=tls, transport=transport,
+            headers={"User-Agent": svc.user_agent, "Accept": "application/json"},
+        )
+        self._base = str(template.base_url).rstrip("/")
+        self._headers = dict(template.headers)
+        self._extensions = {"timeout": timeout.as_dict()}
+        one = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+        proxy = env_proxy(svc.base_url)
+        self._lanes = Lanes(
+            (lambda: transport) if transport is not None else
+            (lambda: httpx.AsyncHTTPTransport(verify=tls, limits=one, proxy=proxy)),
+            size=svc.max_connections, keep=svc.max_keepalive, wait=svc.timeout,
+        )
+        # One request per 1/budget seconds, no burst: a budget is a promise to the service.
+        budget = svc.request_budget
+        self._limiter = AsyncLimiter(1, 1.0 / budget) if budget > 0 else None
+        # [service].concurrency = "auto": every attempt waits for its place in the adaptive
+        # window and pace (pipeline.concurrency); a fixed number is kept by the caller's workers.
+        self.gate = Gate(adaptive_control(svc.concurrency, svc.max_connections))
+        # The service may echo a credential back in an error; never pass it on.
+        self._redactor = Redactor([settings.user_token.get(), settings.bot_key.get()], patterns=())
+        self._failures = Failures(settings, self.stats, self._redactor)
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._lanes.aclose()
+        await self._template.aclose()
+
+    # --- user endpoints (Bearer user token) --------------------------------------------------
+    async def me(self) -> dict[str, Any]:
+        return await self._get("/users/@me", dict, auth=self._user_auth("/users/@me"))
+
+    async def user(self, user_id: str | int) -> dict[str, Any]:
+        path = f"/users/{segment(user_id)}"
+        return await self._get(path, dict, auth=self._user_auth(path))
+
+    async def user_bots(self, user_id: str | int, *, limit: int | None = None,
+                        skip: int = 0) -> list[Any]:
+        return await self._user_list(user_id, "bots", limit, skip)
+
+    async def user_servers(self, user_id: str | int, *, limit: int | None = None,
+                           skip: int = 0) -> list[Any]:
+        return await self._user_list(user_id, "servers", limit, skip)
+
+    async def user_webhooks(self, user_id: str | int, *, limit: int | None = None,
+                            skip: int = 0) -> list[Any]:
+        return await self._user_list(user_id, "webhooks", limit, skip)
+
+    async def _user_list(self, user_id: str | int, what: str, limit: int | None,
+                         skip: int) -> list[Any]:
+        """A user's bots, servers or webhooks; with ``limit``, one page (``limit``/``skip``)."""
+        path = f"/users/{segment(user_id)}/{what}"
+        return await self._get(path, list, params=page_query(limit, skip), auth=self._user_auth(path))
+
+    # --- bot endpoints (no credentials, unless [service].token_on_bot_reads) ----------------
+    async def list_bots(self, limit: int | None = None, skip: int = 0) -> list[Any]:
+        """One page of GET /bots; ``limit`` defaults to [service].page_size.
+
+        The service may return fewer than ``limit`` even when more bots follow: paging must
+        not treat a short page as the last one.
+        """
+        limit = self.settings.service.page_size if limit is None else limit
+        return await self._get("/bots", list, params={"limit": limit, "skip": skip},
+                               auth=self._read_auth("/bots"))
+
+    async def bot(self, bot_id: str | int) -> dict[str, Any]:
+        path = f"/bots/{segment(bot_id)}"
+        return await self._get(path, dict, auth=self._read_auth(path))
+
+    async def bot_stats(self, bot_id: str | int, *, limit: int | None = None,
+                        skip: int = 0) -> list[Any]:
+        """GET /bots/:bot_id/stats, decoded; with ``limit``, one page (``limit``/``skip``)."""
+        path = f"/bots/{segment(bot_id)}/stats"
+        return await self._get(path, list, params=page_query(limit, skip), auth=self._read_auth(path))
+
+    async def bot_stats_raw(self, bot_id: str | int, *, limit: int | None = None,
+                            skip: int = 0) -> RawArray | list[Any]:
+        """GET /bots/:bot_id/stats as received: a :class:`RawArray` (each record's JSON text,
+        not decoded: the harvester decodes a whole page at once), or the decoded list when only
+        the lenient decoder reads the body (NaN, lone surrogates, UTF-16, ...). With ``limit``,
+        one page of a service that pages the list (``limit``/``skip``, as GET /bots)."""
+        path = f"/bots/{segment(bot_id)}/stats"
+        return await self._get(path, list, raw=True, params=page_query(limit, skip),
+                               auth=self._read_auth(path))
+
+    async def bot_last_stat(self, bot_id: str | int) -> dict[str, Any]:
+        path = f"/bots/{segment(bot_id)}/stat"
+        return await self._get(path, dict, auth=self._read_auth(path))
+
+    async def post_stat(
+        self, bot_id: str | int, payload: dict[str, Any], bot_key: str | Secret | None = None
+    ) -> dict[str, Any]:
+        """POST /bots/:bot_id/stats with the bot's own API key, sent as-is.
+
+        Not retried on 5xx or read timeouts: the record may have been stored, and only the
+        caller can tell whether posting it again is harmless.
+        """
+        key = bot_key.get() if isinstance(bot_key, Secret) else bot_key
+        key = key or self.settings.bot_key.get()
+        if not key:
+            url = self._url(f"/bots/{segment(bot_id)}/stats")
+            raise MissingCredential(
+                f"POST {url} needs the API key of bot {bot_id}: set BOTSTATS_BOT_KEY or pass "
+                f"--bot-key.",
+                method="POST",
+                url=url,
+            )
+        self._redactor.add(key)
+        request = self._request(
+            "POST", f"/bots/{segment(bot_id)}/stats", json=payload, headers={"Authorization": key}
+        )
+        hint = f"check that BOTSTATS_BOT_KEY / --bot-key is the API key of bot {bot_id}"
+        recheck = (f"not resent because the record may have been stored: check with "
+                   f"`botstats bots stat {bot_id}` before posting again")
+        return await self._call(
+            Call(request, dict, idempotent=False, auth_hint=hint, recheck=recheck)
+        )
+
+    # --- any request, its answer as it came (botstats probe) -----------------------------------
+    async def fetch(self, method: str, path: str, *, params: dict[str, Any] | None = None,
+                    auth: str = "read", payload: Any = None) -> Reply:
+        """One request and its answer whatever the status, for looking at what the service does
+        (``botstats probe``): only a 429 is retried, after its Retry-After (else the backoff),
+        up to [retry].attempts and never longer than [retry].max_retry_after; transport failures
+        raise as elsewhere. ``auth``: "read" (what bot reads send), "none", "user" (the user
+        token), "bad" (a token no service issued), "bot" (the bot API key)."""
+        headers = {
+            "read": lambda: self._read_auth(path) or {},
+            "none": dict,
+            "user": lambda: self._user_auth(path),
+            "bad": lambda: {"Authorization": "Bearer botstats-probe-not-a-token"},
+            "bot": lambda: {"Authorization": self.settings.bot_key.get()},
+        }[auth]()
+        request = self._request(method, path, params=params, headers=headers or None,
+                                json=payload)
+        call = Call(request, dict, idempotent=method == "GET", auth_hint="")
+        retry = self.settings.retry
+        waited: list[dict[str, str]] = []  # the headers of each 429 waited out
+        for attempt in range(1, retry.attempts + 1):
+            if self._limiter is not None:
+                await self._limiter.acquire()
+            self.stats.requests += 1
+            started = time.monotonic()
+            try:
+                response = await self._send(request)
+            except httpx.TransportError as exc:
+                self.stats.transport_errors += 1
+                raise self._failures.transport_error(call, exc, attempt) from exc
+            if response.status_code != 429:
+                break
+            self.stats.rate_limited += 1
+            wait = parse_retry_after(response.headers.get("Retry-After"))
+            wait = min(retry.backoff_max, retry.backoff_base * 2 ** attempt) if wait is None else wait
+            if attempt == retry.attempts or wait > retry.max_retry_after:
+                break
+            self.stats.retries += 1
+            self.stats.waited_seconds += wait
+            waited.append(dict(response.headers))
+            await asyncio.sleep(wait)
+        return Reply(method=method, url=redact_url(str(request.url)), auth=auth,
+                     status=response.status_code, headers=dict(response.headers),
+                     body=self._failures.body(response),
+                     seconds=time.monotonic() - started, limited=tuple(waited))
+
+    # --- plumbing ------------------------------------------------------------------------------
+    async def _send(self, request: httpx.Request) -> httpx.Response:
+        """One attempt through the gate (its place in the window and the pace) and a lane."""
+        gate = self.gate
+        sent = await gate.acquire()
+        try:
+            response = await self._lanes.send(request)
+        except BaseException as exc:
+            gate.release(sent, timeout=isinstance(exc, httpx.TimeoutException))
+            raise
+        gate.release(sent, response.status_code)
+        return response
+
+    def _request(self, method: str, path: str, *, params: dict[str, Any] | None = None,
+                 headers: dict[str, str] | None = None, json: Any = None) -> httpx.Request:
+        """A request to ``path`` under the base URL (``path`` starts with '/')."""
+        return httpx.Request(
+            method, self._base + path, params=params, json=json,
+            headers={**self._headers, **headers} if headers else self._headers,
+            extensions=self._extensions)
+
+    def _url(self, path: str) -> str:
+        return redact_url(str(self._request("GET", path).url))
+
+    def _read_auth(self, path: str) -> dict[str, str] | None:
+        """Credentials of a bot read: none, unless [service].token_on_bot_reads sends the user
+        token there too."""
+        return self._user_auth(path) if self.settings.service.token_on_bot_reads else None
+
+    def _user_auth(self, path: str) -> dict[str, str]:
+        token = self.settings.user_token.get()
+        if not token:
+            url = self._url(path)
+            raise MissingCredential(
+                f"GET {url} needs a user token: set BOTSTATS_USER_TOKEN or pass --user-token.",
+                method="GET",
+                url=url,
+            )
+        # Tolerate a token pasted with its scheme so the header is never "Bearer Bearer ...".
+        if token[:7].lower() == "bearer ":
+            token = token[7:]
+            self._redactor.add(token)
+        return {"Authorization": f"Bearer {token}"}
+
+    async def _get(
+        self,
+        path: str,
+        expect: type[list[Any]] | type[dict[str, Any]],
+        *,
+        params: dict[str, Any] | None = None,
+        auth: dict[str, str] | None = None,
+        raw: bool = False,
+    ) -> Any:
+        request = self._request("GET", path, params=params, headers=auth)
+        hint = (
+            "check BOTSTATS_USER_TOKEN / --user-token"
+            if auth
+            else "this read sends no credentials, yet the service wants some: if it wants the "
+                 "user token on bot reads, set [service].token_on_bot_reads = true (and "
+                 "BOTSTATS_USER_TOKEN); else check --base-url"
+        )
+        return await self._call(Call(request, expect, idempotent=True, auth_hint=hint, raw=raw))
+
+    async def _call(self, call: Call) -> Any:
+        try:
+            # The usual request pays nothing for the retry machinery (tenacity's per-call setup).
+            return await self._attempt(call, 1)
+        except ApiError as exc:
+            if not call.retryable or self.settings.retry.attempts <= 1:
+                raise
+            first = exc
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.settings.retry.attempts),
+            wait=self._wait(call),
+            retry=retry_if_exception(lambda exc: isinstance(exc, ApiError) and call.retryable),
+            before_sleep=self._before_sleep(call),
+            reraise=True,
+        )
+        async for attempt in retrying:
+            with attempt:
+                number = attempt.retry_state.attempt_number
+                if number == 1:
+                    raise first  # the attempt above: tenacity waits and logs it like any other
+                return await self._attempt(call, number)
+        raise AssertionError("unreachable: tenacity either returns or reraises")
+
+    def _wait(self, call: Call) -> Callable[[RetryCallState], float]:
+        retry = self.settings.retry
+        backoff = wait_random_exponential(multiplier=retry.backoff_base, max=retry.backoff_max)
+
+        def wait(state: RetryCallState) -> float:
+            # The server said when: wait exactly that, no jitter on top (meltano/sdk#1477).
+            if call.retry_after is not None:
+                return call.retry_after
+            return backoff(state)
+
+        return wait
+
+    def _before_sleep(self, call: Call) -> Callable[[RetryCallState], None]:
+        def before_sleep(state: RetryCallState) -> None:
+            delay = state.next_action.sleep if state.next_action else 0.0
+            self.stats.retries += 1
+            self.stats.waited_seconds += delay
+            exc = state.outcome.exception() if state.outcome else None
+            log.info(
+                "%s: %s; retrying in %.2f s (attempt %d of %d)",
+                call.where, reason_of(exc), delay, state.attempt_number + 1,
+                self.settings.retry.attempts,
+            )
+
+        return before_sleep
+
+    async def _attempt(self, call: Call, attempt: int) -> Any:
+        call.retryable, call.retry_after = False, None
+        if self._limiter is not None:
+            started = time.monotonic()
+            await self._limiter.acquire()
+            self.stats.throttled_seconds += time.monotonic() - started
+        self.stats.requests += 1
+        try:
+            response = await self._send(call.request)
+        except httpx.TransportError as exc:
+            self.stats.transport_errors += 1
+            call.retryable = isinstance(exc, NEVER_SENT if not call.idempotent else TRANSIENT)
+            raise self._failures.transport_error(call, exc, attempt) from exc
+        if response.is_success:
+            return self._decode(call, response, attempt)
+        raise self._failures.status_error(call, response, attempt)
+
+    def _decode(self, call: Call, response: httpx.Response, attempt: int) -> Any:
+        if call.raw and (split := split_array(response.content)) is not None:
+            return split
+        try:
+            data = decode_json(response.content)
+        except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+            self.stats.bad_responses += 1
+            # A truncated body may be transient; a POST was processed, so never resend it.
+            call.retryable = call.idempotent
+            raise BadResponse(
+                f"{call.where} answered {response.status_code} with a body that is not JSON "
+                f"({exc}){after_attempts(attempt)}: {self._failures.snippet(response)!r}. Check --base-url "
+                f"points at the bot-listing service.",
+                **self._failures.error_fields(call, response),
+            ) from exc
+        if not isinstance(data, call.expect):
+            self.stats.bad_responses += 1
+            want = "an array" if call.expect is list else "an object"
+            raise BadResponse(
+                f"{call.where} answered a JSON {json_kind(data)} where the interface promises "
+                f"{want}: {self._failures.snippet(response)!r}. Check --base-url points at the "
+                f"bot-listing service.",
+                **self._failures.error_fields(call, response),
+            )
+        return data
+
+

@@ -1,0 +1,13 @@
+"""Operating botstats: runs under a lock, on a schedule, deployed, watched.
+
+``_runner`` (``run``: harvest then trends then the report, each step on its own too, and the
+archive's upkeep jobs, all under the run lock), ``_lock`` (the run lock), ``_signals`` (stopping
+on SIGTERM after the current batch), ``_schedule`` (the APScheduler daemon), ``_deploy`` (the
+crontab line and systemd units), ``_status`` (``botstats status``), ``_logs`` (logging with
+secrets redacted), ``_demo`` (``botstats demo`` against the embedded service).
+"""
+
+import lazy_loader
+
+# The names below are what other stages may use; each module loads when a name of it is.
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

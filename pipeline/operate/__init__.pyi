@@ -1,0 +1,34 @@
+"""The surface of pipeline.operate (imported lazily: see __init__.py)."""
+
+from ._demo import demo, next_steps
+from ._deploy import botstats_command, cron_text
+from ._logs import setup_logging
+from ._maintenance import backup_archive, compact_archive, convert_archive, restore_archive
+from ._runner import RunReport, run
+from ._schedule import describe_schedule, run_scheduler
+from ._signals import stop_on_signals
+from ._status import archive_status, describe_drift, describe_latest, parse_age
+from ._steps import locked_harvest, locked_trends
+
+__all__ = [
+    "archive_status",
+    "backup_archive",
+    "botstats_command",
+    "compact_archive",
+    "convert_archive",
+    "cron_text",
+    "demo",
+    "describe_drift",
+    "describe_latest",
+    "describe_schedule",
+    "locked_harvest",
+    "locked_trends",
+    "next_steps",
+    "parse_age",
+    "restore_archive",
+    "run",
+    "run_scheduler",
+    "RunReport",
+    "setup_logging",
+    "stop_on_signals",
+]

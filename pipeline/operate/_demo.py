@@ -1,0 +1,130 @@
+"""`botstats demo`: the whole pipeline in one command, against the embedded service.
+
+Starts the embedded bot-listing service on a free loopback port (in a thread), runs the same job
+as `botstats run` against it into a directory (``data/`` by default, the default archive, so the
+follow-up commands work without flags), and returns what was written for the CLI to print.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import archive
+from ..analytics import read_manifest
+from ..core import Settings, load_settings
+from ..harvester import ProgressFn
+from . import _lock as lock
+from ._runner import RunReport, run
+
+ARCHIVE_NAME = "archive.ducklake"
+
+DEFAULT_DIR = "data"
+DEFAULT_BOTS = 200
+DEFAULT_DAYS = 90
+DEFAULT_STATS_PER_DAY = 2
+
+
+@dataclass
+class DemoReport:
+    run: RunReport
+    base_url: str
+    settings: Settings
+    tables: dict[str, int] = field(default_factory=dict)
+    datasets: dict[str, int] = field(default_factory=dict)  # export dataset -> rows
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.run.status, "exit_code": self.run.exit_code,
+            "service": self.base_url, "archive": str(self.settings.db_path),
+            "exports": str(self.settings.export_dir), "tables": self.tables,
+            "datasets": self.datasets, "seconds": round(self.seconds, 2),
+            "run": self.run.as_dict(),
+        }
+
+
+def demo_settings(directory: Path, base_url: str, user_token: str,
+                  config: str | None = None) -> Settings:
+    """The user's settings (config.toml, environment), pointed at the demo service and dir."""
+    return load_settings(config, overrides={
+        "service.base_url": base_url,
+        "store.db": str(directory / ARCHIVE_NAME),
+        "exports.dir": str(directory / "exports"),
+        "run.lock_file": "",
+        "user_token": user_token,  # the demo user's: users tables get a snapshot too
+    })
+
+
+def clear(directory: Path) -> None:
+    """Remove what a previous demo wrote in ``directory`` (only those files)."""
+    paths = archive.ArchivePaths.at(directory / ARCHIVE_NAME)
+    for path in (paths.catalog, *lock.files(Path(f"{paths.catalog}.lock"))):
+        path.unlink(missing_ok=True)
+    shutil.rmtree(paths.data, ignore_errors=True)
+    shutil.rmtree(directory / "exports", ignore_errors=True)
+
+
+def demo(
+    directory: str | Path = DEFAULT_DIR,
+    *,
+    bots: int = DEFAULT_BOTS,
+    days: int = DEFAULT_DAYS,
+    stats_per_day: int = DEFAULT_STATS_PER_DAY,
+    config: str | None = None,
+    fresh: bool = False,
+    stop: threading.Event | None = None,
+    on_progress: ProgressFn | None = None,
+) -> DemoReport:
+    """Serve, run, summarise. The service stops before this returns."""
+    from ..service import ServiceConfig, serve_in_thread
+
+    started = time.monotonic()
+    directory = Path(directory)
+    if fresh:
+        clear(directory)
+    cfg = ServiceConfig(bots=bots, history_days=days, stats_per_day=stats_per_day)
+    with serve_in_thread(cfg, host="127.0.0.1", port=0) as svc:
+        token = next(iter(svc.directory.user_tokens().values()))
+        settings = demo_settings(directory, svc.base_url, token, config)
+        report = run(settings, stop=stop, on_progress=on_progress)
+        base_url = svc.base_url
+    out = DemoReport(report, base_url, settings)
+    if settings.db_path.exists():
+        with archive.reader(settings) as con:
+            out.tables = archive.table_counts(con)
+    manifest = read_manifest(settings.export_dir)
+    out.datasets = {name: int(entry.get("rows", 0))
+                    for name, entry in manifest.get("datasets", {}).items()}
+    out.seconds = time.monotonic() - started
+    return out
+
+
+
+
+def next_steps(report: DemoReport, directory: str | Path, exe: str) -> str:
+    """What to try after the demo, as commands for this installation (``exe`` calls botstats)."""
+    db = report.settings.db_path
+    db_flag = "" if Path(directory) == Path(DEFAULT_DIR) else f" --db {db}"
+    query = ("SELECT bot_id, guilds, guilds_change_7d FROM trend_bot_growth WHERE day = "
+             "(SELECT max(day) FROM trend_bot_growth) ORDER BY guilds_change_7d DESC NULLS LAST "
+             "LIMIT 5")
+    return "\n".join([
+        "",
+        f"Done in {report.seconds:.1f} s. Three things to try next:",
+        "",
+        "  1. Query the archive (read-only: safe to keep open while harvests run):",
+        f"       {exe}{db_flag} sql \"{query}\"",
+        f"       or: {Path(exe).with_name('duckdb')} -cmd \"$({exe}{db_flag} sql --attach)\"",
+        "  2. Explore it in the notebook:",
+        "       .venv/bin/pip install -e '.[notebooks]' jupyterlab",
+        "       .venv/bin/jupyter lab notebooks/explore.ipynb",
+        "  3. Keep it up to date:",
+        f"       {exe}{db_flag} schedule --dry-run    # the next runs of [schedule] in config.toml",
+        f"       {exe}{db_flag} schedule              # the scheduler daemon (Ctrl+C stops it)",
+        f"       {exe} cron                  # or a crontab line / systemd timer instead",
+    ])

@@ -1,0 +1,168 @@
+"""`botstats run`, the one job a crontab or the scheduler calls: take the archive's run lock,
+harvest, then build trends. Every other job that writes the archive (a harvest or trends build
+on its own, conversion, compaction, backup and restore) runs here too, under the same lock.
+
+Trends run after a ``complete`` or ``partial`` harvest (a partial archive is still worth
+summarising), never after a ``failed`` or ``interrupted`` one. The run's status, and so its exit
+code, is the harvest's, except that a trends failure after a good harvest makes it ``failed``:
+
+    0 complete   3 partial   1 failed   4 interrupted   75 another run holds the lock
+
+The scheduler's jobs (:func:`harvest_job`, :func:`trends_job`) are the same steps on their own,
+each under the same lock. A ``stop`` event (set by SIGTERM/SIGINT) makes a running harvest finish
+its current batch and record the run ``interrupted``; set while waiting for the lock, the job gives
+up waiting.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..core import BotstatsError, LockTimeout, Settings
+from ..harvester import EXIT_CODES, HarvestReport, ProgressFn, harvest
+from ._lock import LockHandle, run_lock
+
+if TYPE_CHECKING:
+    from ..analytics import ReportResult, TrendsReport
+
+log = logging.getLogger("botstats.run")
+
+RUN_EXIT_CODES = {**EXIT_CODES, "locked": LockTimeout.exit_code}
+
+
+@dataclass
+class RunReport:
+    """What `botstats run` did: the harvest, the trends (or why not), and the outcome."""
+
+    status: str  # complete | partial | failed | interrupted
+    harvest: HarvestReport | None = None
+    trends: TrendsReport | None = None
+    trends_skipped: str = ""  # why trends did not run
+    trends_error: str = ""
+    report: ReportResult | None = None  # the HTML report refreshed after trends ([report].file)
+    report_error: str = ""
+    lock_wait: float = 0.0
+    took_over: dict[str, Any] | None = None  # the dead holder whose lock this run took over
+    message: str = ""
+
+    @property
+    def exit_code(self) -> int:
+        return RUN_EXIT_CODES.get(self.status, 1)
+
+    @property
+    def run_id(self) -> str | None:
+        return self.harvest.run_id if self.harvest else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "exit_code": self.exit_code,
+            "run_id": self.run_id,
+            "message": self.message,
+            "lock_wait_seconds": round(self.lock_wait, 3),
+            "took_over": self.took_over,
+            "harvest": self.harvest.as_dict() if self.harvest else None,
+            "trends": self.trends.as_dict() if self.trends else None,
+            "trends_skipped": self.trends_skipped or None,
+            "trends_error": self.trends_error or None,
+            "report": self.report.as_dict() if self.report else None,
+            "report_error": self.report_error or None,
+        }
+
+
+def _noting(lock: LockHandle, on_progress: ProgressFn | None) -> ProgressFn:
+    """A progress callback that also writes the harvest's run id into the lock holder file."""
+
+    def progress(report: HarvestReport) -> None:
+        lock.note(run_id=report.run_id)
+        if on_progress is not None:
+            on_progress(report)
+
+    return progress
+
+
+def run(
+    settings: Settings,
+    *,
+    full: bool = False,
+    accept_removals: bool = False,
+    full_trends: bool = False,
+    lock_timeout: float | None = None,
+    stop: threading.Event | None = None,
+    on_progress: ProgressFn | None = None,
+) -> RunReport:
+    """Lock, harvest, then trends (``full_trends``: recomputed from the whole archive). Raises
+    LockTimeout (exit 75) when another run holds the lock."""
+    stop = stop or threading.Event()
+    started = time.monotonic()
+    try:
+        with run_lock(settings, "run", timeout=lock_timeout, stop=stop) as lock:
+            report = RunReport("running", lock_wait=time.monotonic() - started,
+                               took_over=lock.previous if lock.took_over else None)
+            _harvest_then_trends(settings, report, lock, full, full_trends, accept_removals,
+                                 stop, on_progress)
+    except LockTimeout:
+        if not stop.is_set():
+            raise
+        report = RunReport("interrupted", message="stopped while waiting for the archive lock")
+    log.info("run %s %s (exit %d)", report.run_id, report.status, report.exit_code,
+             extra={"run": {k: v for k, v in report.as_dict().items() if k not in ("harvest", "trends")}})
+    return report
+
+
+def _harvest_then_trends(settings: Settings, report: RunReport, lock: LockHandle, full: bool,
+                         full_trends: bool, accept_removals: bool, stop: threading.Event,
+                         on_progress: ProgressFn | None) -> None:
+    report.harvest = harvest(settings, full=full, accept_removals=accept_removals,
+                             on_progress=_noting(lock, on_progress), stop=stop)
+    lock.note(run_id=report.harvest.run_id)
+    report.status, report.message = report.harvest.status, report.harvest.message
+    if report.harvest.status not in ("complete", "partial"):
+        report.trends_skipped = f"the harvest ended {report.harvest.status}"
+        return
+    if stop.is_set():
+        report.trends_skipped = "stopped on request"
+        return
+    try:
+        report.trends = _build_trends(settings, report.harvest.run_id, full=full_trends)
+    except BotstatsError as exc:
+        report.trends_error = str(exc)
+        report.status = "failed"
+        report.message = f"the harvest ended {report.harvest.status}, then trends failed: {exc}"
+        log.error("trends after harvest %s failed: %s", report.harvest.run_id, exc)
+        return
+    report.report, report.report_error = refresh_report(settings)
+
+
+def refresh_report(settings: Settings) -> tuple[ReportResult | None, str]:
+    """Rewrite ``[report].file`` from the new exports, when it is set. A failure is logged and
+    returned, not raised: the run's data is archived and exported whatever the report does."""
+    if not settings.report.file:
+        return None, ""
+    from ..analytics import build_report
+
+    try:
+        result = build_report(settings)
+    except BotstatsError as exc:
+        log.error("report %s not refreshed: %s", settings.report.file, exc)
+        return None, str(exc)
+    log.info("%s", result.summary())
+    return result, ""
+
+
+def _build_trends(settings: Settings, run_id: str | None, *, full: bool = False) -> TrendsReport:
+    from ..analytics import build_trends
+
+    trends = build_trends(settings, run_id=run_id, full=full)
+    _log_trends(trends)
+    return trends
+
+
+def _log_trends(trends: TrendsReport) -> None:
+    log.info("trends %s: %s%s, %d datasets, %d partitions written, %d unchanged, %.1f s",
+             trends.run_id, trends.mode, f" from {trends.since}" if trends.since else "",
+             len(trends.datasets), trends.written, trends.unchanged, trends.seconds)

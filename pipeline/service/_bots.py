@@ -1,0 +1,190 @@
+"""The bot endpoints of the interface: the listing, a bot, its stats (whole or paged) and newest record, posting a record."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+from collections.abc import AsyncIterator
+from typing import Any, NamedTuple
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from ._directory import Directory, Record
+from ._endpoint import (
+    DEFAULT_LIMIT,
+    MAX_BODY_BYTES,
+    _directory,
+    _interface,
+    _paging,
+    _read_refused,
+    _unknown_bot,
+    error,
+)
+from ._json import JSONResponse, dumps
+from ._payload import validate_stat_payload
+
+
+@_interface
+async def list_bots(request: Request) -> Response:
+    if (refused := _read_refused(request)) is not None:
+        return refused
+    directory = _directory(request)
+    paging = _paging(request, DEFAULT_LIMIT)
+    if isinstance(paging, Response):
+        return paging
+    limit, skip = paging
+    if directory.config.faults.ignore_skip:
+        skip = 0
+    # Asking for more than the cap silently returns fewer: clients must not read a short
+    # page as the last one.
+    page = directory.served_page(skip, min(limit, directory.config.max_page_size))
+    directory.count_listing_request()
+    return JSONResponse(page)
+
+
+@_interface
+async def get_bot(request: Request) -> Response:
+    if (refused := _read_refused(request)) is not None:
+        return refused
+    directory = _directory(request)
+    bot_id = request.path_params["bot_id"]
+    bot = directory.bot(bot_id)
+    return _unknown_bot(bot_id) if bot is None else JSONResponse(bot)
+
+
+class StatsBodies(NamedTuple):
+    """A bot's records as GET /stats and GET /stat send them, encoded once (see
+    ``Directory.rendered_stats``). ``None`` for a body that cannot be encoded: the endpoint then
+    builds its response the plain way and fails as it always did."""
+
+    stats: bytes | None  # cut in half for a bad-JSON bot
+    last: bytes | None  # the newest record; None too when there are no records
+    has_records: bool
+
+
+def _try_dumps(content: Any) -> bytes | None:
+    try:
+        return dumps(content)
+    except (TypeError, ValueError):
+        return None
+
+
+def _render_stats(directory: Directory, index: int,
+                  records: list[Record]) -> tuple[StatsBodies, int]:
+    if directory.is_bad_json(index):
+        # A body cut in half: a strict prefix of a JSON array is never valid JSON.
+        text = json.dumps(records, separators=(",", ":"))
+        stats: bytes | None = text[: max(1, len(text) // 2)].encode("utf-8")
+    else:
+        stats = _try_dumps(records)
+    last = _try_dumps(records[-1]) if records else None
+    bodies = StatsBodies(stats, last, bool(records))
+    return bodies, len(stats or b"") + len(last or b"") + 200
+
+
+def _json_body(body: bytes) -> Response:
+    return Response(body, media_type=JSONResponse.media_type)
+
+
+@_interface
+async def get_stats(request: Request) -> Response:
+    if (refused := _read_refused(request)) is not None:
+        return refused
+    directory = _directory(request)
+    bot_id = request.path_params["bot_id"]
+    index = directory.live_index(bot_id)
+    if index is None:
+        return _unknown_bot(bot_id)
+    cap = directory.config.stats_page_size
+    if cap and not directory.is_bad_json(index):
+        paging = _paging(request, cap)
+        if isinstance(paging, Response):
+            return paging
+        limit, skip = paging
+        limit = min(limit, cap)
+        items = directory.stats_tail(index, skip, limit)
+        if items is not None:
+            return _json_body(b"[" + b",".join(items) + b"]")
+        return JSONResponse(directory.served_stats(index)[skip:skip + limit])
+    bodies: StatsBodies = directory.rendered_stats(index, _render_stats)
+    if bodies.stats is None:
+        return JSONResponse(directory.served_stats(index))
+    fault = directory.body_fault(index)
+    if fault == "stall":
+        return _stalling_body(bodies.stats, directory.config.faults.stall_seconds)
+    if fault == "gzip_cut":
+        # Compressed, then cut: the HTTP message is whole (its Content-Length says so), the
+        # gzip stream in it is not.
+        packed = gzip.compress(bodies.stats)
+        return Response(packed[: len(packed) // 2], media_type=JSONResponse.media_type,
+                        headers={"Content-Encoding": "gzip"})
+    return _json_body(bodies.stats)
+
+
+def _stalling_body(body: bytes, seconds: float) -> Response:
+    """``body`` announced whole (Content-Length) whose second half comes ``seconds`` late."""
+
+    async def halves() -> AsyncIterator[bytes]:
+        yield body[: len(body) // 2]
+        await asyncio.sleep(seconds)
+        yield body[len(body) // 2:]
+
+    return StreamingResponse(halves(), media_type=JSONResponse.media_type,
+                             headers={"Content-Length": str(len(body))})
+
+
+@_interface
+async def get_last_stat(request: Request) -> Response:
+    if (refused := _read_refused(request)) is not None:
+        return refused
+    directory = _directory(request)
+    bot_id = request.path_params["bot_id"]
+    index = directory.live_index(bot_id)
+    if index is None:
+        return _unknown_bot(bot_id)
+    newest = directory.stats_tail(index, -1, 1)
+    if newest:
+        return _json_body(newest[0])
+    bodies: StatsBodies = directory.rendered_stats(index, _render_stats)
+    if not bodies.has_records:
+        return error(404, "bot has no stats yet", {"bot_id": bot_id})
+    if bodies.last is None:
+        return JSONResponse(directory.served_stats(index)[-1])
+    return _json_body(bodies.last)
+
+
+@_interface
+async def post_stats(request: Request) -> Response:
+    directory = _directory(request)
+    bot_id = request.path_params["bot_id"]
+    header = request.headers.get("authorization", "").strip()
+    # The interface shows the bare key; "Bot <key>" is accepted too.
+    key = header[4:].strip() if header[:4].lower() == "bot " else header
+    if not key:
+        return error(401, "missing bot API key",
+                     {"header": "Authorization: <bot API key> (or Bot <bot API key>)"})
+    owner = directory.bot_for_key(key)
+    if owner is None:
+        return error(401, "unknown bot API key", None)
+    index = directory.live_index(bot_id)
+    if index is None:
+        return _unknown_bot(bot_id)
+    if owner != index:
+        return error(403, "this API key belongs to another bot", {"bot_id": bot_id})
+    raw = await request.body()
+    if len(raw) > MAX_BODY_BYTES:
+        return error(413, "body too large", {"max_bytes": MAX_BODY_BYTES})
+    try:
+        body = json.loads(raw, parse_constant=_refuse_constant)
+    except (ValueError, UnicodeDecodeError) as exc:
+        return error(400, "body is not valid JSON", {"body": str(exc)})
+    payload, problems = validate_stat_payload(body)
+    if problems:
+        return error(400, f"invalid stat payload: {', '.join(problems)}", problems)
+    return JSONResponse(directory.post_stat(index, payload), status_code=201)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")

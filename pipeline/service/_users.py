@@ -1,0 +1,59 @@
+"""The user endpoints of the interface: the token's user, any user, and their bots, servers and webhooks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ._directory import Directory
+from ._endpoint import Endpoint, _authenticated_user, _directory, _interface, _paging, error
+from ._json import JSONResponse
+
+
+def _target_user(request: Request) -> int | JSONResponse:
+    me = _authenticated_user(request)
+    if isinstance(me, JSONResponse):
+        return me
+    user_id = request.path_params.get("user_id")
+    if user_id is None or user_id == "@me":  # /users/@me/bots etc. work too
+        return me
+    user = _directory(request).user_index(user_id)
+    return error(404, "unknown user", {"user_id": user_id}) if user is None else user
+
+
+def _user_endpoint(render: Callable[[Directory, int], Any], *, a_list: bool = False) -> Endpoint:
+    @_interface
+    async def endpoint(request: Request) -> Response:
+        user = _target_user(request)
+        if isinstance(user, Response):
+            return user
+        directory = _directory(request)
+        content = render(directory, user)
+        cap = directory.config.user_lists_page_size
+        if a_list and cap:
+            paging = _paging(request, cap)
+            if isinstance(paging, Response):
+                return paging
+            limit, skip = paging
+            content = content[skip:skip + min(limit, cap)]
+        return JSONResponse(content)
+
+    return endpoint
+
+
+get_me = _user_endpoint(Directory.user_record)
+
+
+get_user = _user_endpoint(Directory.user_record)
+
+
+get_user_bots = _user_endpoint(Directory.user_bots, a_list=True)
+
+
+get_user_servers = _user_endpoint(Directory.user_servers, a_list=True)
+
+
+get_user_webhooks = _user_endpoint(Directory.user_webhooks, a_list=True)
