@@ -362,6 +362,7 @@ def _rate_limited_service(rate: float) -> Any:
     return serve_in_thread(config, host="127.0.0.1", port=0)
 
 
+@pytest.mark.clock
 def test_rate_limited_service_is_waited_out_with_retry_after() -> None:
     with _rate_limited_service(10.0) as svc:
         ids = sorted(svc.directory.bot_ids())
@@ -375,6 +376,7 @@ def test_rate_limited_service_is_waited_out_with_retry_after() -> None:
     assert out.stats.waited_seconds >= 1.0  # the service says Retry-After: 1 or more
 
 
+@pytest.mark.clock
 def test_a_budget_under_the_service_limit_avoids_429() -> None:
     with _rate_limited_service(10.0) as svc:
         ids = sorted(svc.directory.bot_ids())
@@ -547,6 +549,7 @@ def test_final_answers_are_not_retried(scripted: Callable[..., Scripted], status
     assert len(server.seen) == 1
 
 
+@pytest.mark.clock
 def test_retry_after_is_honoured_exactly(scripted: Callable[..., Scripted]) -> None:
     server = scripted(Reply(status=429, headers={"Retry-After": "2"}), Reply(body=[]))
     out = call(make_settings(server.base_url, attempts=3, backoff_base=0.01), lambda c: c.list_bots())
@@ -556,6 +559,7 @@ def test_retry_after_is_honoured_exactly(scripted: Callable[..., Scripted]) -> N
     assert (out.stats.rate_limited, out.stats.retries, out.stats.waited_seconds) == (1, 1, 2.0)
 
 
+@pytest.mark.clock
 def test_retry_after_on_503_is_honoured(scripted: Callable[..., Scripted]) -> None:
     server = scripted(Reply(status=503, headers={"Retry-After": "1"}), Reply(body={}))
     out = call(make_settings(server.base_url), lambda c: c.bot(1))
@@ -572,6 +576,7 @@ def test_retry_after_beyond_the_limit_gives_up_at_once(scripted: Callable[..., S
     assert len(server.seen) == 1 and out.elapsed < 60  # not the hour it asked for
 
 
+@pytest.mark.clock
 def test_rate_limited_after_every_attempt(scripted: Callable[..., Scripted]) -> None:
     server = scripted(Reply(status=429, headers={"Retry-After": "0"}))
     out = call(make_settings(server.base_url, attempts=4), lambda c: c.bot(1))
@@ -635,6 +640,7 @@ def test_post_is_retried_when_it_never_connected() -> None:
 
 
 # --- request budget ---------------------------------------------------------------------------
+@pytest.mark.clock
 def test_request_budget_limits_the_rate_across_tasks(scripted: Callable[..., Scripted]) -> None:
     server = scripted(Reply(body={}))
     settings = make_settings(server.base_url, request_budget=5.0)
@@ -648,6 +654,7 @@ def test_request_budget_limits_the_rate_across_tasks(scripted: Callable[..., Scr
     assert out.stats.throttled_seconds > 0
 
 
+@pytest.mark.clock
 def test_request_budget_applies_to_retries(scripted: Callable[..., Scripted]) -> None:
     server = scripted(Reply(status=500), Reply(status=500), Reply(status=500), Reply(body={}))
     settings = make_settings(server.base_url, attempts=4, request_budget=5.0)

@@ -160,6 +160,7 @@ def test_a_cancelled_waiter_gives_its_place_on() -> None:
     assert asyncio.run(main()) == ["later"]
 
 
+@pytest.mark.clock
 def test_auto_harvests_a_rate_limited_service_completely(
         service_factory: Callable[..., RunningService],
         harvest_settings: Callable[..., Settings]) -> None:

@@ -22,7 +22,7 @@ from pipeline.archive._store import open_archive
 from pipeline.core._settings import Settings, load_settings
 from pipeline.operate import _runner as runner
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.clock]
 
 # A second process that opens the archive, starts a transaction (as a notebook's long query
 # or an analyst's `BEGIN` does), reports its row count, holds it until told to go on (a line on

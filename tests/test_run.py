@@ -185,6 +185,7 @@ def test_harvest_and_trends_on_their_own_take_the_lock_and_name_their_run(
         assert info["run_id"] == json.loads(out)["run_id"]
 
 
+@pytest.mark.clock
 @pytest.mark.slow
 def test_a_second_run_gives_up_with_75_naming_the_holder(tmp_path: Path, service: Any) -> None:
     settings = _settings(tmp_path, service.base_url)
@@ -271,6 +272,7 @@ def _signal_when_waiting(monkeypatch: pytest.MonkeyPatch, tries: int = 1) -> thr
     return waiting
 
 
+@pytest.mark.clock
 def test_a_waiting_run_takes_the_lock_when_it_is_released(
         tmp_path: Path, service: Any, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
@@ -301,6 +303,7 @@ def test_a_waiting_run_takes_the_lock_when_it_is_released(
     assert said.endswith(f"waiting up to {WAIT} s (--lock-timeout, [run].lock_timeout)")
 
 
+@pytest.mark.clock
 def test_a_stop_while_waiting_for_the_lock_is_an_interrupted_run(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     settings = _settings(tmp_path, "http://127.0.0.1:9")
@@ -346,6 +349,7 @@ def test_a_stale_lock_of_a_killed_run_is_taken_over(tmp_path: Path, service: Any
     assert "took over the archive lock" in caplog.text and "doomed" in caplog.text
 
 
+@pytest.mark.clock
 @pytest.mark.slow
 def test_sigterm_finishes_the_batch_and_records_the_run_interrupted(tmp_path: Path,
                                                                     service_factory: Any) -> None:

@@ -252,6 +252,7 @@ def _wait_for(check: Callable[[], bool], timeout: float, proc: subprocess.Popen[
     raise AssertionError("timed out waiting for the scheduler")
 
 
+@pytest.mark.clock
 @pytest.mark.slow
 def test_schedule_runs_skips_overlaps_and_stops_on_sigterm(tmp_path: Path,
                                                            service_factory: Any) -> None:
