@@ -250,6 +250,8 @@ class ExportBatch:
         datasets = dict(sorted(self._datasets.items()))
         old = self._previous
         changed = self.source is not None and self.source != old.get("source")
+        run_id: str
+        written_at: str | None  # an old manifest may lack it
         if self._pending or self._stale or changed or datasets != old.get("datasets"):
             run_id, written_at = self.run_id, self.written_at.isoformat()
         else:
@@ -289,7 +291,7 @@ def read_manifest(export_dir: Path) -> dict[str, Any]:
     """The manifest as written by the last export, or ``{}`` when there is none yet."""
     path = export_dir / MANIFEST
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        manifest = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:
@@ -297,6 +299,12 @@ def read_manifest(export_dir: Path) -> dict[str, Any]:
             f"cannot read the export manifest {path}: {exc}. Delete it and run `botstats trends` "
             f"to rewrite every dataset."
         ) from exc
+    if not isinstance(manifest, dict):
+        raise ExportError(
+            f"cannot read the export manifest {path}: it holds no JSON object. Delete it and run "
+            f"`botstats trends` to rewrite every dataset."
+        )
+    return manifest
 
 
 def dataset_files(export_dir: Path, name: str) -> list[Path]:
