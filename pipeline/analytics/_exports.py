@@ -427,6 +427,7 @@ def _parquet_bytes(frame: pl.DataFrame, compression: str, *, where: str) -> byte
     try:
         # zstd level 1 rather than the default 3, for write speed (bench/micro.py measures both).
         level = ZSTD_LEVEL if compression == "zstd" else None
+        # [exports].compression is a str the settings check against polars' codec names.
         frame.write_parquet(buf, compression=compression, compression_level=level)  # type: ignore[arg-type]
     except pl.exceptions.PolarsError as exc:
         raise ExportError(f"cannot encode {where} as parquet: {exc}") from exc
