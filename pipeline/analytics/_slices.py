@@ -36,7 +36,7 @@ from ._window import FULL, Window
 
 # Rows a slice reads (its bots' raw records and their lookback's daily rows): what a slice's
 # jobs hold at a time, whatever the directory's size or its history (bench/README.md).
-CHUNK_ROWS = 100_000
+CHUNK_ROWS = 25_000
 
 
 # Engines, chosen by measurement (bench/trends.py): the daily jobs binary-search and gather
