@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test chromium bench bench-harvest bench-trends bench-forecast bench-concurrency lint clean
+.PHONY: demo test chromium bench bench-harvest bench-trends bench-forecast bench-concurrency bench-directory lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,9 @@ bench-forecast: $(VENV)/.bench
 
 bench-concurrency: $(VENV)/.dev
 	$(BIN)/python bench/concurrency.py
+
+bench-directory: $(VENV)/.dev
+	$(BIN)/python bench/directory.py
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check .
