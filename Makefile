@@ -7,7 +7,7 @@ RUFF = $(BIN)/ruff
 MYPY = $(BIN)/mypy
 PYTEST = $(BIN)/python -m pytest
 
-.PHONY: demo test chromium bench bench-harvest bench-trends bench-forecast bench-concurrency lint clean
+.PHONY: demo test chromium bench bench-harvest bench-trends bench-forecast bench-concurrency bench-directory lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,9 @@ bench-forecast: $(VENV)/.bench
 
 bench-concurrency: $(VENV)/.dev
 	$(BIN)/python bench/concurrency.py
+
+bench-directory: $(VENV)/.dev
+	$(BIN)/python bench/directory.py
 
 # ruff over the repository, mypy over the package (its settings: pyproject.toml). One command a
 # line, so each one's exit code stops make.
