@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import string
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -176,11 +177,21 @@ def _stage_window(con: duckdb.DuckDBPyConnection, t: TrendSettings, batch: expor
             if name not in STREAMED:  # the slices merged those of bot-ordered datasets
                 before = None if old is None else pl.read_parquet(old).filter(
                     pl.col(spec.time_column) < window.start)
-                parts = _ordered(trend_window.with_rows_before(parts, before, key), spec.order)
+                parts = _ordered(trend_window.with_rows_before(_in_memory(parts), before, key),
+                                 spec.order)
         results.append(batch.stage(name, parts, time_column=spec.time_column, keep_before=key))
     batch.stage_file(trend_window.BOT_STATE, computed.bot_state)
     batch.stage_file(trend_window.TEXT_STATE, computed.text_state)
     return results
+
+
+def _in_memory(
+    parts: Iterator[tuple[str, pl.DataFrame | pl.LazyFrame]],
+) -> Iterator[tuple[str, pl.DataFrame]]:
+    """The parts of a dataset sorted whole (not STREAMED): each is a DataFrame."""
+    for key, part in parts:
+        assert isinstance(part, pl.DataFrame), f"partition {key}: a LazyFrame in a dataset sorted whole"
+        yield key, part
 
 
 def create_views(con: duckdb.DuckDBPyConnection, export_dir: Path) -> list[str]:

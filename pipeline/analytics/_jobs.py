@@ -309,7 +309,7 @@ def custom_daily(custom: pl.LazyFrame, carry: pl.LazyFrame | None = None) -> pl.
     )
     text = pl.col("value_text")
     changed = (text != text.shift(1)).fill_null(True).over("bot_id", "name")
-    since = pl.when("_changed").then(pl.col("recorded_at"))
+    since: pl.Expr = pl.when("_changed").then(pl.col("recorded_at"))
     if carry is not None:
         since = pl.when(pl.col("_seq") == 0).then(pl.col("changed_at")).otherwise(since)
     texts = (

@@ -338,12 +338,13 @@ class Directory:
         snapshot = self._stats_snapshot(index)
         _, last, posted = snapshot
         version = (last, len(posted), self.config.faults, render)
-        value = self._rendered.get(index, version)
+        # The version holds `render`: an entry found is what this very render made, a T.
+        value: T = self._rendered.get(index, version)
         if value is _Memo.MISSING:
             records = [record for _, record in self._stats_with_kinds(index, snapshot)]
             value, size = render(self, index, records)
             self._rendered.put(index, version, value, size)
-        return value  # type: ignore[no-any-return]
+        return value
 
     def stats_tail(self, index: int, skip: int, limit: int) -> list[bytes] | None:
         """The bot's served records ``skip``..``skip + limit`` (those there are), each encoded
