@@ -169,7 +169,7 @@ def _stage_window(con: duckdb.DuckDBPyConnection, t: TrendSettings, batch: expor
     for name, spec in DATASETS.items():
         parts = computed.parts[name]
         key = None
-        if window.start is not None:
+        if window.start is not None and not spec.whole:
             key = trend_window.month_key(window.start)
             old = batch.previous_file(name, key)
             before = None if old is None else pl.read_parquet(old).filter(

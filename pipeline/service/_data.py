@@ -78,8 +78,8 @@ HOSTILE_NAMES = (
     """<img src=x onerror="document.body.dataset.pwned='img'">""",
     """</script><script>document.body.dataset.pwned='script'</script><!--""",
     """<svg onload="document.body.dataset.pwned='svg'"><circle r="9"/></svg>""",
-    """{{constructor.constructor('document.body.dataset.pwned=1')()}} ${document.title}""",
-    """{a|Rich} {b} & "quoted" 'single' <b>bold</b>""",
+    """{{constructor.constructor('document.body.dataset.pwned=1')()}} ${document.title} """
+    """{a|Rich} {b} & "quoted" <b>bold</b>""",
 )
 HOSTILE_CUSTOM = {
     "latency_ms": """<img src=x onerror="document.body.dataset.pwned='custom'">latency""",
