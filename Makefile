@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test chromium bench bench-harvest bench-trends bench-forecast bench-concurrency lint clean
+.PHONY: demo test chromium bench bench-harvest bench-trends bench-forecast bench-concurrency bench-anomalies lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,7 @@ test: $(VENV)/.dev chromium
 chromium:
 	.ci/chromium
 
-bench: bench-harvest bench-trends bench-forecast bench-concurrency
+bench: bench-harvest bench-trends bench-forecast bench-concurrency bench-anomalies
 
 bench-harvest: $(VENV)/.bench
 	$(BIN)/python bench/harvest.py
@@ -45,6 +45,9 @@ bench-forecast: $(VENV)/.bench
 
 bench-concurrency: $(VENV)/.dev
 	$(BIN)/python bench/concurrency.py
+
+bench-anomalies: $(VENV)/.dev
+	$(BIN)/python bench/anomalies.py
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check .

@@ -26,7 +26,7 @@ DAY0 = date(2026, 1, 1)
 def series(bot: str, guilds: list[float], *, users_per_guild: float = 50.0,
            users: list[float] | None = None, commands: list[float | None] | None = None,
            resets: list[int] | None = None, missing: set[int] = frozenset(),  # type: ignore[assignment]
-           cpu: list[float] | None = None) -> pl.DataFrame:
+           cpu: list[float] | None = None, records: list[int] | None = None) -> pl.DataFrame:
     """bot_daily rows of one bot: day i is DAY0 + i; days in ``missing`` have no row."""
     n = len(guilds)
     users = users or [g * users_per_guild for g in guilds]
@@ -35,11 +35,12 @@ def series(bot: str, guilds: list[float], *, users_per_guild: float = 50.0,
              "users": round(users[i]),
              "commands_executed": None if commands[i] is None else round(commands[i]),
              "commands_resets": (resets or [0] * n)[i],
-             "cpu_load_p95": (cpu or [40.0] * n)[i]}
+             "cpu_load_p95": (cpu or [40.0] * n)[i], "records": (records or [2] * n)[i]}
             for i in range(n) if i not in missing]
     return pl.DataFrame(rows, schema={"bot_id": pl.String, "day": pl.Date, "guilds": pl.Int64,
                                       "users": pl.Int64, "commands_executed": pl.Int64,
-                                      "commands_resets": pl.Int64, "cpu_load_p95": pl.Float64})
+                                      "commands_resets": pl.Int64, "cpu_load_p95": pl.Float64,
+                                      "records": pl.Int64})
 
 
 def noisy(level: float, n: int, *, sd: float = 0.02, growth: float = 0.0,
@@ -148,6 +149,18 @@ def test_floors_the_settings_set() -> None:
     assert found(series("c", noisy(500, 60, sd=0.005), commands=busy)) == []
     (row,) = found(series("c", noisy(500, 60, sd=0.005), commands=burst))
     assert (row["metric"], row["summary"]) == ("commands_executed", "commands x2.5 for 1 day")
+
+
+def test_a_day_still_going_is_not_a_drop_of_commands() -> None:
+    # Two records a day; today has one so far: its commands are half a day's.
+    commands = [g * 100 for g in noisy(500, 60, sd=0.005)]
+    commands[-1] *= 0.4
+    records = [2] * 59 + [1]
+    assert found(series("today", noisy(500, 60, sd=0.005), commands=commands,
+                        records=records)) == []
+    # The same count on a whole day is an event.
+    (row,) = found(series("today", noisy(500, 60, sd=0.005), commands=commands))
+    assert row["summary"] == "commands -60% for 1 day so far"
 
 
 def test_a_young_bot_has_no_events_yet() -> None:

@@ -75,7 +75,7 @@ def anomalies(daily: pl.LazyFrame, t: TrendSettings, *, since: date | None = Non
     with ``kind``, its size in ``summary`` and ``ratio``, and ``severity``. With ``since``,
     only events dated from then on (earlier rows are baseline only)."""
     columns = ("bot_id", "day", "users", "guilds", "commands_executed", "commands_resets",
-               "cpu_load_p95")
+               "cpu_load_p95", "records")
     find = partial(_find, t=t, since=since)
     return daily.select(columns).sort("bot_id", "day").map_batches(find, schema=ANOMALY_SCHEMA)
 
@@ -137,13 +137,15 @@ def _find(daily: pl.DataFrame, *, t: TrendSettings, since: date | None) -> pl.Da
         return pl.DataFrame(schema=ANOMALY_SCHEMA)
     before = np.concatenate([[-(1 << 62)], key[:-1]])
     resets = frame["commands_resets"].fill_null(0).to_numpy() > 0
+    whole = _whole_days(frame, t.anomaly_window)
     metrics: dict[str, _Metric] = {}
     for name in METRICS:
         value = frame[name].cast(pl.Float64).to_numpy().astype(np.float64)
         if name == "commands_executed":
             # A reset day's count misses what ran before the restart; the day after a gap's
-            # covers several days: neither is a day's commands.
-            value = np.where((before == key - 1) & ~resets, value, np.nan)
+            # covers several days; a day with fewer records than usual (today, still going)
+            # misses some: none of them is a day's commands.
+            value = np.where((before == key - 1) & ~resets & whole, value, np.nan)
         metrics[name] = _usual(key, value, t.anomaly_window)
     one_guild = 1.0 / (np.expm1(np.nan_to_num(metrics["guilds"].level, nan=0.0)) + 1.0)
     for name, metric in metrics.items():
@@ -164,6 +166,14 @@ def _find(daily: pl.DataFrame, *, t: TrendSettings, since: date | None) -> pl.Da
     if not rows:
         return pl.DataFrame(schema=ANOMALY_SCHEMA)
     return pl.DataFrame(rows, schema=ANOMALY_SCHEMA, orient="row").sort("day", "bot_id")
+
+
+def _whole_days(frame: pl.DataFrame, days: int) -> np.ndarray:
+    """Rows with at least the bot's usual number of records a day (the median of the ``days``
+    days before; any number when there are none)."""
+    usual = frame.select(pl.col("records").cast(pl.Float64).rolling_median_by(
+        "_key", f"{days}i", closed="left"))
+    return (frame["records"].cast(pl.Float64) >= usual.to_series().fill_null(0)).to_numpy()
 
 
 def _usual(key: np.ndarray, value: np.ndarray, days: int) -> _Metric:
