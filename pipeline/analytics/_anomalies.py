@@ -156,8 +156,9 @@ def _find(daily: pl.DataFrame, *, t: TrendSettings, since: date | None) -> pl.Da
     outage = _outages(key, before, frame["bot_id"].to_numpy(), t)
     starts = _starts(key, flagged | outage)
     shown = np.ones(len(key), bool) if since is None else (frame["day"] >= since).to_numpy()
-    rows = [_event_row(i, frame, metrics, outage, resets, t.anomaly_threshold)
-            for i in np.flatnonzero(starts & shown).tolist()]
+    rows = [row for i in np.flatnonzero(starts & shown).tolist()
+            if (row := _event_row(i, frame, metrics, outage, resets, t.anomaly_threshold))
+            is not None]
     taken = {(r["bot_id"], r["day"]) for r in rows}
     routine = _routine(key, resets, t.anomaly_window)
     for i in np.flatnonzero(resets & ~routine & shown).tolist():
@@ -282,8 +283,9 @@ def _outages(key: np.ndarray, before: np.ndarray, ids: np.ndarray,
     silent = np.where(same, key - before - 1, -1)
     two_back = np.concatenate([[-(1 << 62)] * 2, key[:-2]])
     same2 = np.concatenate([[False, False], ids[2:] == ids[:-2]])
-    return ((silent >= t.anomaly_outage_days) & (silent <= t.anomaly_window)
-            & same2 & (two_back == before - 1))
+    ends: np.ndarray = ((silent >= t.anomaly_outage_days) & (silent <= t.anomaly_window)
+                        & same2 & (two_back == before - 1))
+    return ends
 
 
 def _starts(key: np.ndarray, flagged: np.ndarray) -> np.ndarray:

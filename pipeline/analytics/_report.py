@@ -123,7 +123,8 @@ def render(data: dict[str, pl.DataFrame], bot_ids: list[str], *, days: int, comp
     page = Page()
     names = Names.of(data["names"])
     reporting = data["directory"].filter(pl.col("bots_reporting") > 0)
-    last = reporting["day"].max() if reporting.height else None
+    newest = reporting["day"].dt.max() if reporting.height else None
+    last = newest if isinstance(newest, date) else None
     directory_section(page, data["directory"])
     movers_section(page, data["movers"], names)
     ranks_section(page, data["ranks"], names)

@@ -90,7 +90,7 @@ def directory_section(page: Page, directory: pl.DataFrame) -> None:
 
 
 def movers_section(page: Page, movers: pl.DataFrame, names: Names) -> None:
-    last = movers["day"].max() if movers.height else date.min
+    last = movers["day"].dt.max() if movers.height else date.min
     parts = []
     for window in (7, 30):
         rows = movers.filter((pl.col("day") == last) & (pl.col("window_days") == window)
@@ -132,7 +132,9 @@ def anomalies_section(page: Page, odd: pl.DataFrame, names: Names, last: date | 
     """Leads with the events of the last week that matter most (by severity: the user-days
     they moved), then every event of the last two weeks; counter resets are counted, not
     listed (they move no one)."""
-    last = last or (odd["day"].max() if odd.height else date.today())
+    if last is None:  # no day with a bot reporting: the events' own newest day
+        newest = odd["day"].dt.max() if odd.height else None
+        last = newest if isinstance(newest, date) else date.today()
     recent = odd.filter(pl.col("day") > last - timedelta(days=ANOMALY_DAYS))
     resets = recent.filter(pl.col("kind") == "counter_reset").height
     events = recent.filter(pl.col("kind") != "counter_reset").sort(
