@@ -17,7 +17,8 @@ two after (an outage: known when the bot is back). A row matches the events of i
 days it touches (a shipped row covers its first to last day, or the 3 days that decide a
 level shift). Measured:
 
-  precision      rows that match an event / rows (and for the baselines, per bot-day)
+  precision      rows that match an event / rows (and for the baselines, per bot-day); for
+                 the shipped rows also by the kind each names
   recall         events matched by a row, per kind
   false alarms   rows on quiet bots (nothing planted, no drift) per 1,000 of their bot-days,
                  and rows on bots that only drift per 1,000 of theirs
@@ -142,6 +143,10 @@ def judge(rows: pl.DataFrame, truth: pl.DataFrame, daily: pl.DataFrame,
         pairs = matched.unique("row")
         out["kind_agrees"] = (pairs.filter(pl.col("kind") == pl.col("kind_event")).height
                               / pairs.height if pairs.height else None)
+        out["precision_by_kind"] = {
+            kind: {"rows": of_kind.height, "right": of_kind.filter(
+                pl.col("row").is_in(list(hits))).height}
+            for kind in KINDS if (of_kind := rows.filter(pl.col("kind") == kind)).height}
     return out
 
 
@@ -219,6 +224,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{m['drift_false_alarms_per_1000']:>6.2f} {m['infinite']:>5}  {recall}")
     agree = methods["shipped"].get("kind_agrees")
     print(f"(recall columns per kind; shipped rows of the right kind: {_share(agree)})")
+    print("shipped precision by the kind a row names: " + ", ".join(
+        f"{kind} {_share(p['right'] / p['rows'])} ({p['right']}/{p['rows']})"
+        for kind, p in methods["shipped"]["precision_by_kind"].items()))
     print("targets: " + "; ".join(f"{k} {'yes' if v else 'NO'}" for k, v in met.items()))
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2, default=str))

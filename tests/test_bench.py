@@ -172,6 +172,10 @@ def test_anomalies_bench_holds_the_shipped_detector_to_the_planted_truth(tmp_pat
     assert shipped["recall"]["level_shift"]["recall"] >= 0.9
     assert shipped["false_alarms_per_1000"] <= 1.0 and shipped["infinite"] == 0
     assert figures["met"] == dict.fromkeys(figures["met"], True)
+    # Precision by the kind a row names: every shipped row counted once.
+    by_kind = shipped["precision_by_kind"]
+    assert sum(k["rows"] for k in by_kind.values()) == shipped["rows"]
+    assert sum(k["right"] for k in by_kind.values()) == round(shipped["precision"] * shipped["rows"])
     # The baselines are judged on the same days, and are what the issue measured: noise.
     assert methods["robust z"]["false_alarms_per_1000"] > 10 * max(
         shipped["false_alarms_per_1000"], 1.0)
