@@ -49,10 +49,13 @@ def _interface(endpoint: Endpoint) -> Endpoint:
             query = f"?{request.url.query}" if request.url.query else ""
             return RedirectResponse(target.rstrip("/") + request.url.path + query, 307)
         injector: FaultInjector = request.app.state.faults
+        limited, quota = injector.rate_limited()
+        if limited is not None:
+            return limited
         replaced = await injector.before()
-        if replaced is not None:
-            return replaced
-        return await endpoint(request)
+        response = replaced if replaced is not None else await endpoint(request)
+        response.headers.update(quota)
+        return response
 
     return wrapper
 
