@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test chromium bench bench-harvest bench-trends bench-forecast bench-concurrency lint clean
+.PHONY: demo test chromium bench bench-harvest bench-trends bench-forecast bench-concurrency bench-pacing bench-scale lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,7 @@ test: $(VENV)/.dev chromium
 chromium:
 	.ci/chromium
 
-bench: bench-harvest bench-trends bench-forecast bench-concurrency
+bench: bench-harvest bench-trends bench-forecast bench-concurrency bench-pacing
 
 bench-harvest: $(VENV)/.bench
 	$(BIN)/python bench/harvest.py
@@ -45,6 +45,12 @@ bench-forecast: $(VENV)/.bench
 
 bench-concurrency: $(VENV)/.dev
 	$(BIN)/python bench/concurrency.py
+
+bench-pacing: $(VENV)/.dev
+	$(BIN)/python bench/pacing.py
+
+bench-scale: $(VENV)/.dev
+	$(BIN)/python bench/scale.py
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check .

@@ -47,8 +47,8 @@ from pipeline.interface._client import (
     ClientStats,
     RawArray,
     env_proxy,
-    parse_retry_after,
 )
+from pipeline.interface._ratelimit import parse_retry_after
 from pipeline.service import Faults, ServiceConfig, serve_in_thread
 
 USER_TOKEN = "user-token-s3cret"
@@ -356,10 +356,32 @@ def test_faulty_service_is_survived_by_retries() -> None:
     assert out.stats.requests == len(ids) + out.stats.retries
 
 
-def _rate_limited_service(rate: float) -> Any:
+def _rate_limited_service(rate: float, **faults: Any) -> Any:
     config = ServiceConfig(bots=20, seed=3, history_days=1, stats_per_day=1, max_page_size=100,
-                           faults=Faults(rate_limit=rate))
+                           faults=Faults(rate_limit=rate, **faults))
     return serve_in_thread(config, host="127.0.0.1", port=0)
+
+
+@pytest.mark.parametrize(("family", "told"), [
+    ("ratelimit", 1.0),  # RateLimit-Reset: 1, no Retry-After
+    ("ratelimit-policy", 1.0),  # RateLimit: "default";r=0;t=1
+    ("x-reset-delta", 1.0),  # X-RateLimit-Reset: 1
+])
+def test_a_429_without_retry_after_waits_the_reset_its_headers_tell(family: str,
+                                                                     told: float) -> None:
+    # A bucket of one request refilled at 2 a second: the second request at once is a 429
+    # whose headers tell the quota resets in a second (whole seconds, rounded up).
+    with _rate_limited_service(2.0, rate_burst=1, rate_limit_headers=family) as svc:
+        ids = sorted(svc.directory.bot_ids())[:3]
+
+        async def some_bots(c: Client) -> list[Any]:
+            return await asyncio.gather(*(c.bot(i) for i in ids))
+
+        out = call(make_settings(svc.base_url, attempts=10), some_bots)
+    assert out.error is None, out.error
+    assert out.stats.rate_limited > 0
+    # Each refused request waited exactly what it was told: no jittered backoff, no more.
+    assert out.stats.waited_seconds == pytest.approx(told * out.stats.rate_limited)
 
 
 def test_rate_limited_service_is_waited_out_with_retry_after() -> None:
