@@ -9,19 +9,23 @@ machine (every event carries its time), driven by :class:`~._concurrency.Gate` w
 - **A cut** sets the pace to a share of itself (:data:`BACKOFF`, :data:`EASE`); the next waits
   until the slower pace has saved a request, and at least :data:`COOLDOWN` (answers to
   requests sent before a cut still tell of the pace before it). The
-  first cut, of a run not paced yet, starts from the rate getting through (successes over the
-  last second). Never from that rate once paced: a 429's told wait holds its request back, and
-  the successes with it, so that figure falls far below what the service allows.
+  first cut, of a run not paced yet, starts from the rate it was sending at (answers over the
+  last second, 429s included). Never from a measured rate once paced: a 429's told wait holds
+  its request back, and the answers with it, so such a figure falls far below what the
+  service allows.
 - **Recovery** follows CUBIC's curve (RFC 9438) in the time since the cut, relative to the pace
   cut from: back to it quickly, flat near it, then faster the longer nothing pushes back, so a
   pace cut too far is found again within seconds. It never runs further ahead than
-  :data:`HEADROOM` times the most that ever got through in a second: a pace nothing uses tells
-  nothing, and a cut from far above the service's rate would take many cuts (and 429s) to land.
+  :data:`HEADROOM` times the most that ever got through in a second (or the pace last cut
+  from): a pace nothing uses tells nothing, and a cut from far above the service's rate would
+  take many cuts (and 429s) to land.
 - **Ceilings**: ``[service].request_budget``, and the rate a ``RateLimit-Policy`` (or a
   ``RateLimit-Limit`` policy) states; the pace never exceeds either.
-- **Turns**: the next request may go one pace interval after the previous one *went* (not
-  after a slot reserved in advance: requests that a busy event loop wakes late would go out
-  together, a burst a small bucket does not absorb).
+- **Turns**: one request at a time takes its turn, an interval after the previous turn, so a
+  request a busy event loop woke a little late costs the next none of its interval; after more
+  than an interval late (a pause), the turns start again from it. Turns reserved in advance
+  would let the requests woken late go out together, a burst a small bucket does not absorb;
+  turns counted from when the previous request went lose the lateness, a tenth of the rate.
 
 Figures (the share of the allowed rate each choice reaches, and the alternatives measured) are
 in bench/README.md and docs/design.md.
@@ -43,10 +47,9 @@ RECOVERY_RATE = 25.0  # under this many requests a second, the recovery counts r
 HEADROOM = 1.5  # the pace never exceeds this times the most that got through in a second
 RATE_WINDOW = 1.0  # seconds of successes that tell the rate getting through
 SLOWEST = 0.05  # requests per second the pace never goes under
-# The least time the first cut divides the early successes by: a run's first answers come in
-# milliseconds, and too high a first pace costs a few cuts a tenth of a second apart, too low
-# one seconds of recovery.
-FIRST_SPAN = 0.02
+# The least time the first cut divides the early answers by: a run's first answers come in
+# milliseconds.
+FIRST_SPAN = 0.05
 
 
 @dataclass
@@ -61,9 +64,10 @@ class Pace:
     _most_remaining: int = 0
     _k: float = 0.0
     _successes: deque[float] = field(default_factory=deque, repr=False)
+    _answers: deque[float] = field(default_factory=deque, repr=False)
     _first: float | None = None
     _best: float = 0.0  # the most successes in one RATE_WINDOW
-    _last_send: float = float("-inf")
+    _next_turn: float = float("-inf")
 
     @property
     def paced(self) -> bool:
@@ -81,11 +85,16 @@ class Pace:
     def wait(self, now: float) -> float:
         """Seconds until the next request may go (0: now)."""
         rate = self.rate(now)
-        return 0.0 if rate is None else max(0.0, self._last_send + 1.0 / rate - now)
+        return 0.0 if rate is None else max(0.0, self._next_turn - now)
 
     def sent(self, now: float) -> None:
-        """A request went out at ``now``."""
-        self._last_send = now
+        """A request went out at ``now``: the next turn is an interval after this one's turn, or
+        after ``now`` when it went more than an interval late (after a pause)."""
+        rate = self.rate(now)
+        if rate is not None:
+            interval = 1.0 / rate
+            late = now - self._next_turn
+            self._next_turn = (now if late > interval else self._next_turn) + interval
 
     def on_answer(self, now: float, status: int, said: RateLimit,
                   sent: float | None = None) -> None:
@@ -95,6 +104,9 @@ class Pace:
             self._first = now
         if said.rate is not None:
             self.policy = max(said.rate, SLOWEST)
+        self._answers.append(now)
+        while self._answers[0] < now - RATE_WINDOW:
+            self._answers.popleft()
         if status == 429:
             # A request sent before the last cut tells of the pace before it.
             if (now if sent is None else sent) >= self._cut_at and \
@@ -117,11 +129,11 @@ class Pace:
         # cycle of cut and recovery long enough for a 429 to stay a few in a hundred.
         t = (now - self._cut_at) * min(1.0, self.good / RECOVERY_RATE)
         pace = self.good * (1 + CUBIC * (t - self._k) ** 3)
-        return max(SLOWEST, min(pace, HEADROOM * self._best) if self._best else pace)
+        return max(SLOWEST, min(pace, HEADROOM * max(self._best, self.good)))
 
     def _cut(self, now: float, share: float) -> None:
         pace = self._service_pace(now)
-        self.good = max(SLOWEST, self._through(now) if pace is None else pace)
+        self.good = max(SLOWEST, self._offered(now) if pace is None else pace)
         self._k = ((1 - share) / CUBIC) ** (1 / 3)
         self._cut_at = now
         # A quota's remaining lags: until the slower pace has saved a request, it still tells of
@@ -136,8 +148,11 @@ class Pace:
         if self._first is not None and now - self._first >= RATE_WINDOW:
             self._best = max(self._best, len(successes) / RATE_WINDOW)
 
-    def _through(self, now: float) -> float:
-        """Successes a second over the last second (or since the first answer, if sooner)."""
-        span = min(RATE_WINDOW, now - (self._first if self._first is not None else now))
-        recent = sum(1 for t in self._successes if t >= now - RATE_WINDOW)
-        return recent / max(span, FIRST_SPAN)
+    def _offered(self, now: float) -> float:
+        """Answers a second, 429s included, over the last second or since the first of them:
+        what the run was sending when the service first pushed back. Rather high than low: a
+        pace too high is cut again a tenth of a second later, one too low takes seconds to
+        grow."""
+        answers = self._answers
+        span = min(RATE_WINDOW, now - answers[0]) if answers else 0.0
+        return len(answers) / max(span, FIRST_SPAN)
