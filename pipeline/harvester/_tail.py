@@ -105,8 +105,6 @@ async def harvest_bot(
     # The body and the page's objects go as soon as the batch holds them (a bot's /stats may
     # be tens of MB): not kept alive through the batch's write.
     del records, page
-    if buffer.full:
-        await buffer.flush()
 
 
 def new_part(items: Sequence[Any], newest: archive.Newest, last_key: str | None, bot_id: str,
