@@ -335,7 +335,10 @@ def test_stats_page_size_against_a_service_sending_whole_lists_says_so(
     svc = service_factory(bots=10, history_days=5, stats_per_day=4)  # /stats ignores limit/skip
     settings = harvest_settings(svc, {"service.stats_page_size": 6})
     report = harvest(settings)
-    assert (report.status, report.errors) == ("partial", 10)
+    # Every /stats read failed: a whole kind of request, so the run fails (see _verdict).
+    assert (report.status, report.errors) == ("failed", 10)
+    assert "10 of 10 GET /bots/:id/stats failed" in report.message
+    assert "set [service].stats_page_size = 0" in report.message
     for (error,) in query(settings, "SELECT error FROM harvest_errors"):
         assert "ignores `skip`" in error and "set [service].stats_page_size = 0" in error
     assert query(settings, "SELECT count(*) FROM bot_stats") == [(0,)]  # nothing half-read

@@ -240,7 +240,8 @@ def _decoders(fields: FieldSettings) -> tuple[msgspec.json.Decoder[Any],
         # every one of them on each of its passes.
         custom = msgspec.defstruct(
             "CustomField", [("name", str), ("value", Scalar, None)],
-            rename={"name": fields.custom_name, "value": fields.custom_value}, gc=False)
+            rename={"name": fields.custom_name, "value": fields.custom_value}, gc=False,
+            forbid_unknown_fields=True)  # another key may hold the value: record by record
         record = msgspec.defstruct(
             "StatRecord",
             [("stat_id", str | int), ("recorded_at", str | int | float), ("users", Count),

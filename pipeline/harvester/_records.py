@@ -232,6 +232,9 @@ def parse_custom(value: Any, fields: FieldSettings) -> tuple[tuple[str, str | No
         for item in value:
             if not isinstance(item, dict) or fields.custom_name not in item:
                 raise Invalid(f"custom field without '{fields.custom_name}': {_show(item)}")
+            if fields.custom_value not in item and len(item) > 1:
+                # Something else holds its value: a value taken as missing would be wrong.
+                raise Invalid(f"custom field without '{fields.custom_value}': {_show(item)}")
             pairs.append((_ident(item[fields.custom_name], f"custom field '{fields.custom_name}'"),
                           item.get(fields.custom_value)))
     else:
