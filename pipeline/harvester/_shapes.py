@@ -2,10 +2,11 @@
 time, its name, what a custom field's keys are, and what types the counts come as.
 
 Pure functions over decoded records (no I/O), shared by ``botstats probe`` (which reads a few
-records and proposes ``[fields]``) and the harvest (which, when a field name in config rejects
-nearly every record, says which field the records carry instead). A field is a candidate by its
-values (every record has one; an id is unique; a time reads as ISO 8601 or epoch seconds or
-milliseconds of a plausible date) and is ranked by its name.
+records and proposes ``[fields]``) and the harvest (which, when a field name in config refuses
+a kind of record, says which field the records carry instead). A field is a candidate by its
+values and its name: an id is in every record, unique, an id's shape and no reference to
+another resource (:func:`id_candidates`); a time reads as one kind of time of a plausible date
+in every record; names rank candidates.
 """
 
 from __future__ import annotations

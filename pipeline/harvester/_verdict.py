@@ -186,7 +186,6 @@ def checks(tally: RunTally, fields: FieldSettings) -> list[Check]:
     return list(dict.fromkeys(out))
 
 
-# --- records ---------------------------------------------------------------------------------
 def _judge_records(kind: str, tally: RunTally, fields: FieldSettings,
                    answers: Mapping[Check, bool]) -> Verdict | None:
     records = tally.records[kind]
@@ -322,7 +321,6 @@ def _advised(kind: str, key: str, name: str, tally: RunTally,
     return decided_id(found, _RULES_KIND.get(kind, kind))
 
 
-# --- requests --------------------------------------------------------------------------------
 def _judge_reads(kind: str, tally: RunTally, fields: FieldSettings) -> Verdict | None:
     reads = tally.requests[kind]
     failed = sum(reads.failed.values())
