@@ -5,6 +5,8 @@ embedded service playing services that spell records otherwise."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +23,13 @@ from _truth_support import (
 )
 from conftest import harvest_settings_for, query
 
+from pipeline.core import FieldSettings
 from pipeline.harvester import harvest, run_probe
+from pipeline.harvester._ids import Identities, repeated
+from pipeline.harvester._probe_reading import read_listing
+from pipeline.harvester._shapes import id_candidates
+from pipeline.harvester._verdict import RunTally, judge
+from pipeline.interface import Reply
 from pipeline.service import RunningService
 
 Factory = Callable[..., RunningService]
@@ -131,3 +139,166 @@ def test_finding_3_an_id_field_that_is_not_unique_is_refused_before_anything_is_
     assert "discord.js" in result.message  # a few of the repeated values are named
     assert query(settings, "SELECT count(*) FROM bots") == [(0,)]
     assert query(settings, "SELECT count(*) FROM bot_stats") == [(0,)]
+
+
+# --- item 1: the rules per kind -------------------------------------------------------------
+def test_every_stat_record_refused_whatever_the_reasons_fails_the_run(
+        tmp_path: Path, service_factory: Factory) -> None:
+    svc = service_factory(bots=6, history_days=2, stats_per_day=2, malformed_rate=1.0)
+    settings = settings_for(svc, tmp_path)
+    result = harvest(settings)
+    assert (result.status, result.exit_code) == ("failed", 1), result.message
+    assert "stat records are not in a shape botstats reads" in result.message
+    assert query(settings, "SELECT count(*) FROM bots") == [(0,)]
+    assert query(settings, "SELECT count(*) FROM rejects")[0][0] == 6 * 4
+
+
+def test_every_one_of_a_few_stat_records_refused_is_partial(
+        tmp_path: Path, service_factory: Factory) -> None:
+    svc = service_factory(bots=1, history_days=2, malformed_rate=1.0)
+    result = harvest(settings_for(svc, tmp_path))
+    assert (result.status, result.exit_code) == ("partial", 3), result.message
+    assert "Too few records to tell a wrong setting from bad records" in result.message
+
+
+def test_a_snapshot_list_refused_whole_fails_the_run_naming_the_field(
+        tmp_path: Path, service_factory: Factory) -> None:
+    svc = service_factory(bots=20, users=4, history_days=2, field_names={"webhook_id": "hookId"})
+    _, token = user_with_lists(svc)
+    settings = settings_for(svc, tmp_path, user_token=token)
+    result = harvest(settings)
+    assert (result.status, result.exit_code) == ("failed", 1), result.message
+    assert "webhook records have no 'id'; they carry 'hookId'" in result.message
+    assert 'set [fields].webhook_id = "hookId"' in result.message
+    for table in ("users", "user_webhooks", "bot_stats"):
+        assert query(settings, f"SELECT count(*) FROM {table}") == [(0,)], table
+
+
+def test_a_stat_id_field_every_record_of_a_bot_shares_is_refused(
+        tmp_path: Path, service_factory: Factory) -> None:
+    svc = service_factory(bots=4, history_days=3)
+    settings = settings_for(svc, tmp_path, **{"fields.stat_id": "bot_id"})
+    result = harvest(settings)
+    assert result.status == "failed"
+    assert '[fields].stat_id = "bot_id" is not unique in GET /bots/' in result.message
+    assert query(settings, "SELECT count(*) FROM bot_stats") == [(0,)]
+
+
+def tally_of(**kinds: tuple[int, int, str]) -> RunTally:
+    """A tally with (kept, refused, reason) per record kind."""
+    tally = RunTally()
+    for kind, (kept, refused, reason) in kinds.items():
+        tally.keep(kind.replace("_", " "), kept)
+        for n in range(refused):
+            tally.reject(kind.replace("_", " "), reason, f'{{"n": {n}}}')
+    return tally
+
+
+def reads_of(tried: int, failed: int, cause: str = "404", found: bool | None = None) -> RunTally:
+    tally = RunTally()
+    tally.request("GET /bots/:id/stats").tried = tried
+    for n in range(failed):
+        tally.failed("GET /bots/:id/stats", cause, f"GET /bots/{n}/stats answered {cause}", str(n))
+    if found is not None:
+        tally.bots_found.append(found)
+    return tally
+
+
+@pytest.mark.parametrize(("tally", "status", "words"), [
+    (tally_of(stat=(95, 5, "cpu_load must be a percentage")), None, ""),
+    (tally_of(stat=(1, 9, "cpu_load must be a percentage")), "failed", "not in a shape"),
+    (tally_of(stat=(0, 3, "users must not be negative")), "partial", "Too few records"),
+    (tally_of(bot=(0, 5, "missing bot id field 'id'")), "failed", "bot records have no 'id'"),
+    (tally_of(user=(0, 1, "missing user id field 'id'")), "failed", "[fields].user_id"),
+    (tally_of(server=(2, 1, "missing server id field 'id'")), "partial",
+     "The user snapshot lacks 1 of the 3 server records"),
+    (tally_of(user_bot=(0, 2, "missing bot id field 'id'")), "failed", "user bot records"),
+    (reads_of(10, 4), None, ""),
+    (reads_of(10, 6), "failed", "6 of 10 GET /bots/:id/stats answered 404"),
+    (reads_of(10, 10, found=True), None, ""),  # the service says 404 for "no records"
+    (reads_of(10, 10, found=False), "failed", "answered 404 too"),
+    (reads_of(3, 3, "503"), "partial", "3 of 3 GET /bots/:id/stats failed"),
+    (reads_of(8, 7, "401"), "failed", "7 of 8 GET /bots/:id/stats failed"),
+], ids=["few-bad-stats", "stats-refused", "few-stats-all-refused", "bots-refused",
+        "user-refused", "server-some-refused", "user-bots-refused", "some-404",
+        "most-404", "404-no-records", "404-no-bots", "few-5xx", "most-401"])
+def test_the_rule_for_each_kind(tally: RunTally, status: str | None, words: str) -> None:
+    verdict = judge(tally, FieldSettings())
+    if status is None:
+        assert verdict is None
+        return
+    assert verdict is not None and verdict.status == status and words in verdict.message
+
+
+# --- item 2: what the id check tells apart ---------------------------------------------------
+def test_repeats_of_one_record_are_one_and_different_records_under_one_id_are_refused() -> None:
+    same = '{"id": "1", "name": "a"}'
+    assert repeated(["1", "1", "2"], [same, '{"name": "a", "id": "1"}', '{"id": "2"}']) == []
+    assert repeated(["x", "y", "x"], ['{"u": "x", "id": 1}', "{}", '{"u": "x", "id": 2}']) == ["x"]
+    pages = Identities("username")
+    assert pages.clashes([("nova", {"username": "nova", "id": "1", "guilds": 3})]) == []
+    # The same bot on a later page, updated between the reads: not a clash.
+    assert pages.clashes([("nova", {"username": "nova", "id": "1", "guilds": 4})]) == []
+    # Another bot under the same name: its own id differs.
+    assert pages.clashes([("nova", {"username": "nova", "id": "2"})]) == ["nova"]
+
+
+# --- item 3: botstats' rules for an id --------------------------------------------------------
+SNOWFLAKES = ["924731813402906345", "1348747531386940048", "1120803206728683032"]
+
+
+@pytest.mark.parametrize(("records", "kind", "foreign", "found"), [
+    ([{"id": s, "username": f"u{n}"} for n, s in enumerate(SNOWFLAKES)], "bot", (), ["id"]),
+    ([{"botId": int(s)} for s in SNOWFLAKES], "bot", (), ["botId"]),
+    ([{"_id": f"{n:024x}"} for n in range(3)], "stat", (), ["_id"]),
+    ([{"avatar": f"https://cdn/{n}.png", "username": f"u{n}"} for n in range(3)], "bot", (), []),
+    ([{"hookId": int(s), "bot_id": n} for n, s in enumerate(SNOWFLAKES)], "webhook", (),
+     ["hookId"]),  # bot_id names another resource
+    ([{"ref": s, "hook": f"h{n}"} for n, s in enumerate(SNOWFLAKES)], "webhook",
+     {SNOWFLAKES[0]}, ["hook"]),  # ref holds a bot's id
+    ([{"guild_id": s, "owner_id": "7"} for s in SNOWFLAKES], "server", (), ["guild_id"]),
+    ([{"id": "a"}, {"id": "a"}], "server", (), []),  # not unique
+    ([{"id": "a b"}, {"id": "c d"}], "server", (), []),  # not an id's shape
+    ([{"at": "2024-06-01T00:00:00Z"}, {"at": "2024-06-02T00:00:00Z"}], "stat", (), []),
+    ([{"n": 1.5}, {"n": 2.5}], "stat", (), []),
+])
+def test_id_candidates_follow_the_rules(records: list[dict[str, Any]], kind: str,
+                                        foreign: Any, found: list[str]) -> None:
+    assert [c.field for c in id_candidates(records, kind, foreign=foreign)] == found
+
+
+def test_a_failed_read_is_unknown_never_evidence() -> None:
+    page = Reply("GET", "http://x/bots", "read", 200, {}, json.dumps([{"id": "1"}] * 3), 0.1)
+    cap = Reply("GET", "http://x/bots?limit=1000", "read", 503, {}, "", 0.1)
+    found, proposals = read_listing(page, cap, None, None, None, "id")
+    assert next(f.result for f in found if f.what == "page cap") == "unknown: a read failed"
+    assert [(p.key, p.decided) for p in proposals] == [("service.page_size", False)]
+    assert "503 after every retry" in proposals[0].why
+
+
+def test_the_probe_retries_transient_failures_and_decides_every_setting_or_says_why(
+        tmp_path: Path, service_factory: Factory) -> None:
+    svc = service_factory(bots=20, users=4, history_days=2, error_rate=0.3, seed=3,
+                          field_names={"user_id": "userId"})
+    _, token = user_with_lists(svc)
+    settings = settings_for(svc, tmp_path, user_token=token, **{"retry.attempts": 8})
+    report = run_probe(settings)
+    assert svc.app.state.faults.injected > 0  # it met 5xx, and read past them
+    assert proposed(report)["fields.user_id"] == "userId"
+    assert proposed(report)["fields.stat_time"] == "timestamp"
+    listed = {p.key for p in report.proposals}
+    for section in ("fields", "service"):
+        for setting in dataclasses.fields(getattr(settings, section)):
+            assert f"{section}.{setting.name}" in listed, setting.name
+    assert "a choice of yours" in undecided(report)["service.timeout"]
+    accepted = {f.what: f.result for f in report.findings if f.what.endswith("reads them")}
+    assert accepted["stat records as a harvest reads them"].startswith("all ")
+
+
+def test_the_probe_says_which_records_a_harvest_would_refuse(
+        tmp_path: Path, service_factory: Factory) -> None:
+    svc = service_factory(bots=6, history_days=4, malformed_rate=0.5)
+    report = run_probe(settings_for(svc, tmp_path))
+    said = next(f.result for f in report.findings
+                if f.what == "stat records as a harvest reads them")
+    assert " would be refused: " in said and "A harvest keeps them in table rejects" in said

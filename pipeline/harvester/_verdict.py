@@ -246,7 +246,7 @@ def _refused_message(kind: str, tally: RunTally, fields: FieldSettings,
 
 
 def _blamed(kind: str, tally: RunTally, fields: FieldSettings) -> tuple[str, str, bool] | None:
-    """([fields] key, its name, whether missing) when most refused records of ``kind`` were
+    """([fields] key, its name, whether missing) when nearly all refused records of ``kind`` were
     refused for a configured field; None when they were for something else."""
     blamed: Counter[tuple[str, str, bool]] = Counter()
     for reason, count in tally.kind(kind).refused.items():
@@ -260,7 +260,7 @@ def _blamed(kind: str, tally: RunTally, fields: FieldSettings) -> tuple[str, str
                 else key
             if getattr(fields, setting, None) == name:
                 blamed[(setting, name, missing)] += count
-    if not blamed or blamed.total() * 2 < sum(tally.kind(kind).refused.values()):
+    if not blamed or blamed.total() < NEARLY_ALL * sum(tally.kind(kind).refused.values()):
         return None
     return blamed.most_common(1)[0][0]
 
