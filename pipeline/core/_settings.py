@@ -232,9 +232,9 @@ class Settings:
 
 
 SECTIONS: dict[str, type] = {
-    f.name: f.type if isinstance(f.type, type) else f.default_factory().__class__  # type: ignore[misc]
-    for f in fields(Settings)
-    if f.name not in ("user_token", "bot_key", "source", "origins")
+    name: tp
+    for name, tp in typing.get_type_hints(Settings).items()
+    if name not in ("user_token", "bot_key", "source", "origins")
 }
 SECRET_ENV = {"user_token": "BOTSTATS_USER_TOKEN", "bot_key": "BOTSTATS_BOT_KEY"}
 # Short environment names for the settings operators change most; every setting also has
@@ -383,7 +383,13 @@ def _from_env(settings: Settings, env: Mapping[str, str]) -> Settings:
             settings = replace(settings, **{section: replace(sec, **{key: value})},
                                origins={**settings.origins, f"{section}.{key}": f"environment: {name}"})
     secrets = {k: Secret(env[v]) for k, v in SECRET_ENV.items() if env.get(v)}
-    return replace(settings, **secrets)
+    return _with_secrets(settings, secrets)
+
+
+def _with_secrets(settings: Settings, secrets: Mapping[str, Secret]) -> Settings:
+    """The settings with the secrets named in ``secrets`` (user_token, bot_key) replaced."""
+    return replace(settings, user_token=secrets.get("user_token", settings.user_token),
+                   bot_key=secrets.get("bot_key", settings.bot_key))
 
 
 def _overrides(settings: Settings, overrides: Mapping[str, Any]) -> Settings:
@@ -392,7 +398,7 @@ def _overrides(settings: Settings, overrides: Mapping[str, Any]) -> Settings:
         if value is None:
             continue
         if dotted in SECRET_ENV:
-            settings = replace(settings, **{dotted: Secret(str(value))})
+            settings = _with_secrets(settings, {dotted: Secret(str(value))})
             continue
         section, key = dotted.split(".", 1)
         sec = getattr(settings, section)
@@ -422,7 +428,7 @@ def validate(settings: Settings) -> Settings:
         "service.timeout": s.timeout,
         "service.connect_timeout": s.connect_timeout,
         "service.max_connections": s.max_connections,
-        "service.concurrency": 1 if s.concurrency == AUTO else s.concurrency,
+        "service.concurrency": s.concurrency if isinstance(s.concurrency, int) else 1,  # or "auto"
         "service.page_size": s.page_size,
         "retry.attempts": settings.retry.attempts,
         "store.batch_rows": settings.store.batch_rows,

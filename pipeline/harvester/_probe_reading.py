@@ -48,6 +48,11 @@ def failed(reply: Reply | None) -> bool:
     return reply is not None and (reply.status in (NO_ANSWER, 429) or reply.status >= 500)
 
 
+def failed_read(*replies: Reply | None) -> Reply | None:
+    """The first of ``replies`` that :func:`failed`, if any."""
+    return next((r for r in replies if r is not None and failed(r)), None)
+
+
 def items(reply: Reply | None) -> list[Any]:
     data = reply.json() if reply is not None and reply.status == 200 else None
     return data if isinstance(data, list) else []
@@ -68,8 +73,8 @@ def read_listing(default: Reply, cap: Reply, after_cap: Reply | None, skipped: R
     page = items(cap)
     found.append(Finding("listing", "default page size", f"{len(items(default))} bots",
                          [brief(default)]))
-    if failed(cap) or failed(after_cap):
-        bad = brief(cap if failed(cap) else after_cap)  # type: ignore[arg-type]
+    if (failed_cap := failed_read(cap, after_cap)) is not None:
+        bad = brief(failed_cap)
         found.append(Finding("listing", "page cap", "unknown: a read failed", [bad]))
         proposals.append(Proposal("service.page_size", None, f"a read failed ({bad})"))
     elif len(page) >= BIG_LIMIT:
@@ -87,10 +92,8 @@ def read_listing(default: Reply, cap: Reply, after_cap: Reply | None, skipped: R
         proposals.append(Proposal("service.page_size", None,
                                   f"no cap seen (the directory has {len(page)} bots); keep the "
                                   f"default"))
-    if failed(skipped) or failed(again):
-        bad = skipped if failed(skipped) else again
-        found.append(Finding("listing", "skip", "unknown: a read failed",
-                             [brief(bad)]))  # type: ignore[arg-type]
+    if (failed_skip := failed_read(skipped, again)) is not None:
+        found.append(Finding("listing", "skip", "unknown: a read failed", [brief(failed_skip)]))
     elif skipped is not None:
         got = ids_of(items(skipped), id_field)
         ids = ids_of(page, id_field)
@@ -117,7 +120,7 @@ def listing_order(records: Sequence[Any]) -> str:
     if len(objects) < 3:
         return "cannot tell from fewer than 3 bots"
     for name in objects[0]:
-        values = [r.get(name) for r in objects]
+        values: list[Any] = [r.get(name) for r in objects]  # compared only once checked below
         if not all(isinstance(v, int | float | str) and not isinstance(v, bool) for v in values):
             continue
         if len({type(v) for v in values}) > 1 or len(set(values)) < 2:
@@ -243,8 +246,8 @@ def read_stats_paging(whole: Reply, two: Reply | None, next_two: Reply | None,
     proposals: list[Proposal] = []
     records = items(whole)
     first_two = items(two)
-    if failed(two) or failed(next_two) or failed(big):
-        bad = next(brief(r) for r in (two, next_two, big) if failed(r))  # type: ignore[arg-type]
+    if (failed_page := failed_read(two, next_two, big)) is not None:
+        bad = brief(failed_page)
         found.append(Finding("stats", "paging", "unknown: a read failed", [bad]))
         proposals.append(Proposal("service.stats_page_size", None, f"a read failed ({bad})"))
     elif two is None or len(records) <= 2:
@@ -269,8 +272,9 @@ def read_stats_paging(whole: Reply, two: Reply | None, next_two: Reply | None,
     order = None
     if time_field and len(records) >= 2:
         times = [r.get(time_field) for r in records if isinstance(r, dict)]
-        stamps = [_sortable(t) for t in times]
-        if None not in stamps:
+        sortable = [_sortable(t) for t in times]
+        stamps = [t for t in sortable if t is not None]
+        if len(stamps) == len(sortable):
             if stamps == sorted(stamps):
                 order = "oldest first"
             elif stamps == sorted(stamps, reverse=True):

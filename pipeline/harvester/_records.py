@@ -86,9 +86,10 @@ def parse_time(value: Any, what: str = "timestamp") -> datetime:
         try:
             parsed = datetime.fromisoformat(text)
         except ValueError:
-            parsed = _rfc2822(text)
-            if parsed is None:
+            dated = _rfc2822(text)
+            if dated is None:
                 raise Invalid(f"{what} is not an ISO 8601 time: {_show(value)}") from None
+            parsed = dated
         return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
     raise Invalid(f"{what} is not a time: {_show(value)}")
 
@@ -205,11 +206,13 @@ def parse_stat(record: Any, bot_id: str, fields: FieldSettings, *,
     percents = {
         n: None if record.get(n) is None else parse_percent(record[n], n) for n in PERCENT_FIELDS
     }
+    users, guilds = counts["users"], counts["guilds"]
+    assert users is not None and guilds is not None  # REQUIRED_COUNTS, checked above
     return StatRow(
         stat_id=key,
         recorded_at=recorded_at,
-        users=counts["users"],  # type: ignore[arg-type]
-        guilds=counts["guilds"],  # type: ignore[arg-type]
+        users=users,
+        guilds=guilds,
         shards=counts["shards"],
         memory_load=percents["memory_load"],
         cpu_load=percents["cpu_load"],

@@ -71,7 +71,7 @@ async def snapshot_user(client: Client, settings: Settings, report: HarvestRepor
         endpoint = f"GET /users/{user_id}/{table[5:]}"
         setting = "bot_id" if kind == "user bot" else key
         what = kind.split()[-1]
-        rows = []
+        rows: list[dict[str, Any]] = []
         for record in records:
             try:
                 rid = entity_id(record, getattr(fields, setting), what)

@@ -113,8 +113,6 @@ async def harvest_bot(
     # The body and the page's objects go as soon as the batch holds them (a bot's /stats may
     # be tens of MB): not kept alive through the batch's write.
     del records, page
-    if buffer.full:
-        await buffer.flush()
 
 
 async def look_up(client: Client, buffer: Batch, bot_id: str) -> None:
