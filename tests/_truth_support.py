@@ -14,6 +14,33 @@ from conftest import query
 from pipeline.core import Settings
 from pipeline.service import RunningService
 
+SMALL: dict[str, Any] = {"bots": 24, "users": 4, "history_days": 3, "stats_per_day": 2}
+PROFILES: dict[str, dict[str, Any]] = {
+    # Ids of every kind as JSON integers (64-bit) under other keys, integer stat ids, epoch
+    # seconds, custom fields {key, val}, reads that need the token, paged user lists, RFC 7807
+    # errors and 403 for refused credentials.
+    "integers": {
+        "id_type": "integer", "stat_ids": "integer", "time_format": "epoch-s",
+        "bot_reads_need_token": True, "user_lists_page_size": 2, "error_style": "problem",
+        "auth_status": 403,
+        "field_names": {"bot_id": "botId", "bot_name": "displayName", "stat_id": "statId",
+                        "stat_time": "createdAt", "custom_name": "key", "custom_value": "val",
+                        "user_id": "userId", "server_id": "guildId", "webhook_id": "hookId"}},
+    # 24-hex stat ids under _id, epoch milliseconds, custom fields as one object, /stats paged
+    # oldest first, plain-text errors and 410 for an unknown id.
+    "mongo": {
+        "stat_ids": "hex", "time_format": "epoch-ms", "custom_shape": "object",
+        "stats_page_size": 4, "error_style": "text", "not_found_status": 410,
+        "field_names": {"bot_id": "_id", "stat_id": "_id", "stat_time": "ts", "user_id": "uid",
+                        "server_id": "serverId", "webhook_id": "webhookId"}},
+    # No stat id at all (records told apart by time), custom fields {label, data}, a page cap
+    # of 7, empty error bodies and 400 for an unknown id.
+    "bare": {
+        "stat_ids": "none", "max_page_size": 7, "error_style": "empty", "not_found_status": 400,
+        "field_names": {"bot_id": "client_id", "custom_name": "label", "custom_value": "data",
+                        "server_id": "uuid", "webhook_id": "hook_id"}},
+}
+
 
 def _when(value: Any, time_format: str) -> datetime:
     if isinstance(value, int):
@@ -103,3 +130,14 @@ def archived_snapshot(settings: Settings, run_id: str) -> dict[str, list[tuple[s
 
 def last_run(settings: Settings) -> str:
     return query(settings, "SELECT run_id FROM harvest_runs ORDER BY started_at DESC LIMIT 1")[0][0]
+
+
+def service_shape(svc: RunningService, token: str) -> dict[str, Any]:
+    """The [service] settings and the token that fit ``svc`` (what `botstats probe --write`
+    decides of them), as harvest_settings_for overrides: a test of [fields] advice starts from
+    these, so only the fields are wrong."""
+    cfg = svc.config
+    return {"user_token": token, "service.token_on_bot_reads": cfg.bot_reads_need_token,
+            "service.page_size": min(cfg.max_page_size, 100),
+            "service.stats_page_size": cfg.stats_page_size,
+            "service.user_lists_page_size": cfg.user_lists_page_size}

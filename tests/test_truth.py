@@ -14,11 +14,14 @@ from typing import Any
 
 import pytest
 from _truth_support import (
+    PROFILES,
+    SMALL,
     archived_rows,
     archived_snapshot,
     last_run,
     served_rows,
     served_snapshot,
+    service_shape,
     user_with_lists,
 )
 from conftest import harvest_settings_for, query
@@ -92,27 +95,45 @@ def advice(message: str) -> dict[str, str]:
             for key, value in re.findall(r'set \[fields\]\.(\w+) = "([^"]*)"', message)}
 
 
+ADVICE_CASES: dict[str, dict[str, Any]] = {"issue": ISSUE_SERVICE, **{
+    name: {**SMALL, **profile} for name, profile in PROFILES.items()}}
+
+
+@pytest.mark.parametrize("case", list(ADVICE_CASES))
 def test_finding_3_advice_is_right_or_absent_and_following_it_never_loses_data(
-        tmp_path: Path, service_factory: Factory) -> None:
-    svc = service_factory(**ISSUE_SERVICE)
-    _, token = user_with_lists(svc)
-    settings: dict[str, Any] = {"user_token": token, "service.token_on_bot_reads": True}
-    stats, custom = served_rows(svc)
+        tmp_path: Path, service_factory: Factory, case: str) -> None:
+    """Every [fields] setting left at its default against a service that spells them all
+    otherwise (the issue's mixed case with the token set, and the three profiles): the advice
+    is applied literally, run after run. Each run either fails with nothing of it archived
+    (every record kept in rejects) or is complete with the archive and the user snapshot equal
+    to the service. Where the advice says to run `botstats probe`, its decided settings are
+    applied, and the next run must be complete and exact too."""
+    svc = service_factory(**ADVICE_CASES[case])
+    user_id, token = user_with_lists(svc)
+    settings: dict[str, Any] = service_shape(svc, token)
     for _ in range(6):
         result = harvest(settings_for(svc, tmp_path, **settings))
-        archived, archived_custom = archived_rows(settings_for(svc, tmp_path, **settings))
+        now = settings_for(svc, tmp_path, **settings)
         if result.status == "complete":
-            assert (archived, archived_custom) == (stats, custom), "complete with less"
+            assert archived_rows(now) == served_rows(svc), "complete with less"
+            assert archived_snapshot(now, last_run(now)) == served_snapshot(svc, user_id)
             break
-        assert result.status == "failed", result.message
-        # Nothing of a run that failed for a setting is archived (so nothing merged either).
-        assert archived == [] and query(settings_for(svc, tmp_path, **settings),
-                                         "SELECT count(*) FROM bots") == [(0,)]
+        assert (result.status, result.exit_code) == ("failed", 1), result.message
+        # Nothing of a run failed for a setting is archived (so nothing merged), and nothing
+        # is lost: what it refused is kept whole for the run after the fix.
+        for table in ("bots", "bot_stats", "users", "user_servers"):
+            assert query(now, f"SELECT count(*) FROM {table}") == [(0,)], table
+        assert query(now, "SELECT count(*) FROM rejects WHERE raw IS NOT NULL")[0][0] > 0
         told = advice(result.message)
-        assert told, f"no advice, yet a field is wrong: {result.message}"
-        for key, value in told.items():
+        for value in told.values():
             assert value not in ("username", "avatar", "bot_id", "owner_id"), result.message
-            settings[key] = value
+        if not told:  # advice absent: it must say to ask the service, and that must work
+            assert "botstats probe" in result.message, result.message
+            report = run_probe(now)
+            told = {p.key: p.value for p in report.proposals
+                    if p.decided and p.key.startswith("fields.")}
+            assert told, report
+        settings.update(told)
     else:
         pytest.fail(f"the advice never led to a complete run: {settings}")
 
@@ -139,6 +160,22 @@ def test_finding_3_an_id_field_that_is_not_unique_is_refused_before_anything_is_
     assert "discord.js" in result.message  # a few of the repeated values are named
     assert query(settings, "SELECT count(*) FROM bots") == [(0,)]
     assert query(settings, "SELECT count(*) FROM bot_stats") == [(0,)]
+
+
+def test_an_id_that_repeats_in_a_user_list_is_refused_before_anything_is_written(
+        tmp_path: Path, service_factory: Factory) -> None:
+    svc = service_factory(bots=20, users=4, history_days=2)
+    user_id, token = user_with_lists(svc, least=3)
+    owners = [s["owner_id"] for s in svc.directory.user_servers(
+        svc.directory.users().index(user_id))]
+    assert len(set(owners)) < len(owners)  # the user owns several of them
+    settings = settings_for(svc, tmp_path, user_token=token, **{"fields.server_id": "owner_id"})
+    result = harvest(settings)
+    assert (result.status, result.exit_code) == ("failed", 1), result.message
+    assert f'[fields].server_id = "owner_id" is not unique in GET /users/{user_id}/servers' \
+        in result.message
+    for table in ("users", "user_servers", "bots", "bot_stats"):
+        assert query(settings, f"SELECT count(*) FROM {table}") == [(0,)], table
 
 
 # --- item 1: the rules per kind -------------------------------------------------------------
