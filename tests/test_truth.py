@@ -178,6 +178,23 @@ def test_an_id_that_repeats_in_a_user_list_is_refused_before_anything_is_written
         assert query(settings, f"SELECT count(*) FROM {table}") == [(0,)], table
 
 
+def test_a_paged_stats_list_read_as_whole_fails_the_first_run_instead_of_keeping_a_page(
+        tmp_path: Path, service_factory: Factory) -> None:
+    """No /stat check shows a first run that its /stats answers were pages: one read past the
+    longest list does, and the run fails naming the setting, rather than archive 4 records a
+    bot as if that were all."""
+    svc = service_factory(bots=8, history_days=3, stats_per_day=2, stats_page_size=4)
+    settings = settings_for(svc, tmp_path)
+    result = harvest(settings)
+    assert (result.status, result.exit_code) == ("failed", 1), result.message
+    assert "the service pages /stats" in result.message
+    assert "Set [service].stats_page_size to the service's page size (4" in result.message
+    assert query(settings, "SELECT count(*) FROM bot_stats") == [(0,)]
+    fixed = settings_for(svc, tmp_path, **{"service.stats_page_size": 4})
+    assert harvest(fixed).status == "complete"
+    assert archived_rows(fixed) == served_rows(svc)
+
+
 # --- item 1: the rules per kind -------------------------------------------------------------
 def test_every_stat_record_refused_whatever_the_reasons_fails_the_run(
         tmp_path: Path, service_factory: Factory) -> None:

@@ -26,7 +26,7 @@ import asyncio
 import logging
 import threading
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from .. import archive
 from ..archive import describe_fields, note_fields
@@ -35,16 +35,17 @@ from ..core import (
     BotstatsError,
     FieldSettings,
     Settings,
+    decode_json,
     new_run_id,
     redact_url,
 )
-from ..interface import Client, workers
+from ..interface import Client, RawArray, workers
 from ._batch import Batch, Db
 from ._listing import list_directory
 from ._removals import judge_removals
 from ._report import HarvestReport, ProgressFn
 from ._snapshot import snapshot_user
-from ._verdict import Verdict, checks, judge
+from ._verdict import Verdict, checks, cut_check, cut_message, judge
 from ._workers import Workers, worker
 
 log = logging.getLogger("botstats.harvest")
@@ -160,6 +161,8 @@ async def _judged(client: Client, fields: FieldSettings, buffer: Batch) -> Verdi
     the service answer ``/bots/<value>`` or ``/users/<value>`` with the record it was taken
     from."""
     await buffer.settle()
+    if (whole := cut_check(buffer.tally)) is not None:
+        buffer.tally.cut = await _read_past(client, *whole)
     answers = {}
     for check in checks(buffer.tally, fields):
         read = client.bot if check.kind == "bot" else client.user
@@ -170,6 +173,26 @@ async def _judged(client: Client, fields: FieldSettings, buffer: Batch) -> Verdi
             continue
         answers[check] = str(record.get(check.field, "")).strip() == check.value
     return judge(buffer.tally, fields, answers)
+
+
+async def _read_past(client: Client, bot_id: str, length: int, first: Any) -> str | None:
+    """Whether a bot's /stats, read whole as ``length`` records from ``first``, goes on past
+    them: ``?limit=length&skip=length`` answers records, not the same list again (a service
+    that ignores both) nor none. The message for :func:`judge` when it does."""
+    try:
+        more = await client.bot_stats_raw(bot_id, limit=length, skip=length)
+    except ApiError:
+        return None  # cannot tell
+    records = more.items if isinstance(more, RawArray) else more
+    if not records:
+        return None
+    try:
+        head = decode_json(bytes(records[0])) if isinstance(more, RawArray) else records[0]
+    except ValueError:
+        head = None
+    if head == first:
+        return None
+    return cut_message(bot_id, length, len(records))
 
 
 def _apply(report: HarvestReport, verdict: Verdict | None, dropped: str) -> None:

@@ -105,6 +105,8 @@ async def harvest_bot(
         buffer.refuse(not_unique(*field, endpoint, twice, derived=not fields.stat_id))
         return
     buffer.tally.read(page)
+    if not page_size and last_key is None and length:  # nothing showed whether it was cut
+        buffer.tally.read_whole(bot_id, length, first_record(records))
     checked = full or newest is None
     if newest is not None and not full:
         page, checked = newer(page, newest)
@@ -113,6 +115,16 @@ async def harvest_bot(
     # The body and the page's objects go as soon as the batch holds them (a bot's /stats may
     # be tens of MB): not kept alive through the batch's write.
     del records, page
+
+
+def first_record(records: RawArray | list[Any]) -> Any:
+    """The first record of a /stats answer, decoded (None when it does not decode)."""
+    if not isinstance(records, RawArray):
+        return records[0]
+    try:
+        return decode_json(bytes(records.items[0]))
+    except ValueError:
+        return None
 
 
 async def look_up(client: Client, buffer: Batch, bot_id: str) -> None:

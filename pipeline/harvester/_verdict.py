@@ -14,7 +14,9 @@ webhooks of the snapshot):
 Requests (``/stat`` and ``/stats`` of each bot): more than half of at least 5 failed, or every
 one of fewer, for any cause, a 404 included: **failed**, unless they are 404s and ``GET
 /bots/<id>`` finds the bots (a service that answers 404 for a bot without records). Other
-failures are errors the run already counts (``partial``).
+failures are errors the run already counts (``partial``). A ``/stats`` read whole
+(``[service].stats_page_size = 0``) that is only the service's first page: **failed** (no
+``/stat`` check showed it, so :func:`cut_check` names one read that tells, the caller makes it).
 
 A failure whose cause is a setting (a field name, the ids of bots) is :attr:`Verdict.setting`:
 the run writes nothing but its evidence (rejects, errors). The advice for a wrong field names a
@@ -90,6 +92,10 @@ class RunTally:
     # record is a reference, not that record's id.
     known: dict[str, set[str]] = field(default_factory=lambda: {"bot": set(), "user": set()})
     bots_found: list[bool] = field(default_factory=list)  # GET /bots/<id> of 404'd bots
+    # The longest /stats list read whole with no /stat check to show it was cut: (bot id, its
+    # length, its first record); and what reading past its end showed (None: not cut).
+    whole: tuple[str, int, Any] | None = None
+    cut: str | None = None
 
     def kind(self, kind: str) -> KindTally:
         return self.records.setdefault(kind, KindTally())
@@ -110,6 +116,11 @@ class RunTally:
         stats = self.kind("stat")
         stats.kept += len(page)
         stats.kept_with_custom += len(set(page.custom_row))
+
+    def read_whole(self, bot_id: str, length: int, first: Any) -> None:
+        """A bot's /stats read whole, ``first`` its first record (decoded)."""
+        if self.whole is None or length > self.whole[1]:
+            self.whole = (bot_id, length, first)
 
     def unreject(self, kind: str, reason: str) -> None:
         """A refusal that is no news of this run (see ``Batch.settle``)."""
@@ -164,6 +175,8 @@ def judge(tally: RunTally, fields: FieldSettings,
                               for kind in tally.records),
                             *(_judge_reads(kind, tally, fields) for kind in tally.requests))
                 if v is not None]
+    if tally.cut is not None:
+        verdicts.append(Verdict("failed", tally.cut, setting=True))
     if not verdicts:
         return None
     worst = "failed" if any(v.status == "failed" for v in verdicts) else "partial"
@@ -184,6 +197,24 @@ def checks(tally: RunTally, fields: FieldSettings) -> list[Check]:
             if value is not None:
                 out.append(Check("user" if kind == "user" else "bot", found.field, value))
     return list(dict.fromkeys(out))
+
+
+def cut_check(tally: RunTally) -> tuple[str, int, Any] | None:
+    """The bot whose ``/stats``, read whole, is to be read past its end (``?limit=n&skip=n``,
+    n its length) to tell whether the service paged it: when no ``GET /bots/:id/stat`` of this
+    run showed a cut list (a first run, ``--full``), once."""
+    if tally.request(STAT_READ).tried or tally.whole is None or tally.whole[1] < 2:
+        return None
+    return tally.whole
+
+
+def cut_message(bot_id: str, length: int, more: int) -> str:
+    """What :func:`cut_check`'s read showed when it found records past the list's end."""
+    return (f"GET /bots/{bot_id}/stats answered {length} records, and ?limit={length}&skip="
+            f"{length} {more} more: the service pages /stats, and [service].stats_page_size = 0 "
+            f"reads only its first page, so this run would archive part of each bot's records. "
+            f"Set [service].stats_page_size to the service's page size ({length} if that is "
+            f"it; `botstats probe` finds it).")
 
 
 def _judge_records(kind: str, tally: RunTally, fields: FieldSettings,
@@ -348,4 +379,4 @@ def _judge_reads(kind: str, tally: RunTally, fields: FieldSettings) -> Verdict |
     return Verdict("failed", message, setting=cause == "404")
 
 
-__all__ = ["Check", "RunTally", "Verdict", "checks", "judge"]
+__all__ = ["Check", "RunTally", "Verdict", "checks", "cut_check", "cut_message", "judge"]
