@@ -7,7 +7,7 @@ RUFF = $(BIN)/ruff
 MYPY = $(BIN)/mypy
 PYTEST = $(BIN)/python -m pytest
 
-.PHONY: demo test chromium bench bench-harvest bench-trends bench-forecast bench-concurrency bench-directory lint clean
+.PHONY: demo test chromium bench bench-harvest bench-trends bench-forecast bench-concurrency bench-directory bench-anomalies lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,7 +38,7 @@ test: $(VENV)/.dev lint chromium
 chromium:
 	.ci/chromium
 
-bench: bench-harvest bench-trends bench-forecast bench-concurrency
+bench: bench-harvest bench-trends bench-forecast bench-concurrency bench-anomalies
 
 bench-harvest: $(VENV)/.bench
 	$(BIN)/python bench/harvest.py
@@ -54,6 +54,9 @@ bench-concurrency: $(VENV)/.dev
 
 bench-directory: $(VENV)/.dev
 	$(BIN)/python bench/directory.py
+
+bench-anomalies: $(VENV)/.dev
+	$(BIN)/python bench/anomalies.py
 
 # ruff over the repository, mypy over the package (its settings: pyproject.toml). One command a
 # line, so each one's exit code stops make.
