@@ -79,10 +79,14 @@ def gather(settings: Settings, bot_ids: list[str], days: int) -> dict[str, pl.Da
     mine = pl.col("bot_id").is_in(bot_ids)
     models = forecast.latest(scans["bot_forecast"].filter(mine)).unique(
         ["bot_id", "metric"]).select(forecast.MODEL_COLUMNS)
+    # The newest day first, then its rows: a filter on the day itself reads only the files and
+    # row groups that hold it, where `day == day.max()` read every bot's every day first.
+    newest = {name: pl.lit(scans[name].select(pl.col("day").max()).collect().item(), pl.Date)
+              for name in ("movers", "bot_ranks")}
     frames = {
         "directory": scans["directory_daily"].filter(recent).sort("day"),
-        "movers": scans["movers"].filter(pl.col("day") == pl.col("day").max()),
-        "ranks": scans["bot_ranks"].filter(pl.col("day") == pl.col("day").max()),
+        "movers": scans["movers"].filter(pl.col("day") == newest["movers"]),
+        "ranks": scans["bot_ranks"].filter(pl.col("day") == newest["bot_ranks"]),
         "anomalies": scans["anomalies"].filter(recent),
         "health": scans["resource_health"].filter(pl.col("week") >= since - timedelta(days=6)),
         "daily": scans["bot_daily"].filter(mine & recent).sort("bot_id", "day"),
