@@ -2,8 +2,12 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# The gates' commands (tests/test_gates.py swaps them to check that a failing gate fails make).
+RUFF = $(BIN)/ruff
+MYPY = $(BIN)/mypy
+PYTEST = $(BIN)/python -m pytest
 
-.PHONY: demo test chromium bench bench-harvest bench-trends bench-forecast bench-concurrency bench-directory lint clean
+.PHONY: demo test chromium bench bench-harvest bench-trends bench-forecast bench-concurrency bench-directory bench-anomalies lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,15 +28,17 @@ $(VENV)/.bench: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.base
 	$(BIN)/botstats demo
 
-test: $(VENV)/.dev chromium
+# The gates first (a failing gate stops make before the suite; `make -k test` runs both), then
+# the suite. CI (.ci/run) runs exactly this.
+test: $(VENV)/.dev lint chromium
 	.ci/test-deps
-	$(BIN)/python -m pytest -q
+	$(PYTEST) -q
 
 # The report's tests open it in Debian's chromium; installed once (apt-get, as root) if missing.
 chromium:
 	.ci/chromium
 
-bench: bench-harvest bench-trends bench-forecast bench-concurrency
+bench: bench-harvest bench-trends bench-forecast bench-concurrency bench-anomalies
 
 bench-harvest: $(VENV)/.bench
 	$(BIN)/python bench/harvest.py
@@ -49,8 +55,14 @@ bench-concurrency: $(VENV)/.dev
 bench-directory: $(VENV)/.dev
 	$(BIN)/python bench/directory.py
 
+bench-anomalies: $(VENV)/.dev
+	$(BIN)/python bench/anomalies.py
+
+# ruff over the repository, mypy over the package (its settings: pyproject.toml). One command a
+# line, so each one's exit code stops make.
 lint: $(VENV)/.dev
-	$(BIN)/ruff check .
+	$(RUFF) check .
+	$(MYPY)
 
 clean:
-	rm -rf $(VENV) data .pytest_cache
+	rm -rf $(VENV) data .pytest_cache .ruff_cache .mypy_cache

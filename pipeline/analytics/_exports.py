@@ -91,7 +91,7 @@ class ExportBatch:
     # What the export was computed from (e.g. a watermark): kept in the manifest as "source".
     source: dict[str, Any] | None = None
 
-    def stage(self, name: str, parts: Iterable[tuple[str, pl.DataFrame]], *,
+    def stage(self, name: str, parts: Iterable[tuple[str, pl.DataFrame | pl.LazyFrame]], *,
               time_column: str, keep_before: str | None = None) -> DatasetExport:
         """Write the changed partitions aside; nothing is visible until :meth:`commit`.
 
@@ -207,7 +207,8 @@ class ExportBatch:
         self._pending.append(_Pending(tmp, target))
         try:
             tmp.parent.mkdir(parents=True, exist_ok=True)
-            part.sink_parquet(tmp, compression=self.compression,  # type: ignore[arg-type]
+            # [exports].compression is a str the settings check against polars' codec names.
+            part.sink_parquet(tmp, compression=self.compression,  # type: ignore[call-overload]
                               compression_level=_level(self.compression),
                               row_group_size=ROW_GROUP_ROWS)
             with tmp.open("rb+") as fh:
@@ -290,6 +291,8 @@ class ExportBatch:
         datasets = dict(sorted(self._datasets.items()))
         old = self._previous
         changed = self.source is not None and self.source != old.get("source")
+        run_id: str
+        written_at: str | None  # an old manifest may lack it
         if self._pending or self._stale or changed or datasets != old.get("datasets"):
             run_id, written_at = self.run_id, self.written_at.isoformat()
         else:
@@ -329,7 +332,7 @@ def read_manifest(export_dir: Path) -> dict[str, Any]:
     """The manifest as written by the last export, or ``{}`` when there is none yet."""
     path = export_dir / MANIFEST
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        manifest = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:
@@ -337,6 +340,12 @@ def read_manifest(export_dir: Path) -> dict[str, Any]:
             f"cannot read the export manifest {path}: {exc}. Delete it and run `botstats trends` "
             f"to rewrite every dataset."
         ) from exc
+    if not isinstance(manifest, dict):
+        raise ExportError(
+            f"cannot read the export manifest {path}: it holds no JSON object. Delete it and run "
+            f"`botstats trends` to rewrite every dataset."
+        )
+    return manifest
 
 
 def dataset_files(export_dir: Path, name: str) -> list[Path]:
@@ -472,6 +481,7 @@ def _level(compression: str) -> int | None:
 def _parquet_bytes(frame: pl.DataFrame, compression: str, *, where: str) -> bytes:
     buf = io.BytesIO()
     try:
+        # [exports].compression is a str the settings check against polars' codec names.
         frame.write_parquet(buf, compression=compression,  # type: ignore[arg-type]
                             compression_level=_level(compression), row_group_size=ROW_GROUP_ROWS)
     except pl.exceptions.PolarsError as exc:

@@ -37,8 +37,8 @@ TEXT_KEY = ("bot_id", "name")
 DATE = pl.Date
 BOT_STATE_SCHEMA = pl.Schema({"bot_id": pl.String, "first_day": DATE, "last_day": DATE,
                               "commands_counter": pl.Int64})
-TEXT_STATE_SCHEMA = pl.Schema({"bot_id": pl.String, "name": pl.String, "first_day": DATE,
-                               "last_day": DATE, "value_text": pl.String,
+TEXT_STATE_SCHEMA = pl.Schema({"bot_id": pl.String(), "name": pl.String(), "first_day": DATE(),
+                               "last_day": DATE(), "value_text": pl.String(),
                                "changed_at": pl.Datetime("us", "UTC")})
 
 
@@ -222,6 +222,7 @@ def directory_change(listed: pl.LazyFrame, exported: pl.LazyFrame) -> date | Non
         exported.select("day", *counts), on="day", how="full", coalesce=True, suffix="_old")
     differs = pl.any_horizontal(
         pl.col(c).fill_null(0) != pl.col(f"{c}_old").fill_null(0) for c in counts)
+    day: date | None
     (day,) = joined.filter(differs).select(pl.col("day").min()).collect().row(0)
     return day
 

@@ -150,10 +150,14 @@ class TrendSettings:
 
     movers_min_guilds: int = 100  # a bot smaller than this at the window start is not a mover
     movers_top: int = 10  # gainers and losers kept per window and measure
-    anomaly_window: int = 28  # trailing days of deltas the robust z-score looks at
-    anomaly_threshold: float = 3.5  # |robust z| above this is an anomaly
-    anomaly_min_days: int = 7  # fewer trailing deltas than this: no score
+    anomaly_window: int = 28  # days before a day that tell its usual level and spread
+    anomaly_threshold: float = 5.0  # an event is this many usual spreads off the usual level
+    anomaly_min_days: int = 14  # fewer days of history than this: no event yet
     health_threshold: float = 80.0  # percent cpu/memory load that counts as a hot day
+    anomaly_min_pct: float = 20.0  # a smaller change (up or down, percent) is not an event
+    anomaly_min_guilds: int = 10  # nor a change of fewer guilds than this
+    anomaly_min_users: int = 100  # nor of fewer users (or commands per day) than this
+    anomaly_outage_days: int = 2  # days without a record that make an outage
 
 
 @dataclass(frozen=True)
@@ -232,9 +236,9 @@ class Settings:
 
 
 SECTIONS: dict[str, type] = {
-    f.name: f.type if isinstance(f.type, type) else f.default_factory().__class__  # type: ignore[misc]
-    for f in fields(Settings)
-    if f.name not in ("user_token", "bot_key", "source", "origins")
+    name: tp
+    for name, tp in typing.get_type_hints(Settings).items()
+    if name not in ("user_token", "bot_key", "source", "origins")
 }
 SECRET_ENV = {"user_token": "BOTSTATS_USER_TOKEN", "bot_key": "BOTSTATS_BOT_KEY"}
 # Short environment names for the settings operators change most; every setting also has
@@ -383,7 +387,13 @@ def _from_env(settings: Settings, env: Mapping[str, str]) -> Settings:
             settings = replace(settings, **{section: replace(sec, **{key: value})},
                                origins={**settings.origins, f"{section}.{key}": f"environment: {name}"})
     secrets = {k: Secret(env[v]) for k, v in SECRET_ENV.items() if env.get(v)}
-    return replace(settings, **secrets)
+    return _with_secrets(settings, secrets)
+
+
+def _with_secrets(settings: Settings, secrets: Mapping[str, Secret]) -> Settings:
+    """The settings with the secrets named in ``secrets`` (user_token, bot_key) replaced."""
+    return replace(settings, user_token=secrets.get("user_token", settings.user_token),
+                   bot_key=secrets.get("bot_key", settings.bot_key))
 
 
 def _overrides(settings: Settings, overrides: Mapping[str, Any]) -> Settings:
@@ -392,7 +402,7 @@ def _overrides(settings: Settings, overrides: Mapping[str, Any]) -> Settings:
         if value is None:
             continue
         if dotted in SECRET_ENV:
-            settings = replace(settings, **{dotted: Secret(str(value))})
+            settings = _with_secrets(settings, {dotted: Secret(str(value))})
             continue
         section, key = dotted.split(".", 1)
         sec = getattr(settings, section)
@@ -422,11 +432,12 @@ def validate(settings: Settings) -> Settings:
         "service.timeout": s.timeout,
         "service.connect_timeout": s.connect_timeout,
         "service.max_connections": s.max_connections,
-        "service.concurrency": 1 if s.concurrency == AUTO else s.concurrency,
+        "service.concurrency": s.concurrency if isinstance(s.concurrency, int) else 1,  # or "auto"
         "service.page_size": s.page_size,
         "retry.attempts": settings.retry.attempts,
         "store.batch_rows": settings.store.batch_rows,
         "trends.anomaly_window": settings.trends.anomaly_window,
+        "trends.anomaly_outage_days": settings.trends.anomaly_outage_days,
         "trends.movers_top": settings.trends.movers_top,
         "report.days": settings.report.days,
     }
@@ -444,6 +455,9 @@ def validate(settings: Settings) -> Settings:
         "trends.movers_min_guilds": settings.trends.movers_min_guilds,
         "trends.anomaly_threshold": settings.trends.anomaly_threshold,
         "trends.anomaly_min_days": settings.trends.anomaly_min_days,
+        "trends.anomaly_min_pct": settings.trends.anomaly_min_pct,
+        "trends.anomaly_min_guilds": settings.trends.anomaly_min_guilds,
+        "trends.anomaly_min_users": settings.trends.anomaly_min_users,
         "schedule.misfire_grace_time": settings.schedule.misfire_grace_time,
         "schedule.jitter": settings.schedule.jitter,
     }

@@ -23,7 +23,7 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from random import Random
@@ -32,6 +32,8 @@ from typing import Any, ClassVar, TypeVar
 from ._config import Faults, ServiceConfig
 from ._data import (
     BOT_KIND,
+    HOSTILE_CUSTOM,
+    HOSTILE_NAMES,
     LOW_BITS,
     USER_KIND,
     BotProfile,
@@ -52,12 +54,15 @@ from ._data import (
     snowflake_low,
     unit,
 )
+from ._events import plan, truth
 from ._json import dumps
+from ._shapes import Shapes
 
 USER_TOKEN_PREFIX = "utok_"
 BOT_KEY_PREFIX = "bkey_"
 _CREDENTIAL_LEN = 5 + 8 + 32  # prefix, scrambled index (hex), HMAC (hex)
 _CO_OWNER_SHARE = 0.10
+HOSTILE_EVERY = 4  # every 4th bot gets a hostile name (Faults.hostile_names)
 _ONE_MS = timedelta(milliseconds=1)
 # Bounds of the rendered-stats memo: bots held, and bytes held (as the renderer counts them).
 # 2,000 bots x 90 days of records encode to ~45 MB.
@@ -114,7 +119,7 @@ class Directory:
         self._rendered = _Memo(RENDERED_STATS_MAX_BOTS, RENDERED_STATS_MAX_BYTES)
         self._tails: dict[int, _Tail] = {}
         self._tail_bytes = 0
-        self._bot_names, self._stat_names, self._custom_names = config.renames()
+        self.shapes = Shapes.of(config)
 
     # --- clock -------------------------------------------------------------------------
     def last_slot(self) -> int:
@@ -142,7 +147,17 @@ class Directory:
         owners = [self._user_profile(index % users).id]
         if users > 1 and unit(self._seed, "co-owner", index) < _CO_OWNER_SHARE:
             owners.append(self._user_profile((index + 1) % users).id)
-        return make_bot(self._seed, index, self.timeline, owners, self._added_slot.get(index))
+        profile = make_bot(self._seed, index, self.timeline, owners, self._added_slot.get(index))
+        changes: dict[str, Any] = {}
+        if self.config.events > 0:
+            timeline = self.timeline
+            changes["events"] = plan(self._seed, index, timeline.day(profile.first_slot),
+                                     timeline.day(timeline.initial - 1), self.config.events)
+        if self.config.faults.hostile_names and index % HOSTILE_EVERY == 0:
+            name = HOSTILE_NAMES[index // HOSTILE_EVERY % len(HOSTILE_NAMES)]
+            changes["record"] = {**profile.record, "name": name}
+            changes["custom_labels"] = HOSTILE_CUSTOM
+        return replace(profile, **changes) if changes else profile
 
     def _make_user_profile(self, index: int) -> UserProfile:
         return make_user(self._seed, index, self.timeline)
@@ -276,14 +291,11 @@ class Directory:
             record["server_count"] = last["guilds"]
             if last["shards"] is not None:
                 record["shard_count"] = last["shards"]
-        return _renamed(record, self._bot_names) if self._bot_names else record
+        return self.shapes.served("bot", record)
 
     def _served(self, record: Record) -> Record:
-        """A stat record with its keys as this service spells them."""
-        if self._custom_names and isinstance(record.get("custom"), list):
-            record["custom"] = [_renamed(item, self._custom_names) if isinstance(item, dict)
-                                else item for item in record["custom"]]
-        return _renamed(record, self._stat_names) if self._stat_names else record
+        """A stat record as this service spells it (:class:`Shapes`)."""
+        return self.shapes.stat(record)
 
     def _bot_last_slot(self, index: int) -> int:
         last = self.last_slot()
@@ -305,8 +317,7 @@ class Directory:
         rate = self.config.faults.malformed_rate
         out: list[tuple[str | None, Record]] = []
         j = 0
-        for offset, record in enumerate(generate_series(self._seed, profile, self.timeline, last)):
-            slot = profile.first_slot + offset
+        for slot, record in generate_series(self._seed, profile, self.timeline, last):
             while j < len(posted) and posted[j][0] < slot:
                 out.append((None, _copy_stat(posted[j][2])))
                 j += 1
@@ -315,7 +326,7 @@ class Directory:
                 malform(record, kind, slot)
             out.append((kind, record))
         out.extend((None, _copy_stat(p[2])) for p in posted[j:])
-        if self._stat_names or self._custom_names:
+        if self.shapes.stats_differ:
             out = [(kind, self._served(record)) for kind, record in out]
         return out
 
@@ -338,12 +349,13 @@ class Directory:
         snapshot = self._stats_snapshot(index)
         _, last, posted = snapshot
         version = (last, len(posted), self.config.faults, render)
-        value = self._rendered.get(index, version)
+        # The version holds `render`: an entry found is what this very render made, a T.
+        value: T = self._rendered.get(index, version)
         if value is _Memo.MISSING:
             records = [record for _, record in self._stats_with_kinds(index, snapshot)]
             value, size = render(self, index, records)
             self._rendered.put(index, version, value, size)
-        return value  # type: ignore[no-any-return]
+        return value
 
     def stats_tail(self, index: int, skip: int, limit: int) -> list[bytes] | None:
         """The bot's served records ``skip``..``skip + limit`` (those there are), each encoded
@@ -399,7 +411,7 @@ class Directory:
             self._tail_bytes -= tail.size
         made = tail.series.until(last)
         newest = made[-STATS_TAIL_RECORDS:]  # only the newest are served from here
-        for slot, record in enumerate(newest, tail.series.next_slot - len(newest)):
+        for slot, record in newest:
             kind = malformation(self._seed, index, slot, faults.malformed_rate)
             if kind is not None:
                 malform(record, kind, slot)
@@ -496,7 +508,7 @@ class Directory:
     def user_record(self, user: int) -> Record:
         record = dict(self._user_profile(user).record)
         record["bot_ids"] = [self._profile(i).id for i in self._user_bot_indices(user)]
-        return record
+        return self.shapes.served("user", record)
 
     def user_bots(self, user: int) -> list[Record]:
         return [self._bot_record(i) for i in self._user_bot_indices(user)]
@@ -505,12 +517,14 @@ class Directory:
         users = self._user_count
         others = [self._user_profile((user + k) % users).id for k in (1, 2, 3)
                   if (user + k) % users != user]
-        return make_servers(self._seed, self._user_profile(user), others, self.timeline)
+        return [self.shapes.served("server", r) for r in
+                make_servers(self._seed, self._user_profile(user), others, self.timeline)]
 
     def user_webhooks(self, user: int) -> list[Record]:
         # Webhooks point at the user's original bots; one may outlive its bot under churn.
         bots = [self._profile(i).id for i in range(user, self._base, self._user_count)]
-        return make_webhooks(self._seed, self._user_profile(user), bots, self.timeline)
+        return [self.shapes.served("webhook", r) for r in
+                make_webhooks(self._seed, self._user_profile(user), bots, self.timeline)]
 
     # --- credentials -------------------------------------------------------------------
     def _user_token(self, user: int) -> str:
@@ -613,6 +627,20 @@ class Directory:
         """API keys of the listed bots, in listing order. O(n)."""
         return {bot_id: self.bot_key(bot_id) for bot_id in self.bot_ids()}
 
+    def events(self) -> list[Record]:
+        """The planted events of every bot that exists or existed, by bot index then day, as
+        ``GET /_admin/events`` serves them ([] without ``ServiceConfig.events``). O(bots)."""
+        with self._lock:
+            universe = self._universe
+        if self.config.events <= 0:
+            return []
+        day0 = self.timeline.time(0).date()
+        out: list[Record] = []
+        for index in range(universe):
+            profile = self._profile(index)
+            out.extend(truth(profile.id, profile.events or (), day0))
+        return out
+
     def removed_ids(self) -> set[str]:
         with self._lock:
             return {self._profile(i).id for i in self._removed}
@@ -695,11 +723,6 @@ class _Memo:
             while len(self._entries) > self.max_entries or self.bytes > self.max_bytes:
                 _, (_, _, dropped) = self._entries.popitem(last=False)
                 self.bytes -= dropped
-
-
-def _renamed(record: Record, names: dict[str, str]) -> Record:
-    """``record`` with the keys in ``names`` renamed, in the same order."""
-    return {names.get(key, key): value for key, value in record.items()}
 
 
 def _repeated(position: int, every: int) -> int:
