@@ -14,15 +14,9 @@ Data flows one way: service <- interface <- harvester -> archive -> analytics; `
 them on a schedule and ``cli`` is the ``botstats`` command. Names load when first used.
 """
 
-import os
-
 import lazy_loader
 
-# polars allocates through its own jemalloc, read from this variable when polars loads. Its
-# defaults (8 arenas on 2 cores, freed pages kept as "muzzy") held freed slices' memory long after
-# the trends step moved on: one arena, and freed pages given back at once, peak lower for the
-# same work (docs/design.md, "Memory"). A value the user set wins.
-os.environ.setdefault("_RJEM_MALLOC_CONF", "narenas:1,muzzy_decay_ms:0")
+import pipeline._allocator  # noqa: F401  (sets polars' allocator before anything loads polars)
 
 __version__ = "0.2.0"
 
