@@ -7,7 +7,7 @@ RUFF = $(BIN)/ruff
 MYPY = $(BIN)/mypy
 PYTEST = $(BIN)/python -m pytest
 
-.PHONY: demo test chromium bench bench-harvest bench-trends bench-forecast bench-concurrency bench-directory bench-anomalies lint clean
+.PHONY: demo test chromium bench bench-harvest bench-trends bench-forecast bench-concurrency bench-directory bench-anomalies bench-pacing bench-scale lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,7 +38,7 @@ test: $(VENV)/.dev lint chromium
 chromium:
 	.ci/chromium
 
-bench: bench-harvest bench-trends bench-forecast bench-concurrency bench-anomalies
+bench: bench-harvest bench-trends bench-forecast bench-concurrency bench-anomalies bench-pacing
 
 bench-harvest: $(VENV)/.bench
 	$(BIN)/python bench/harvest.py
@@ -57,6 +57,12 @@ bench-directory: $(VENV)/.dev
 
 bench-anomalies: $(VENV)/.dev
 	$(BIN)/python bench/anomalies.py
+
+bench-pacing: $(VENV)/.dev
+	$(BIN)/python bench/pacing.py
+
+bench-scale: $(VENV)/.dev
+	$(BIN)/python bench/scale.py
 
 # ruff over the repository, mypy over the package (its settings: pyproject.toml). One command a
 # line, so each one's exit code stops make.

@@ -115,6 +115,37 @@ def test_stats_page_size_pages_stats_like_the_listing(service_factory: Factory) 
     assert len(everything) == 20
 
 
+def test_stats_order_newest_lists_a_bots_records_newest_first_paged_or_whole(
+        service_factory: Factory) -> None:
+    oldest = service_factory(bots=3, history_days=40, seed=5)
+    whole = service_factory(bots=3, history_days=40, seed=5, stats_order="newest")
+    paged = service_factory(bots=3, history_days=40, seed=5, stats_order="newest",
+                            stats_page_size=7)
+    bot_id = oldest.directory.listing()[0]["id"]
+    with client_for(oldest) as http:
+        everything = http.get(f"/bots/{bot_id}/stats").json()
+    with client_for(whole) as http:
+        assert http.get(f"/bots/{bot_id}/stats").json() == everything[::-1]
+        assert http.get(f"/bots/{bot_id}/stat").json() == everything[-1]  # the newest either way
+    with client_for(paged) as http:
+        stats = f"/bots/{bot_id}/stats"
+        pages = [http.get(stats, params={"limit": 7, "skip": k}).json() for k in range(0, 49, 7)]
+        assert [r for page in pages for r in page] == everything[::-1] and pages[-1] == []
+        assert http.get(stats, params={"limit": 5, "skip": 38}).json() == everything[1::-1]
+        assert http.get(f"/bots/{bot_id}/stat").json() == everything[-1]
+    # Past the service's tail of encoded records, and after a post (pages built another way).
+    paged.directory.advance(1)
+    key = paged.directory.bot_key(bot_id)
+    with client_for(paged) as http:
+        posted = http.post(f"/bots/{bot_id}/stats", json={"users": 1, "guilds": 2},
+                           headers={"Authorization": key}).json()
+        first = http.get(f"/bots/{bot_id}/stats", params={"limit": 3}).json()
+        deep = http.get(f"/bots/{bot_id}/stats", params={"limit": 3, "skip": 39}).json()
+    assert first[0] == posted and first[2] == everything[-1]
+    assert deep == everything[2::-1]  # 42 records now: the posted, the new, then these
+    assert len(everything) == 40
+
+
 def test_user_lists_page_size_pages_a_users_lists(service_factory: Factory) -> None:
     whole = service_factory(bots=60, history_days=1, users=5)
     paged = service_factory(bots=60, history_days=1, users=5, user_lists_page_size=2)
@@ -148,6 +179,65 @@ def test_bot_reads_need_token_asks_a_user_token_on_every_bot_read(
             assert http.get(path, headers={"Authorization": f"Bearer {token}"}).status_code == 200
     with client_for(service_factory(bots=3, history_days=2)) as http:
         assert http.get("/bots").status_code == 200  # by default the reads are open
+
+
+def test_the_shape_flags_spell_every_record_otherwise_and_leave_the_data_alone(
+        service_factory: Factory) -> None:
+    plain = service_factory(bots=4, history_days=2, end=END)
+    other = service_factory(
+        bots=4, history_days=2, end=END, id_type="integer", stat_ids="integer",
+        time_format="epoch-ms", custom_shape="object",
+        field_names={"bot_id": "botId", "stat_id": "statId", "stat_time": "ts",
+                     "user_id": "userId", "server_id": "guildId", "webhook_id": "hookId"})
+    user_id, token = first_user(plain)
+    with client_for(plain) as a, client_for(other) as b:
+        for bot_id in plain.directory.bot_ids():
+            was, now = a.get(f"/bots/{bot_id}").json(), b.get(f"/bots/{bot_id}").json()
+            assert now["botId"] == int(bot_id) and now["owners"] == [int(o) for o in was["owners"]]
+            records = b.get(f"/bots/{bot_id}/stats").json()
+            assert b.get(f"/bots/{bot_id}/stat").json() == records[-1]
+            for old, new in zip(a.get(f"/bots/{bot_id}/stats").json(), records, strict=True):
+                assert new["statId"] == other.directory.shapes.stat_id(old["id"])
+                assert isinstance(new["statId"], int) and new["statId"] >= 2**53
+                assert new["ts"] == parse_ts(old["timestamp"]).timestamp() * 1000
+                assert new["custom"] == {c["name"]: c["value"] for c in old["custom"]}
+                assert new["guilds"] == old["guilds"] and new["bot_id"] == int(bot_id)
+        me = b.get("/users/@me", headers=bearer(token)).json()
+        assert me["userId"] == int(user_id) and "id" not in me
+        hooks = b.get(f"/users/{user_id}/webhooks", headers=bearer(token)).json()
+        assert all(isinstance(h["hookId"], int) and isinstance(h["bot_id"], int) for h in hooks)
+        servers = b.get(f"/users/{user_id}/servers", headers=bearer(token)).json()
+        assert all(isinstance(s["guildId"], int) for s in servers)
+    bare = service_factory(bots=2, history_days=2, stat_ids="hex", end=END)
+    hexed = bare.directory.stats(bare.directory.bot_ids()[0])
+    assert all(len(r["id"]) == 24 and int(r["id"], 16) >= 0 for r in hexed)
+    none = service_factory(bots=2, history_days=2, stat_ids="none", end=END)
+    assert all("id" not in r for r in none.directory.stats(none.directory.bot_ids()[0]))
+
+
+@pytest.mark.parametrize(("style", "status", "content_type", "body"), [
+    ("json", 404, "application/json", {"error": "unknown bot", "details": {"bot_id": "123"}}),
+    ("problem", 410, "application/problem+json",
+     {"type": "about:blank", "title": "Gone", "status": 410, "detail": "unknown bot"}),
+    ("text", 400, "text/plain", "unknown bot"),
+    ("empty", 422, None, ""),
+])
+def test_error_style_and_statuses_play_other_error_answers(
+        service_factory: Factory, style: str, status: int, content_type: str | None,
+        body: Any) -> None:
+    svc = service_factory(bots=2, history_days=2, error_style=style, not_found_status=status,
+                          auth_status=403, bot_reads_need_token=True)
+    token = next(iter(svc.directory.user_tokens().values()))
+    with client_for(svc) as http:
+        answer = http.get("/bots/123/stats", headers=bearer(token))
+        assert answer.status_code == status
+        if content_type is None:
+            assert answer.content == b""
+        else:
+            assert answer.headers["content-type"].startswith(content_type)
+            assert (answer.json() if "json" in content_type else answer.text) == body
+        refused = http.get("/bots")
+        assert refused.status_code == 403 and refused.headers["www-authenticate"] == "Bearer"
 
 
 @pytest.mark.parametrize(("param", "value"), [
@@ -447,6 +537,57 @@ def test_rate_limit_answers_429_with_retry_after(service_factory: Factory) -> No
     assert limited.status_code == 429
     assert int(limited.headers["Retry-After"]) >= 1
     assert assert_error(limited, 429)["details"]["retry_after"] == int(limited.headers["Retry-After"])
+
+
+# What each family says of a bucket of 4 tokens refilled at 2 a second: with 2.5 tokens left
+# after a request, and on a 429 a quarter of a second before the next token.
+_NOW = 1_800_000_000.25
+_QUOTA_HEADERS = {
+    "retry-after": ({}, {"Retry-After": "1"}),
+    "retry-after-date": ({}, {"Retry-After": "Fri, 15 Jan 2027 08:00:01 GMT"}),
+    "x-reset-after": (
+        {"X-RateLimit-Limit": "4", "X-RateLimit-Remaining": "2", "X-RateLimit-Reset-After": "0.750"},
+        {"X-RateLimit-Limit": "4", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset-After": "0.250"}),
+    "x-reset-epoch": (
+        {"X-RateLimit-Limit": "4", "X-RateLimit-Remaining": "2", "X-RateLimit-Reset": "1800000001"},
+        {"X-RateLimit-Limit": "4", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "1800000001"}),
+    "x-reset-delta": (
+        {"X-RateLimit-Limit": "4", "X-RateLimit-Remaining": "2", "X-RateLimit-Reset": "1"},
+        {"X-RateLimit-Limit": "4", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "1"}),
+    "ratelimit": (
+        {"RateLimit-Limit": "4", "RateLimit-Remaining": "2", "RateLimit-Reset": "1"},
+        {"RateLimit-Limit": "4", "RateLimit-Remaining": "0", "RateLimit-Reset": "1"}),
+    "ratelimit-policy": (
+        {"RateLimit-Policy": '"default";q=2;w=1', "RateLimit": '"default";r=2;t=1'},
+        {"RateLimit-Policy": '"default";q=2;w=1', "RateLimit": '"default";r=0;t=1'}),
+    "none": ({}, {}),
+}
+
+
+@pytest.mark.parametrize("family", list(_QUOTA_HEADERS))
+def test_each_family_of_rate_limit_headers_tells_the_buckets_state(family: str) -> None:
+    from pipeline.service._quota import TokenBucket, quota_headers
+
+    bucket = TokenBucket(2.0, 4.0)
+    bucket.tokens = 2.5
+    passed, limited = _QUOTA_HEADERS[family]
+    assert quota_headers(family, bucket, 0.0, now=_NOW) == passed
+    bucket.tokens = 0.5
+    assert quota_headers(family, bucket, 0.25, now=_NOW) == limited
+
+
+def test_a_rate_limited_service_sends_its_family_of_headers_on_every_answer(
+        service_factory: Factory) -> None:
+    svc = service_factory(bots=5, history_days=1, rate_limit=0.5, rate_burst=2,
+                          rate_limit_headers="ratelimit")
+    with client_for(svc) as http:
+        answers = [http.get("/bots") for _ in range(3)]
+    assert [a.status_code for a in answers] == [200, 200, 429]
+    assert [a.headers["RateLimit-Remaining"] for a in answers] == ["1", "0", "0"]
+    assert {a.headers["RateLimit-Limit"] for a in answers} == {"2"}
+    assert int(answers[2].headers["RateLimit-Reset"]) >= 1 and "Retry-After" not in answers[2].headers
+    with pytest.raises(ValueError, match="rate_limit_headers"):
+        Faults(rate_limit_headers="x-ratelimit")
 
 
 def test_error_rate_answers_5xx_with_json_html_or_empty_bodies(service_factory: Factory) -> None:

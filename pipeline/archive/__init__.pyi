@@ -17,7 +17,7 @@ from ._store import (
     writer,
 )
 from ._upkeep import Compaction, backup, compact, disk_bytes, restore
-from ._writes import CUSTOM_SCHEMA, STAT_SCHEMA, BotRow, Frames, write_batch
+from ._writes import CUSTOM_SCHEMA, STAT_SCHEMA, BotRow, Frames, held_rejects, write_batch
 
 __all__ = [
     "ArchivePaths",
@@ -38,6 +38,7 @@ __all__ = [
     "exists",
     "finish_run",
     "Frames",
+    "held_rejects",
     "literal",
     "live_bots",
     "mark_removed",

@@ -28,7 +28,6 @@ from types import TracebackType
 from typing import Any, Literal, overload
 
 import httpx
-from aiolimiter import AsyncLimiter
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -49,8 +48,10 @@ from ..core import (
 )
 from ._call import Call, ClientStats
 from ._concurrency import Gate, adaptive_control
-from ._failures import Failures, after_attempts, json_kind, parse_retry_after, reason_of
+from ._failures import RETRY_STATUSES, Failures, after_attempts, json_kind, reason_of
+from ._pacing import Pace
 from ._payloads import RawArray, Reply, page_query, segment, split_array
+from ._ratelimit import NOTHING_SAID, RateLimit, read_rate_limit
 from ._transport import NEVER_SENT, TRANSIENT, Lanes, env_proxy
 
 log = logging.getLogger("botstats.client")
@@ -87,12 +88,12 @@ class Client:
             (lambda: httpx.AsyncHTTPTransport(verify=tls, limits=one, proxy=proxy)),
             size=svc.max_connections, keep=svc.max_keepalive, wait=svc.timeout,
         )
-        # One request per 1/budget seconds, no burst: a budget is a promise to the service.
-        budget = svc.request_budget
-        self._limiter = AsyncLimiter(1, 1.0 / budget) if budget > 0 else None
-        # [service].concurrency = "auto": every attempt waits for its place in the adaptive
-        # window and pace (pipeline.concurrency); a fixed number is kept by the caller's workers.
-        self.gate = Gate(adaptive_control(svc.concurrency, svc.max_connections))
+        # Every attempt waits at the gate for its turn in the pace (the service's rate limit,
+        # and [service].request_budget: one request per 1/budget seconds, no burst, a promise to
+        # the service) and, with [service].concurrency = "auto", for its place in the adaptive
+        # window; a fixed number in flight is kept by the caller's workers.
+        self.gate = Gate(adaptive_control(svc.concurrency, svc.max_connections),
+                         Pace(budget=svc.request_budget))
         # The service may echo a credential back in an error; never pass it on.
         self._redactor = Redactor([settings.user_token.get(), settings.bot_key.get()], patterns=())
         self._failures = Failures(settings, self.stats, self._redactor)
@@ -207,10 +208,12 @@ class Client:
     async def fetch(self, method: str, path: str, *, params: dict[str, Any] | None = None,
                     auth: str = "read", payload: Any = None) -> Reply:
         """One request and its answer whatever the status, for looking at what the service does
-        (``botstats probe``): only a 429 is retried, after its Retry-After (else the backoff),
-        up to [retry].attempts and never longer than [retry].max_retry_after; transport failures
-        raise as elsewhere. ``auth``: "read" (what bot reads send), "none", "user" (the user
-        token), "bad" (a token no service issued), "bot" (the bot API key)."""
+        (``botstats probe``). A 429 is retried after its Retry-After (else the backoff); a GET
+        answered 500/502/503/504 or cut off in transit is retried as the harvest retries it; up
+        to [retry].attempts and never longer than [retry].max_retry_after. A transport failure
+        after the last try raises as elsewhere; a status is the answer. ``auth``: "read" (what
+        bot reads send), "none", "user" (the user token), "bad" (a token no service issued),
+        "bot" (the bot API key)."""
         headers_of: dict[str, Callable[[], dict[str, str]]] = {
             "read": lambda: self._read_auth(path) or {},
             "none": dict,
@@ -221,46 +224,62 @@ class Client:
         headers = headers_of[auth]()
         request = self._request(method, path, params=params, headers=headers or None,
                                 json=payload)
-        call = Call(request, dict, idempotent=method == "GET", auth_hint="")
+        idempotent = method == "GET"
+        call = Call(request, dict, idempotent=idempotent, auth_hint="")
         retry = self.settings.retry
         waited: list[dict[str, str]] = []  # the headers of each 429 waited out
         for attempt in range(1, retry.attempts + 1):
-            if self._limiter is not None:
-                await self._limiter.acquire()
             self.stats.requests += 1
             started = time.monotonic()
             try:
                 response = await self._send(request)
             except httpx.TransportError as exc:
                 self.stats.transport_errors += 1
-                raise self._failures.transport_error(call, exc, attempt) from exc
-            if response.status_code != 429:
-                break
-            self.stats.rate_limited += 1
-            wait = parse_retry_after(response.headers.get("Retry-After"))
-            wait = min(retry.backoff_max, retry.backoff_base * 2 ** attempt) if wait is None else wait
-            if attempt == retry.attempts or wait > retry.max_retry_after:
-                break
+                if attempt == retry.attempts or not isinstance(
+                        exc, TRANSIENT if idempotent else NEVER_SENT):
+                    raise self._failures.transport_error(call, exc, attempt) from exc
+                wait = self._fetch_wait(None, attempt)
+            else:
+                status = response.status_code
+                if status != 429 and not (idempotent and status in RETRY_STATUSES):
+                    break
+                if status == 429:
+                    self.stats.rate_limited += 1
+                else:
+                    self.stats.server_errors += 1
+                wait = self._fetch_wait(response, attempt)
+                if attempt == retry.attempts or wait > retry.max_retry_after:
+                    break
+                if status == 429:
+                    waited.append(dict(response.headers))
             self.stats.retries += 1
             self.stats.waited_seconds += wait
-            waited.append(dict(response.headers))
             await asyncio.sleep(wait)
         return Reply(method=method, url=redact_url(str(request.url)), auth=auth,
                      status=response.status_code, headers=dict(response.headers),
                      body=self._failures.body(response),
                      seconds=time.monotonic() - started, limited=tuple(waited))
 
+    def _fetch_wait(self, response: httpx.Response | None, attempt: int) -> float:
+        """Seconds before :meth:`fetch` tries again after ``attempt``: what the answer asks
+        (Retry-After, else the reset of a spent quota: :mod:`._ratelimit`), else the backoff of
+        [retry] (``response`` None: it never came)."""
+        retry = self.settings.retry
+        asked = None if response is None else read_rate_limit(response.headers).retry_wait()
+        return min(retry.backoff_max, retry.backoff_base * 2 ** attempt) if asked is None else asked
+
     # --- plumbing ------------------------------------------------------------------------------
     async def _send(self, request: httpx.Request) -> httpx.Response:
         """One attempt through the gate (its place in the window and the pace) and a lane."""
         gate = self.gate
         sent = await gate.acquire()
+        self.stats.throttled_seconds = gate.paced_seconds
         try:
             response = await self._lanes.send(request)
         except BaseException as exc:
             gate.release(sent, timeout=isinstance(exc, httpx.TimeoutException))
             raise
-        gate.release(sent, response.status_code)
+        gate.release(sent, response.status_code, rate_limit_of(response))
         return response
 
     def _request(self, method: str, path: str, *, params: dict[str, Any] | None = None,
@@ -380,10 +399,6 @@ class Client:
 
     async def _attempt(self, call: Call, attempt: int) -> Any:
         call.retryable, call.retry_after = False, None
-        if self._limiter is not None:
-            started = time.monotonic()
-            await self._limiter.acquire()
-            self.stats.throttled_seconds += time.monotonic() - started
         self.stats.requests += 1
         try:
             response = await self._send(call.request)
@@ -422,3 +437,13 @@ class Client:
         return data
 
 
+# The names that start every header of a rate limit (lowercased, as httpx gives them).
+_RATE_LIMIT_NAMES = ("retry-after", "ratelimit", "x-ratelimit")
+
+
+def rate_limit_of(response: httpx.Response) -> RateLimit:
+    """What ``response``'s headers say about the rate limit; most answers say nothing, and are
+    told so by one pass over their header names."""
+    if not any(name.startswith(_RATE_LIMIT_NAMES) for name in response.headers.keys()):
+        return NOTHING_SAID
+    return read_rate_limit(response.headers)

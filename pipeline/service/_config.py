@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
+from typing import Any
 
 DEFAULT_BOTS = 200
 DEFAULT_SEED = 1
@@ -22,13 +23,35 @@ SECONDS_PER_DAY = 86_400
 # The record keys the interface leaves open, named as botstats' [fields] names them, as the
 # interface's examples spell them.
 FIELD_DEFAULTS = {"bot_id": "id", "bot_name": "name", "stat_id": "id", "stat_time": "timestamp",
-                  "custom_name": "name", "custom_value": "value"}
+                  "custom_name": "name", "custom_value": "value", "user_id": "id",
+                  "server_id": "id", "webhook_id": "id"}
 # The other keys of a bot and a stat record, which a renamed field must not take over.
 BOT_KEYS = ("username", "prefix", "short_description", "library", "tags", "owners", "created_at",
             "server_count", "shard_count", "points", "monthly_points", "certified", "invite",
             "website", "avatar")
 STAT_KEYS = ("bot_id", "users", "guilds", "shards", "memory_load", "cpu_load",
              "commands_executed", "custom")
+# The families of headers a rate-limited service tells its limit with (see _quota.py).
+RATE_LIMIT_HEADERS = ("retry-after", "retry-after-date", "x-reset-after", "x-reset-epoch",
+                      "x-reset-delta", "ratelimit", "ratelimit-policy", "none")
+STATS_ORDERS = ("oldest", "newest")
+USER_KEYS = ("username", "avatar", "bio", "created_at", "bot_ids")
+SERVER_KEYS = ("name", "member_count", "owner_id", "tags")
+WEBHOOK_KEYS = ("bot_id", "url", "events", "created_at")
+# The other keys of each record, which a renamed field must not take over.
+_OTHER_KEYS = {"bot": BOT_KEYS, "stat": STAT_KEYS, "custom": (), "user": USER_KEYS,
+               "server": SERVER_KEYS, "webhook": WEBHOOK_KEYS}
+# How the service spells what the interface leaves open (ServiceConfig's shape block): the
+# allowed values of each setting, the default first.
+SHAPE_CHOICES: dict[str, tuple[Any, ...]] = {
+    "id_type": ("text", "integer"),
+    "stat_ids": ("composite", "hex", "integer", "none"),
+    "time_format": ("iso", "epoch-s", "epoch-ms"),
+    "custom_shape": ("list", "object"),
+    "error_style": ("json", "problem", "text", "empty"),
+    "not_found_status": (404, 400, 410, 422),
+    "auth_status": (401, 403),
+}
 
 
 class InvalidSetting(ValueError):
@@ -85,6 +108,10 @@ class Faults:
     # How many /stats answers per bot the body faults (stall, gzip cut) spoil before it is
     # answered whole; 0 = every one.
     body_fault_times: int = 0
+    # The rate limit's bucket and how it is told (22b): the tokens the bucket holds (0: a
+    # second's worth, at least 1), and the family of headers it answers with (RATE_LIMIT_HEADERS).
+    rate_burst: float = 0.0
+    rate_limit_headers: str = "retry-after"
     # Planted events (issue 23): every 4th bot's name, and its custom fields' names, are
     # hostile strings (markup, a script end tag, an SVG onload, template expressions).
     hostile_names: bool = False
@@ -112,6 +139,10 @@ class Faults:
         _check(isinstance(self.redirect_to, str) and (
             not self.redirect_to or self.redirect_to.startswith(("http://", "https://"))),
             "redirect_to", self.redirect_to, "'' or an http(s) URL", "Faults.")
+        _check(_is_number(self.rate_burst) and self.rate_burst >= 0, "rate_burst",
+               self.rate_burst, "a finite number >= 0 (0 = a second's worth)", "Faults.")
+        _check(self.rate_limit_headers in RATE_LIMIT_HEADERS, "rate_limit_headers",
+               self.rate_limit_headers, f"one of {', '.join(RATE_LIMIT_HEADERS)}", "Faults.")
 
     def active(self) -> dict[str, object]:
         """The fault fields that are switched on, for logs and the health endpoint."""
@@ -130,7 +161,7 @@ class ServiceConfig:
     stats_per_day: int = DEFAULT_STATS_PER_DAY
     max_page_size: int = DEFAULT_MAX_PAGE_SIZE
     # 0: GET /bots/:id/stats sends the whole list. N: it pages like GET /bots (`limit`, default
-    # and cap N; `skip`), oldest first, as a service may: the interface leaves it open.
+    # and cap N; `skip`), in stats_order, as a service may: the interface leaves it open.
     stats_page_size: int = 0
     # The same for a user's bots, servers and webhooks (0: whole lists).
     user_lists_page_size: int = 0
@@ -141,8 +172,24 @@ class ServiceConfig:
     # FIELD_DEFAULTS names them ({"stat_time": "created_at", "stat_id": "_id"}), so it can play
     # a service that names them apart from the defaults.
     field_names: dict[str, str] = field(default_factory=dict)
+    # How it spells the rest of what the interface leaves open (choices in SHAPE_CHOICES):
+    # bot/user/server/webhook ids (and references to them) as text or JSON integers; stat ids
+    # as "<bot>-<n>", 24 hex digits, 60-bit integers or none at all; stat times as ISO 8601 or
+    # epoch seconds/milliseconds; custom fields as a list of {name, value} or one object; error
+    # bodies as {"error", "details"}, RFC 7807 problem+json, plain text or nothing; the status
+    # of an unknown bot or user (404 by default) and of refused credentials (401).
+    id_type: str = "text"
+    stat_ids: str = "composite"
+    time_format: str = "iso"
+    custom_shape: str = "list"
+    error_style: str = "json"
+    not_found_status: int = 404
+    auth_status: int = 401
     end: datetime | None = None  # the virtual clock at start (UTC); None = now, truncated to the hour
     faults: Faults = field(default_factory=Faults)
+    # How GET /bots/:id/stats orders a bot's records, paged or whole (22b): "oldest" first, or
+    # "newest" first as some services do (GET /stat is the newest record either way).
+    stats_order: str = "oldest"
     # Planted events (issue 23): the share of bots with one to three labelled events (spikes,
     # drops, level shifts, outages, counter resets; as many again drift slowly, which is not
     # an event), served as truth by GET /_admin/events. 0 = the series' own unlabelled noise.
@@ -171,15 +218,22 @@ class ServiceConfig:
                self.bot_reads_need_token, "a boolean")
         unknown = sorted(set(self.field_names) - set(FIELD_DEFAULTS))
         _check(not unknown, "field_names", unknown, f"keys among {', '.join(FIELD_DEFAULTS)}")
-        for record, others in (("bot", BOT_KEYS), ("stat", STAT_KEYS), ("custom", ())):
-            pair = [key for key in FIELD_DEFAULTS if key.startswith(f"{record}_")]
-            for key in pair:
+        for record, others in _OTHER_KEYS.items():
+            keys = [key for key in FIELD_DEFAULTS if key.startswith(f"{record}_")]
+            for key in keys:
                 value = self.field_name(key)
                 _check(isinstance(value, str) and bool(value.strip()) and value not in others,
                        f"{key}_field", value,
                        "a non-empty name" + (f" other than {', '.join(others)}" if others else ""))
-            _check(self.field_name(pair[0]) != self.field_name(pair[1]), f"{pair[1]}_field",
-                   self.field_name(pair[1]), f"a name apart from {pair[0]}_field")
+            if len(keys) == 2:
+                _check(self.field_name(keys[0]) != self.field_name(keys[1]), f"{keys[1]}_field",
+                       self.field_name(keys[1]), f"a name apart from {keys[0]}_field")
+        for name, allowed in SHAPE_CHOICES.items():
+            value = getattr(self, name)
+            _check(value in allowed and type(value) is type(allowed[0]), name, value,
+                   "one of " + ", ".join(map(str, allowed)))
+        _check(self.stats_order in STATS_ORDERS, "stats_order", self.stats_order,
+               f"one of {', '.join(STATS_ORDERS)}")
         if self.end is not None:
             _check(isinstance(self.end, datetime), "end", self.end, "a datetime or None")
         _check(isinstance(self.faults, Faults), "faults", self.faults, "a Faults instance")
@@ -193,16 +247,6 @@ class ServiceConfig:
     @property
     def interval_seconds(self) -> int:
         return SECONDS_PER_DAY // self.stats_per_day
-
-    def renames(self) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
-        """How the bot, stat and custom-field keys are spelled apart from the defaults
-        (default -> served), each empty when the defaults hold."""
-        renamed = ({key: self.field_name(f"{record}_{name}") for key, name in keys}
-                   for record, keys in (("bot", (("id", "id"), ("name", "name"))),
-                                        ("stat", (("id", "id"), ("timestamp", "time"))),
-                                        ("custom", (("name", "name"), ("value", "value")))))
-        bot, stat, custom = ({k: v for k, v in r.items() if k != v} for r in renamed)
-        return bot, stat, custom
 
     def field_name(self, key: str) -> str:
         """How this service spells the record key ``key`` of FIELD_DEFAULTS."""
