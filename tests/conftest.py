@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import fcntl
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator
+import shutil
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -15,6 +19,7 @@ import pytest
 from hypothesis import settings as hypothesis_settings
 
 from pipeline.core._settings import Settings, load_settings
+from pipeline.harvester._report import HarvestReport
 from pipeline.service import Directory, Faults, RunningService, ServiceConfig, serve_in_thread
 
 # --- the embedded bot-listing service ----------------------------------------------------
@@ -59,6 +64,84 @@ def service(service_factory: Callable[..., RunningService]) -> RunningService:
     return service_factory(**SMALL_SERVICE)
 
 
+# --- running in parallel (pytest-xdist; the rules are in docs/development.md) -------------
+# `make test` runs the suite on two workers. A test marked `clock` races or measures the clock
+# (the scheduler firing, signals and kills landing mid-run, lock waits): all of them run on one
+# worker, one after another, so two of them never slow each other down. A test marked `alone`
+# must not share the CPU at all: while it runs, every other worker waits between its tests.
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("clock"):
+            item.add_marker(pytest.mark.xdist_group("clock"))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    with _cpu_share(item.config, alone=item.get_closest_marker("alone") is not None):
+        yield
+
+
+@contextmanager
+def _cpu_share(config: pytest.Config, *, alone: bool) -> Iterator[None]:
+    """Held while a test runs (setup to teardown) on an xdist worker: shared by every test,
+    exclusive for an `alone` one. The gate is taken first and, by an `alone` test, kept: once
+    one waits, no worker starts a new test, so it cannot be starved. Workers of one run share
+    the folder above their own temporary folders; a run without workers locks nothing."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        yield
+        return
+    folder = config._tmp_path_factory.getbasetemp().parent  # type: ignore[attr-defined]
+    with (folder / "tests.gate").open("a") as gate, (folder / "tests.cpu").open("a") as cpu:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        if not alone:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        fcntl.flock(cpu, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(cpu, fcntl.LOCK_UN)
+            if alone:
+                fcntl.flock(gate, fcntl.LOCK_UN)
+
+
+# --- templates: an archive built once per worker, copied for each test ------------------------
+# Creating an archive, harvesting a service or building the trends costs a second or more of
+# CPU; copying the files it left costs milliseconds. A fixture that hands each test the same
+# starting archive builds it once (per xdist worker) and gives every test its own copy, so
+# tests never share an archive they write. Templates are only ever read by copying.
+class Templates:
+    """Folders built once per session, keyed by what built them."""
+
+    def __init__(self, root: Path) -> None:
+        self._root = root
+        self._built: dict[Hashable, tuple[Path, Any]] = {}
+
+    def get(self, key: Hashable, build: Callable[[Path], Any]) -> tuple[Path, Any]:
+        """(folder, what ``build(folder)`` returned), building it the first time ``key`` is asked."""
+        if key not in self._built:
+            folder = self._root / f"template-{len(self._built)}"
+            folder.mkdir()
+            self._built[key] = (folder, build(folder))
+        return self._built[key]
+
+
+@pytest.fixture(scope="session")
+def templates(tmp_path_factory: pytest.TempPathFactory) -> Templates:
+    return Templates(tmp_path_factory.mktemp("templates"))
+
+
+def copy_archive(source: Path, dest: Path) -> None:
+    """Copy the archive whose catalog is ``source``, with its data folder, to catalog ``dest``
+    (an archive opens wherever it is: its data paths are relative to the catalog)."""
+    from pipeline.archive._store import ArchivePaths
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, dest)
+    if ArchivePaths.at(source).data.is_dir():
+        shutil.copytree(ArchivePaths.at(source).data, ArchivePaths.at(dest).data)
+
+
 # --- other fixtures below ----------------------------------------------------------------
 
 
@@ -89,6 +172,40 @@ def harvest_settings_for(svc: RunningService, db: Path, overrides: dict[str, Any
         "retry.backoff_max": 0.05,
         **(overrides or {}),
     })
+
+
+def harvested_copy(templates: Templates, svc: RunningService, db: Path,
+                   overrides: dict[str, Any] | None = None) -> tuple[Settings, HarvestReport]:
+    """Settings that harvest ``svc`` into ``db`` (as :func:`harvest_settings_for`), with ``db``
+    already holding what a first `harvest` of ``svc`` writes, and that harvest's report.
+
+    ``svc`` must be as it started (no advance, churn or post yet). The harvest itself runs once
+    per worker, against a twin of ``svc`` (the same config and clock, so the same data); each
+    caller gets a copy of its archive, in which the run names ``svc``'s address."""
+    from pipeline.archive._store import ArchivePaths, connect
+    from pipeline.core._redact import redact_url
+    from pipeline.harvester._run import harvest
+
+    clock = svc.directory.clock()
+    twin_config = dataclasses.replace(svc.config, end=clock)
+
+    def build(folder: Path) -> tuple[Path, HarvestReport]:
+        with serve_in_thread(twin_config, host=svc.host, port=0) as twin:
+            settings = harvest_settings_for(twin, folder / "archive.ducklake", overrides)
+            report = harvest(settings)
+        assert report.status == "complete", report.message
+        return settings.db_path, report
+
+    key = ("harvest", repr(twin_config), repr(sorted((overrides or {}).items())))
+    _, (template, report) = templates.get(key, build)
+    copy_archive(template, db)
+    settings = harvest_settings_for(svc, db, overrides)
+    con = connect(ArchivePaths.of(settings))
+    try:
+        con.execute("UPDATE harvest_runs SET base_url = ?", [redact_url(svc.base_url)])
+    finally:
+        con.close()
+    return settings, copy.deepcopy(report)
 
 
 @pytest.fixture
@@ -305,20 +422,44 @@ def write_trend_archive(settings: Settings, stats: Iterable[tuple[Any, ...]] = (
         con.execute("COMMIT")
 
 
-@pytest.fixture
-def trend_archive(tmp_path: Path) -> Settings:
-    """Settings whose archive holds the TREND_* rows (nothing exported yet)."""
-    settings = trend_settings_for(tmp_path)
+def _trend_template(folder: Path) -> Settings:
+    settings = trend_settings_for(folder)
     write_trend_archive(settings, TREND_STATS, TREND_CUSTOM, TREND_BOTS)
     return settings
 
 
-@pytest.fixture
-def trends_built(trend_archive: Settings) -> Settings:
-    """The fixture archive after one `build_trends`: exports, manifest and views in place."""
+def _trends_built_template(templates: Templates, folder: Path) -> Settings:
     from pipeline.analytics._build import build_trends
 
-    build_trends(trend_archive)
+    _, unbuilt = templates.get("trend_archive", _trend_template)
+    settings = trend_settings_for(folder)
+    copy_archive(unbuilt.db_path, settings.db_path)
+    build_trends(settings)
+    return settings
+
+
+@pytest.fixture
+def trend_archive(tmp_path: Path, templates: Templates) -> Settings:
+    """Settings whose archive holds the TREND_* rows (nothing exported yet)."""
+    _, template = templates.get("trend_archive", _trend_template)
+    settings = trend_settings_for(tmp_path)
+    copy_archive(template.db_path, settings.db_path)
+    return settings
+
+
+@pytest.fixture
+def trends_built(trend_archive: Settings, templates: Templates) -> Settings:
+    """The fixture archive after one `build_trends`: exports, manifest and views in place."""
+    from pipeline.analytics._build import create_views
+    from pipeline.archive._store import ArchivePaths, writer
+
+    _, built = templates.get("trends_built", lambda f: _trends_built_template(templates, f))
+    trend_archive.db_path.unlink()
+    shutil.rmtree(ArchivePaths.of(trend_archive).data)
+    copy_archive(built.db_path, trend_archive.db_path)
+    shutil.copytree(built.export_dir, trend_archive.export_dir)
+    with writer(trend_archive) as con:  # the views name the exports by their absolute path
+        create_views(con, trend_archive.export_dir)
     return trend_archive
 
 

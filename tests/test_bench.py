@@ -140,6 +140,7 @@ def test_forecast_bench_meets_its_targets_on_the_embedded_service(tmp_path: Path
     assert "targets: MAPE below both baselines: yes" in proc.stdout
 
 
+@pytest.mark.clock
 def test_concurrency_bench_measures_its_three_figures_in_one_run(tmp_path: Path) -> None:
     out = tmp_path / "concurrency.json"
     proc = _bench("bench/concurrency.py", "--bots", "40", "--rate-bots", "60", "--rate", "40",
@@ -158,6 +159,7 @@ def test_concurrency_bench_measures_its_three_figures_in_one_run(tmp_path: Path)
     assert "auto / best fixed" in proc.stdout and "answered 429" in proc.stdout
 
 
+@pytest.mark.clock
 def test_soak_keeps_the_archive_equal_to_a_faulty_growing_service(tmp_path: Path) -> None:
     # `botstats schedule` firing every 2 s, four runs (the 50-run figures are in bench/README.md).
     out = tmp_path / "soak.json"

@@ -181,13 +181,6 @@ def listing() -> Iterator[Any]:
         yield svc
 
 
-@pytest.fixture
-def user(listing: Any) -> tuple[str, str]:
-    """(user id, user token) of the first user of the embedded service."""
-    uid, token = sorted(listing.directory.user_tokens().items())[0]
-    return str(uid), token
-
-
 def free_port() -> int:
     """A loopback port nobody listens on: connecting to it is refused."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP) as s:
@@ -228,16 +221,20 @@ def test_bot_reads_return_the_records_untouched(listing: Any) -> None:
     assert last["timestamp"] == max(s["timestamp"] for s in stats)
 
 
-def test_user_endpoints_send_the_bearer_token(listing: Any, user: tuple[str, str]) -> None:
-    uid, token = user
+def test_user_endpoints_send_the_bearer_token(listing: Any) -> None:
+    # A user the service gives bots, servers and webhooks: each list is checked record by record.
+    lists = ("user_bots", "user_servers", "user_webhooks")
+    directory = listing.directory
+    uid, token = next((str(u), t) for u, t in sorted(directory.user_tokens().items())
+                      if all(getattr(directory, m)(directory.user_index(str(u))) for m in lists))
     settings = make_settings(listing.base_url, user_token=token)
     me = call(settings, lambda c: c.me()).value
     assert str(me["id"]) == uid
     assert call(settings, lambda c: c.user(uid)).value == me
-    for method in ("user_bots", "user_servers", "user_webhooks"):
+    for method in lists:
         out = call(settings, lambda c, m=method: getattr(c, m)(uid))
         assert out.error is None, out.error
-        assert isinstance(out.value, list), method
+        assert out.value == getattr(directory, method)(directory.user_index(uid)), method
 
 
 @pytest.mark.parametrize("method", ["me", "user", "user_bots", "user_servers", "user_webhooks"])
@@ -459,6 +456,7 @@ def test_answers_that_succeed_steer_the_pace_with_their_headers(
     assert out.value == [False, False, True] and out.stats.rate_limited == 0
 
 
+@pytest.mark.clock
 def test_rate_limited_service_is_waited_out_with_retry_after() -> None:
     with _rate_limited_service(10.0) as svc:
         ids = sorted(svc.directory.bot_ids())
@@ -472,6 +470,7 @@ def test_rate_limited_service_is_waited_out_with_retry_after() -> None:
     assert out.stats.waited_seconds >= 1.0  # the service says Retry-After: 1 or more
 
 
+@pytest.mark.clock
 def test_a_budget_under_the_service_limit_avoids_429() -> None:
     with _rate_limited_service(10.0) as svc:
         ids = sorted(svc.directory.bot_ids())
@@ -644,6 +643,7 @@ def test_final_answers_are_not_retried(scripted: Callable[..., Scripted], status
     assert len(server.seen) == 1
 
 
+@pytest.mark.clock
 def test_retry_after_is_honoured_exactly(scripted: Callable[..., Scripted]) -> None:
     server = scripted(Reply(status=429, headers={"Retry-After": "2"}), Reply(body=[]))
     out = call(make_settings(server.base_url, attempts=3, backoff_base=0.01), lambda c: c.list_bots())
@@ -653,6 +653,7 @@ def test_retry_after_is_honoured_exactly(scripted: Callable[..., Scripted]) -> N
     assert (out.stats.rate_limited, out.stats.retries, out.stats.waited_seconds) == (1, 1, 2.0)
 
 
+@pytest.mark.clock
 def test_retry_after_on_503_is_honoured(scripted: Callable[..., Scripted]) -> None:
     server = scripted(Reply(status=503, headers={"Retry-After": "1"}), Reply(body={}))
     out = call(make_settings(server.base_url), lambda c: c.bot(1))
@@ -669,6 +670,7 @@ def test_retry_after_beyond_the_limit_gives_up_at_once(scripted: Callable[..., S
     assert len(server.seen) == 1 and out.elapsed < 60  # not the hour it asked for
 
 
+@pytest.mark.clock
 def test_rate_limited_after_every_attempt(scripted: Callable[..., Scripted]) -> None:
     server = scripted(Reply(status=429, headers={"Retry-After": "0"}))
     out = call(make_settings(server.base_url, attempts=4), lambda c: c.bot(1))
@@ -732,6 +734,7 @@ def test_post_is_retried_when_it_never_connected() -> None:
 
 
 # --- request budget ---------------------------------------------------------------------------
+@pytest.mark.clock
 def test_request_budget_limits_the_rate_across_tasks(scripted: Callable[..., Scripted]) -> None:
     server = scripted(Reply(body={}))
     settings = make_settings(server.base_url, request_budget=5.0)
@@ -745,6 +748,7 @@ def test_request_budget_limits_the_rate_across_tasks(scripted: Callable[..., Scr
     assert out.stats.throttled_seconds > 0
 
 
+@pytest.mark.clock
 def test_request_budget_applies_to_retries(scripted: Callable[..., Scripted]) -> None:
     server = scripted(Reply(status=500), Reply(status=500), Reply(status=500), Reply(body={}))
     settings = make_settings(server.base_url, attempts=4, request_budget=5.0)

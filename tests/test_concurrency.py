@@ -169,13 +169,18 @@ def test_a_cancelled_waiter_gives_its_place_on() -> None:
     assert asyncio.run(main()) == ["later"]
 
 
+@pytest.mark.clock
 def test_auto_harvests_a_rate_limited_service_completely(
         service_factory: Callable[..., RunningService],
         harvest_settings: Callable[..., Settings]) -> None:
     svc = service_factory(bots=150, history_days=2, rate_limit=60.0)
     settings = harvest_settings(svc, {"retry.attempts": 10})
+    assert settings.service.concurrency == "auto"
     report = harvest(settings)
     assert report.status == "complete", report.message
+    # It met the limit (the service answered 429), and every 429 was retried, not lost.
+    assert svc.app.state.faults.rejected > 0
+    assert report.retries >= svc.app.state.faults.rejected
     assert archived_stat_rows(settings) == service_stat_rows(svc.directory)
 
 

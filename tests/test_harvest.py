@@ -13,16 +13,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 import pytest
 from conftest import (
+    Templates,
     archived_custom_rows,
     archived_stat_rows,
     assert_archive_equals_service,
     assert_archive_has_no_duplicates,
     harvest_settings_for,
+    harvested_copy,
     query,
     service_custom_rows,
     service_stat_rows,
@@ -67,10 +71,10 @@ def stored_versions(settings: Settings) -> dict[tuple[str, str], tuple[Any, ...]
 
 
 @pytest.fixture
-def harvested(service: RunningService, harvest_settings: Any) -> Harvested:
-    """The healthy 30-bot service, harvested once."""
-    settings = harvest_settings(service)
-    return Harvested(service, settings, harvest(settings))
+def harvested(service: RunningService, tmp_path: Path, templates: Templates) -> Harvested:
+    """The healthy 30-bot service, harvested once (a copy of the archive: see harvested_copy)."""
+    settings, first = harvested_copy(templates, service, tmp_path / "archive.ducklake")
+    return Harvested(service, settings, first)
 
 
 # --- one run --------------------------------------------------------------------------------
@@ -254,9 +258,15 @@ def test_a_record_archived_in_another_spelling_is_not_rewritten(harvested: Harve
     settings = harvested.settings
     with archive_by_hand(settings) as con:
         rows = con.execute("SELECT bot_id, stat_id, raw::VARCHAR FROM bot_stats").fetchall()
-        respelled = [(json.dumps(json.loads(raw), sort_keys=True, indent=1), b, s)
-                     for b, s, raw in rows]
-        con.executemany("UPDATE bot_stats SET raw = ? WHERE bot_id = ? AND stat_id = ?", respelled)
+        respelled = pa.table({  # one UPDATE: a statement per row costs a commit per row
+            "bot_id": [b for b, _, _ in rows], "stat_id": [s for _, s, _ in rows],
+            "raw": [json.dumps(json.loads(raw), sort_keys=True, indent=1) for *_, raw in rows]})
+        con.register("respelled", respelled)
+        con.execute("UPDATE bot_stats SET raw = r.raw::JSON FROM respelled r "
+                    "WHERE bot_stats.bot_id = r.bot_id AND bot_stats.stat_id = r.stat_id")
+        respelled_rows = con.execute("SELECT count(*) FROM bot_stats WHERE raw::VARCHAR "
+                                     "LIKE '{\n %'").fetchall()
+    assert respelled_rows == [(len(rows),)] and rows  # every record is spelled otherwise now
     before = stored_versions(settings)
 
     report, _ = harvested.run(full=True)

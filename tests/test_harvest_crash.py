@@ -111,6 +111,7 @@ def killed_run_ids(db: Path, before: set[str]) -> set[str]:
         con.close()
 
 
+@pytest.mark.clock
 @pytest.mark.parametrize("stats_answers", [0, 3, 20, 45],
                          ids=["after the first page", "first batches", "mid-run", "near the end"])
 def test_a_run_killed_at_any_point_is_completed_by_the_next_without_duplicates(
@@ -131,6 +132,7 @@ def test_a_run_killed_at_any_point_is_completed_by_the_next_without_duplicates(
         assert report.stats_added < len(service_stat_rows(slow_service.directory))
 
 
+@pytest.mark.clock
 def test_runs_killed_one_after_another_leave_nothing_for_the_last_to_duplicate(
         slow_service: RunningService, tmp_path: Path) -> None:
     db = tmp_path / "archive.ducklake"

@@ -48,6 +48,7 @@ def canonical(record: Any) -> str:
 
 
 # --- transient trouble: retried until it passes ----------------------------------------------
+@pytest.mark.clock
 def test_rate_limiting_is_waited_out(service_factory: Any, harvest_settings: Any) -> None:
     svc = service_factory(bots=20, history_days=5, stats_per_day=2, rate_limit=15)
     settings = harvest_settings(svc, {"retry.attempts": 20})

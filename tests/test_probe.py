@@ -82,7 +82,8 @@ SERVICES: list[tuple[dict[str, Any], dict[str, Any], dict[str, str], dict[str, A
 ]
 
 
-@pytest.mark.parametrize(("serve", "more", "findings", "proposals"), SERVICES,
+@pytest.mark.parametrize(("serve", "more", "findings", "proposals"),
+                         [*SERVICES[:-1], pytest.param(*SERVICES[-1], marks=pytest.mark.clock)],
                          ids=["field-names", "page-cap", "paged-stats", "token-reads",
                               "rate-limit"])
 def test_probe_finds_the_difference_and_its_settings_archive_everything(

@@ -22,7 +22,7 @@ from pipeline.archive._store import open_archive
 from pipeline.core._settings import Settings, load_settings
 from pipeline.operate import _runner as runner
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.clock]
 
 # A second process that opens the archive, starts a transaction (as a notebook's long query
 # or an analyst's `BEGIN` does), reports its row count, holds it until told to go on (a line on
@@ -63,11 +63,13 @@ def _expected(svc: Any) -> int:
     return sum(len(d.valid_stats(b)) for b in d.bot_ids())
 
 
-def _run(tmp_path: Path, db: Path, base_url: str, *args: str) -> subprocess.Popen[str]:
+def _run(tmp_path: Path, db: Path, base_url: str, *args: str,
+         env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "pipeline", "--db", str(db), "--base-url", base_url, "run",
          "--no-progress", *args],
-        cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cwd=tmp_path, env={**_env(), **(env or {})}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
 
 
 @pytest.mark.parametrize("mode", ["ro", "rw"])
@@ -98,38 +100,46 @@ def test_an_open_reader_never_blocks_a_harvest(tmp_path: Path, service: Any, mod
 
 def test_an_analyst_query_during_a_harvest_sees_whole_batches_only(tmp_path: Path,
                                                                     service_factory: Any) -> None:
-    svc = service_factory(bots=60, history_days=3, stats_per_day=2, latency_ms=300)
+    # Two new records a bot and batches of 10 stat rows: the harvest commits a few bots at a
+    # time, several batches in all, four bots at once at 0.3 s a request.
+    svc = service_factory(bots=40, history_days=3, stats_per_day=2, latency_ms=300)
     settings = _settings(tmp_path, svc.base_url)
     assert runner.run(settings).status == "complete"
-    before = _count(settings.db_path)
+    before = _per_bot(settings)
     svc.directory.advance(2)
-    harvest = _run(tmp_path, settings.db_path, svc.base_url, "--full")
+    after = {b: len(svc.directory.valid_stats(b)) for b in svc.directory.bot_ids()}
+    assert {after[b] - before[b] for b in after} == {2}
+    harvest = _run(tmp_path, settings.db_path, svc.base_url, env={
+        "BOTSTATS_STORE_BATCH_ROWS": "10", "BOTSTATS_SERVICE_CONCURRENCY": "4"})
     try:
-        # Wait until the harvester holds the primary (its holder file names the run).
+        # Wait until the harvester holds the lock (its holder file names the run).
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             info = (tmp_path / "a.ducklake.lock.holder.json")
             if info.exists() and '"released_at"' not in info.read_text():
                 break
             time.sleep(0.05)
-        # Each read sees a committed snapshot: the records as before while the harvest runs
-        # (its run row may be there already), all of them once its one batch commits.
-        seen: list[tuple[int, int]] = []
+        # Each read sees a committed snapshot: each bot with all its new records or none.
+        seen: list[dict[str, int]] = []
         while harvest.poll() is None and len(seen) < 200:
-            with store.reader(settings) as con:  # what `botstats sql` and notebooks use
-                seen.append(con.execute(
-                    "SELECT (SELECT count(*) FROM bot_stats), (SELECT count(*) FROM harvest_runs)"
-                ).fetchall()[0])
-            time.sleep(0.02)
-        assert set(seen) <= {(before, 1), (before, 2), (_expected(svc), 2)}, set(seen)
-        during = sum(1 for stats, _ in seen if stats == before)
-        assert during >= 3, "the harvest ended before a query could run during it"
+            seen.append(_per_bot(settings))
+            time.sleep(0.1)
         _, err = harvest.communicate(timeout=120)
     finally:
         if harvest.poll() is None:
             harvest.kill()
     assert harvest.returncode == 0, err
-    assert _count(settings.db_path) == _expected(svc) > before
+    assert _per_bot(settings) == after
+    for counts in seen:
+        assert all(counts[b] in (before[b], after[b]) for b in after), counts
+    between = {sum(c.values()) for c in seen} - {sum(before.values()), sum(after.values())}
+    assert len(between) >= 2, "no query saw the harvest part-way through several batches"
+
+
+def _per_bot(settings: Settings) -> dict[str, int]:
+    """Each bot's archived record count, in one snapshot (what `botstats sql` and notebooks see)."""
+    with store.reader(settings) as con:
+        return dict(con.execute("SELECT bot_id, count(*) FROM bot_stats GROUP BY bot_id").fetchall())
 
 
 def test_two_runs_at_once_both_succeed_and_the_archive_is_exact(tmp_path: Path,

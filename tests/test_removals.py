@@ -108,3 +108,23 @@ def test_a_collapsing_listing_marks_nothing_and_a_real_removal_goes_through(
                                       "--no-progress", "--accept-removals"])
     assert result.exit_code == 0, result.output
     assert live_and_removed(settings) == (0, 33)
+
+
+def test_a_listing_that_never_settles_stops_early_and_ends_partial_removing_nothing(
+        service_factory: Any, tmp_path: Path) -> None:
+    # One bot a page and `skip` ignored: page after page shows the same bot, which the pager
+    # cannot tell from a listing shifting as fast as it is read, and gives up. The bot it saw
+    # is harvested; the 29 it did not see are not taken for removed, even with every removal
+    # believed ([harvest].max_removed_share = 1).
+    db = tmp_path / "archive.ducklake"
+    assert harvest(harvest_settings_for(service_factory(**DATA), db)).status == "complete"
+    unstable = service_factory(**DATA, ignore_skip=True, max_page_size=1)
+    settings = harvest_settings_for(unstable, db, {"harvest.max_removed_share": 1.0})
+    report = harvest(settings)
+
+    assert (report.status, report.exit_code, report.bots_removed) == ("partial", 3, 0)
+    assert report.message.startswith("listing stopped early: ") and "gave up after" in report.message
+    assert (report.bots_seen, report.listing_complete) == (1, False)
+    assert query(settings, "SELECT status, message FROM harvest_runs WHERE run_id = ?",
+                 report.run_id) == [("partial", report.message)]
+    assert live_and_removed(settings) == (30, 0)

@@ -51,6 +51,13 @@ def chromium(tmp_path: Path, url: str, *args: str) -> subprocess.CompletedProces
         capture_output=True, text=True, timeout=180, cwd=tmp_path)
 
 
+def console(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    """The console messages of a Chromium run that rendered its page (exit 0: a Chromium that
+    failed to start logs no console message either)."""
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return [line for line in proc.stderr.splitlines() if "CONSOLE" in line]
+
+
 def chart_options(text: str) -> dict[str, dict[str, Any]]:
     """The ECharts options the report hands to the page: what each chart is asked to draw."""
     found = re.search(r'<script type="application/json" id="charts">(.*?)</script>', text, re.S)
@@ -114,9 +121,8 @@ def report_file(exported_archive: Settings, two_bots: list[str],
 def test_the_report_renders_every_chart_in_chromium_offline(report_file: Path,
                                                             tmp_path: Path) -> None:
     proc = chromium(tmp_path, report_file.as_uri(), "--dump-dom")
-    assert proc.returncode == 0, proc.stderr[-2000:]
     # Nothing logged to the console: no error, no failed fetch (every host is unresolvable).
-    assert [line for line in proc.stderr.splitlines() if "CONSOLE" in line] == []
+    assert console(proc) == []
     options = chart_options(report_file.read_text())
     assert len(options) >= 12  # directory 2, movers 2, health 1, compare 1, each bot 4-5
     assert f'data-charts-ready="{len(options)}"' in proc.stdout
@@ -200,7 +206,7 @@ def test_a_quiet_archive_gives_a_report_that_says_so(tmp_path: Path) -> None:
                   "Running hot in the last week (days of p95 load above the threshold): none."):
         assert empty in text
     proc = chromium(tmp_path, result.path.as_uri(), "--dump-dom")
-    assert [line for line in proc.stderr.splitlines() if "CONSOLE" in line] == []
+    assert console(proc) == []
 
 
 def test_names_from_the_service_cannot_break_out_of_the_page(tmp_path: Path) -> None:
@@ -217,7 +223,7 @@ def test_names_from_the_service_cannot_break_out_of_the_page(tmp_path: Path) -> 
     custom = [o for o in chart_options(text).values() if o["title"]["text"].startswith("Custom")]
     assert odd in [s["name"] for s in custom[0]["series"]]  # the name itself, intact
     proc = chromium(tmp_path, (settings.export_dir / "report.html").as_uri(), "--dump-dom")
-    assert [line for line in proc.stderr.splitlines() if "CONSOLE" in line] == []
+    assert console(proc) == []
 
 
 def test_the_scheduled_trends_job_refreshes_the_report_too(trend_archive: Settings,

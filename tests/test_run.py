@@ -141,6 +141,21 @@ def test_a_complete_run_harvests_then_builds_trends(tmp_path: Path, service: Any
     assert info is not None and info["run_id"] == report.run_id and info["released_at"]
 
 
+def test_a_failing_report_is_logged_and_the_run_keeps_its_status(
+        tmp_path: Path, service: Any, caplog: pytest.LogCaptureFixture) -> None:
+    # [report].file names a folder: the report cannot be written, after harvest and trends did.
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    settings = _settings(tmp_path, service.base_url, **{"report.file": str(folder)})
+    report = runner.run(settings)
+    assert (report.status, report.exit_code, report.report) == ("complete", 0, None)
+    assert report.trends is not None and report.trends_error == ""
+    assert f"{folder} is a directory" in report.report_error
+    assert f"report {folder} not refreshed: {report.report_error}" in caplog.text
+    assert _statuses(settings.db_path) == ["complete"]
+    assert list(folder.iterdir()) == []
+
+
 def test_an_unreachable_service_fails_the_run_and_skips_trends(tmp_path: Path) -> None:
     settings = _settings(tmp_path, "http://127.0.0.1:9")
     settings = replace(settings, retry=replace(settings.retry, attempts=1))
@@ -185,6 +200,7 @@ def test_harvest_and_trends_on_their_own_take_the_lock_and_name_their_run(
         assert info["run_id"] == json.loads(out)["run_id"]
 
 
+@pytest.mark.clock
 @pytest.mark.slow
 def test_a_second_run_gives_up_with_75_naming_the_holder(tmp_path: Path, service: Any) -> None:
     settings = _settings(tmp_path, service.base_url)
@@ -271,6 +287,7 @@ def _signal_when_waiting(monkeypatch: pytest.MonkeyPatch, tries: int = 1) -> thr
     return waiting
 
 
+@pytest.mark.clock
 def test_a_waiting_run_takes_the_lock_when_it_is_released(
         tmp_path: Path, service: Any, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
@@ -301,6 +318,7 @@ def test_a_waiting_run_takes_the_lock_when_it_is_released(
     assert said.endswith(f"waiting up to {WAIT} s (--lock-timeout, [run].lock_timeout)")
 
 
+@pytest.mark.clock
 def test_a_stop_while_waiting_for_the_lock_is_an_interrupted_run(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     settings = _settings(tmp_path, "http://127.0.0.1:9")
@@ -346,6 +364,36 @@ def test_a_stale_lock_of_a_killed_run_is_taken_over(tmp_path: Path, service: Any
     assert "took over the archive lock" in caplog.text and "doomed" in caplog.text
 
 
+@pytest.mark.clock
+@pytest.mark.slow
+def test_a_second_sigterm_aborts_at_once(tmp_path: Path, service_factory: Any) -> None:
+    # Each request takes 2 s: stopping gracefully would wait for the requests in flight and
+    # write the batch, then record the run interrupted (exit 4). The second signal kills it.
+    svc = service_factory(bots=40, history_days=1, stats_per_day=1, latency_ms=2000)
+    settings = _settings(tmp_path, svc.base_url)
+    proc = _botstats(tmp_path, "--db", str(settings.db_path), "--base-url", svc.base_url, "run",
+                     "--no-progress")
+    try:
+        _wait_for(lambda: bool((holder(settings) or {}).get("run_id")), proc)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.stderr is not None
+        said = ""
+        while "SIGTERM received" not in said:  # the first signal was handled
+            line = proc.stderr.readline()
+            assert line, f"botstats exited ({proc.wait()}) before saying it received SIGTERM"
+            said += line
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert rc == -signal.SIGTERM, said + (proc.stderr.read() if proc.stderr else "")
+    assert "send it again to abort at once" in said
+    assert _statuses(settings.db_path) == ["running"]  # it never got as far as recording one
+
+
+@pytest.mark.clock
 @pytest.mark.slow
 def test_sigterm_finishes_the_batch_and_records_the_run_interrupted(tmp_path: Path,
                                                                     service_factory: Any) -> None:

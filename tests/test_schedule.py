@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -252,6 +253,7 @@ def _wait_for(check: Callable[[], bool], timeout: float, proc: subprocess.Popen[
     raise AssertionError("timed out waiting for the scheduler")
 
 
+@pytest.mark.clock
 @pytest.mark.slow
 def test_schedule_runs_skips_overlaps_and_stops_on_sigterm(tmp_path: Path,
                                                            service_factory: Any) -> None:
@@ -290,3 +292,98 @@ def test_schedule_runs_skips_overlaps_and_stops_on_sigterm(tmp_path: Path,
     assert statuses[-1] == "interrupted"
     assert statuses[:-1].count("complete") >= 2 and "running" not in statuses
     assert stats == sum(len(svc.directory.valid_stats(b)) for b in svc.directory.bot_ids())
+
+
+# --- the scheduler's rules firing for real (a job that only notes when it ran) --------------------
+class Fired:
+    """A scheduler built by `build_scheduler` with one job on a seconds trigger, run in a
+    thread; what it did is read from its own events."""
+
+    def __init__(self, tmp_path: Path, expr: str, **schedule: int) -> None:
+        from apscheduler.events import EVENT_JOB_EXECUTED, EVENT_JOB_MISSED
+
+        from pipeline.core._settings import load_settings
+        from pipeline.operate._schedule import build_scheduler
+
+        settings = load_settings(None, env={}, overrides={
+            "store.db": str(tmp_path / "a.ducklake"),
+            **{f"schedule.{key}": value for key, value in schedule.items()}})
+        self.ran: list[datetime] = []
+        self.events: list[Any] = []
+        self.scheduler = build_scheduler(
+            settings, threading.Event(), harvest_cron=expr, trends_cron="",
+            jobs={"harvest": lambda settings, stop: self.ran.append(datetime.now(UTC))})
+        self.scheduler.add_listener(self.events.append, EVENT_JOB_EXECUTED | EVENT_JOB_MISSED)
+        self.executed, self.missed = EVENT_JOB_EXECUTED, EVENT_JOB_MISSED
+        self._thread = threading.Thread(target=self.scheduler.start, kwargs={"paused": True})
+
+    def __enter__(self) -> Fired:
+        self._thread.start()
+        _until(lambda: self.scheduler.running)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.scheduler.shutdown(wait=True)
+        self._thread.join(timeout=10)
+
+    @property
+    def first(self) -> datetime:
+        """The job's first fire time (the scheduler started paused, so it is still ahead)."""
+        return self.scheduler.get_job("harvest").next_run_time
+
+    def times(self, code: int) -> list[datetime]:
+        return [e.scheduled_run_time for e in self.events if e.code == code]
+
+
+def _until(check: Callable[[], bool], timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out waiting for the scheduler"
+        time.sleep(0.02)
+
+
+def _sleep_until(when: datetime) -> None:
+    time.sleep(max(0.0, (when - datetime.now(UTC)).total_seconds()))
+
+
+@pytest.mark.clock
+def test_runs_missed_while_the_scheduler_was_held_up_become_one_run(tmp_path: Path) -> None:
+    # Held (paused) across three fire times, with no lateness limit: one run, for the latest.
+    with Fired(tmp_path, "* * * * * *", misfire_grace_time=0) as fired:
+        first = fired.first
+        _sleep_until(first + timedelta(seconds=2.3))
+        resumed = datetime.now(UTC)
+        fired.scheduler.resume()
+        _until(lambda: len(fired.ran) >= 1)
+    due = [t for t in fired.times(fired.executed) + fired.times(fired.missed) if t <= resumed]
+    assert len(due) == 1, due  # not one run per fire time it was held across
+    assert due[0] >= first + timedelta(seconds=2)
+
+
+@pytest.mark.clock
+def test_a_run_later_than_misfire_grace_time_is_missed_and_the_next_one_runs(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # Every 4 s, at most 1 s late: resumed 2.5 s after a fire time, that run is missed.
+    with Fired(tmp_path, "*/4 * * * * *", misfire_grace_time=1) as fired:
+        first = fired.first
+        _sleep_until(first + timedelta(seconds=2.5))
+        assert datetime.now(UTC) < first + timedelta(seconds=4), "held past the next fire time"
+        fired.scheduler.resume()
+        _until(lambda: len(fired.ran) >= 1)
+    assert fired.times(fired.missed) == [first]
+    assert fired.times(fired.executed)[0] == first + timedelta(seconds=4)
+    assert fired.ran[0] >= first + timedelta(seconds=4)
+    assert "job harvest missed its run at" in caplog.text
+    assert "(more than misfire_grace_time=1 s late)" in caplog.text
+
+
+@pytest.mark.clock
+def test_jitter_moves_each_run_off_its_fire_time(tmp_path: Path) -> None:
+    # Every second, up to 1 s later: without jitter every run would be on a whole second.
+    with Fired(tmp_path, "* * * * * *", jitter=1) as fired:
+        fired.scheduler.resume()
+        _until(lambda: len(fired.ran) >= 2)
+    scheduled = fired.times(fired.executed)[:2]
+    assert all(t.microsecond != 0 for t in scheduled), scheduled
+    assert scheduled[0].microsecond != scheduled[1].microsecond  # drawn for each run
+    assert all(ran >= at for ran, at in zip(fired.ran, scheduled, strict=False))

@@ -526,6 +526,7 @@ def test_directory_advance_adds_records_for_every_bot(service: RunningService) -
 
 
 # --- faults ----------------------------------------------------------------------------
+@pytest.mark.clock
 def test_rate_limit_answers_429_with_retry_after(service_factory: Factory) -> None:
     svc = service_factory(bots=5, history_days=1, rate_limit=2.0)
     with client_for(svc) as http:
