@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
-from ..core import Settings, load_settings
+from ..core import Settings, Shard, load_settings
 
 T = TypeVar("T")
 
@@ -85,3 +85,24 @@ class _Id(click.ParamType):
 
 
 ID = _Id()
+
+
+class _ShardType(click.ParamType):
+    """``K/N``: shard K (from 0) of N."""
+
+    name = "K/N"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Shard:
+        if isinstance(value, Shard):
+            return value
+        try:
+            return Shard.parse(str(value))
+        except ValueError as exc:
+            self.fail(f"{exc}.", param, ctx)
+
+
+shard_option = click.option(
+    "--shard", type=_ShardType(), metavar="K/N",
+    help="Harvest only the bots whose id hashes to shard K of N (K from 0 to N-1), beside "
+         "workers harvesting the other shards into the same archive (docs/operating.md).")
