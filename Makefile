@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test chromium bench bench-harvest bench-trends bench-forecast bench-concurrency lint clean
+.PHONY: demo test chromium bench bench-harvest bench-trends bench-forecast bench-concurrency bench-shards lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,7 @@ test: $(VENV)/.dev chromium
 chromium:
 	.ci/chromium
 
-bench: bench-harvest bench-trends bench-forecast bench-concurrency
+bench: bench-harvest bench-trends bench-forecast bench-concurrency bench-shards
 
 bench-harvest: $(VENV)/.bench
 	$(BIN)/python bench/harvest.py
@@ -45,6 +45,11 @@ bench-forecast: $(VENV)/.bench
 
 bench-concurrency: $(VENV)/.dev
 	$(BIN)/python bench/concurrency.py
+
+# Needs Debian's postgresql-15 (.ci/test-deps installs it): the bench starts a throwaway cluster.
+bench-shards: $(VENV)/.dev
+	.ci/test-deps
+	$(BIN)/python bench/shards.py
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check .

@@ -135,3 +135,21 @@ def test_soak_keeps_the_archive_equal_to_a_faulty_growing_service(tmp_path: Path
     daemon = figures["daemon"]
     assert set(daemon) == {"after_run_2", "after_run_4", "growth"}
     assert all(0 < ratio <= 1.2 for ratio in daemon["growth"].values()), daemon
+
+
+def test_shards_bench_measures_one_and_two_workers(tmp_path: Path) -> None:
+    from _postgres_support import cluster
+
+    out = tmp_path / "shards.json"
+    proc = _bench("bench/shards.py", "--bots", "30", "--days", "2", "--workers", "1,2",
+                  "--catalog", cluster().dsn(), "--work", str(tmp_path), "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    cases = {(c["workers"], c["case"]): c for c in json.loads(out.read_text())}
+    assert set(cases) == {(1, "first"), (1, "hourly"), (2, "first"), (2, "hourly"),
+                          (2, "alone")}
+    assert all(c["exits"] == [0] * len(c["exits"]) for c in cases.values())
+    # Every record once, whatever the workers (each N has a service of the same data).
+    assert cases[(1, "first")]["records"] == cases[(2, "first")]["records"] > 0
+    assert cases[(1, "hourly")]["records"] == cases[(2, "hourly")]["records"] > 0
+    assert 0 < cases[(2, "alone")]["records"] < cases[(2, "hourly")]["records"]
+    assert "| 2 | hourly |" in proc.stdout

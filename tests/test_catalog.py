@@ -276,7 +276,7 @@ def test_data_files_in_object_storage(service: RunningService, tmp_path: Path,
     settings = load_settings(os.devnull, env=env, overrides={
         "service.base_url": service.base_url, "store.catalog": new_database(),
         "store.data_path": "s3://lake/archive/", "store.s3_endpoint": endpoint,
-        "store.s3_url_style": "path", "store.s3_region": "us-east-1"})
+        "store.s3_url_style": "path", "store.s3_region": "us-east-1", "store.batch_rows": 50})
     assert harvest(settings).status == "complete"
     assert_archive_equals_service(settings, service.directory, bots=True)
     keys = [o["Key"] for o in client.list_objects_v2(Bucket="lake")["Contents"]]
@@ -285,6 +285,9 @@ def test_data_files_in_object_storage(service: RunningService, tmp_path: Path,
                                                      reveal=False))
     assert "lake-secret-81" not in statements and "<secret>" in statements
     done = compact_archive(settings, keep_days=0)
-    assert done.files_after <= done.files_before == len(keys)
+    assert done.files_after < done.files_before == len(keys)
+    after = [o["Key"] for o in client.list_objects_v2(Bucket="lake")["Contents"]]
+    assert len(after) == done.files_after, "the files compaction dropped are deleted there"
+    assert_archive_equals_service(settings, service.directory, bots=True)
     with pytest.raises(StoreError, match="object storage"):
         backup_archive(settings, tmp_path / "backup")
