@@ -141,7 +141,7 @@ def test_shards_bench_measures_one_and_two_workers(tmp_path: Path) -> None:
     from _postgres_support import cluster
 
     out = tmp_path / "shards.json"
-    proc = _bench("bench/shards.py", "--bots", "30", "--days", "2", "--workers", "1,2",
+    proc = _bench("bench/shards.py", "--bots", "30", "--days", "1", "--workers", "1,2",
                   "--catalog", cluster().dsn(), "--work", str(tmp_path), "--json", str(out))
     assert proc.returncode == 0, proc.stderr
     cases = {(c["workers"], c["case"]): c for c in json.loads(out.read_text())}

@@ -53,6 +53,11 @@ def test_a_password_in_the_connection_string_is_never_shown(tmp_path: Path) -> N
                            capture_output=True, text=True, timeout=60)
     assert shown.returncode == 0, shown.stderr
     assert '"catalog_password": "set"' in shown.stdout and secret not in shown.stdout
+    attach = subprocess.run([sys.executable, "-m", "pipeline", "sql", "--attach"], env=env,
+                            cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert attach.returncode == 0, attach.stderr
+    assert "postgres_scanner.duckdb_extension" in attach.stdout
+    assert "ATTACH 'ducklake:postgres:" in attach.stdout and secret not in attach.stdout
     failed = subprocess.run([sys.executable, "-m", "pipeline", "harvest", "--no-progress"],
                             env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert failed.returncode != 0
