@@ -59,7 +59,7 @@ class AdvisoryHandle:
         self.previous: dict[str, Any] | None = None
         self.took_over = False
 
-    def _name(self) -> str:
+    def title(self) -> str:
         """e.g. ``botstats harvest 1/3 20261125T100000Z-3f9a1c pid 4242@worker-1``."""
         parts = ["botstats", self.job]
         if self.scope.name == "shard" and not self.scope.shard.whole:
@@ -72,7 +72,7 @@ class AdvisoryHandle:
         if all(self.info.get(k) == v for k, v in fields.items()):
             return
         self.info.update(fields)
-        self.locks.rename(self._name())
+        self.locks.rename(self.title())
 
     def dead(self, shard: Shard) -> bool:
         return self.locks.free(archive.shard_key(shard.k, shard.n))
@@ -124,7 +124,8 @@ def advisory_lock(settings: Settings, job: str, scope: Scope, *, timeout: float 
     try:
         handle = AdvisoryHandle(locks, settings, job, scope, stop)
         _wait(locks, _keys(scope), settings, scope, timeout, stop)
-        handle.note(run_id=run_id)
+        handle.info["run_id"] = run_id
+        locks.rename(handle.title())
         yield handle
     finally:
         locks.close()
