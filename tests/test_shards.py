@@ -32,9 +32,9 @@ from conftest import (
 from hypothesis import strategies as st
 
 from pipeline.core import Settings, Shard
-from pipeline.operate import archive_status, locked_harvest
+from pipeline.operate import archive_status, locked_harvest, run
 from pipeline.operate._lock import run_lock
-from pipeline.operate._scope import Scope
+from pipeline.operate._scope import TRENDS_SCOPE, Scope
 from pipeline.service import RunningService
 
 # Small batches: several commits a worker, so the workers' commits meet.
@@ -211,3 +211,26 @@ def test_one_worker_per_shard_others_alongside_and_upkeep_waits_for_workers(
                              env=worker_env(settings), capture_output=True, text=True,
                              timeout=120)
     assert compact.returncode == 0, compact.stderr
+
+
+def test_the_user_snapshot_belongs_to_shard_0(service: RunningService, tmp_path: Path) -> None:
+    _, token = next(iter(service.directory.user_tokens().items()))
+    settings = shared_settings(service, tmp_path, {"user_token": token})
+    reports = [locked_harvest(settings, shard=Shard(k, 2)) for k in (1, 0)]
+    snapshots = query(settings, "SELECT DISTINCT run_id FROM users")
+    assert snapshots == [(reports[1].run_id,)]
+    assert query(settings, "SELECT count(*) FROM user_bots WHERE run_id = ?",
+                 reports[0].run_id) == [(0,)]
+
+
+def test_trends_are_built_by_one_job_at_a_time(service: RunningService, tmp_path: Path) -> None:
+    """`run --shard` harvests beside a trends build of another job, then finds the trends lock
+    held: its harvest counts, and it says why it built no trends."""
+    settings = shared_settings(service, tmp_path, {"run.lock_timeout": 0.5,
+                                                    "exports.dir": str(tmp_path / "exports")})
+    with run_lock(settings, "trends", scope=TRENDS_SCOPE):
+        report = run(settings, shard=Shard(1, 2))
+    assert (report.status, report.exit_code) == ("complete", 0)
+    assert report.trends is None and "the trends lock" in report.trends_skipped
+    report = run(settings, shard=Shard(0, 2))
+    assert report.trends is not None and report.trends.datasets

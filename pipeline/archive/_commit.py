@@ -98,7 +98,7 @@ def committing(con: duckdb.DuckDBPyConnection, report: RunCounts,
             save_counters(con, report)
             con.execute("COMMIT")
             return result
-        except duckdb.Error as exc:
+        except BaseException as exc:
             rollback(con)
             for name, value in counted.items():  # the summary counts committed rows only
                 setattr(report, name, value)
