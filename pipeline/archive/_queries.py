@@ -55,7 +55,9 @@ def changes_since(con: duckdb.DuckDBPyConnection, watermark: str | None) -> Chan
     """The earliest UTC day of ``recorded_at`` among records archived, rewritten or deleted
     after ``watermark``, and the watermark that covers them; ``None`` reads from the beginning.
 
-    The watermark is the DuckLake snapshot the answer is up to (``snapshot:<id>``). Snapshots
+    The watermark is the DuckLake snapshot the answer is up to (``snapshot:<id>``, the id
+    zero-padded so watermarks sort as they follow each other; unchanged while nothing in
+    ``bot_stats`` changed, so a build with nothing new rewrites nothing). Snapshots
     number commits in the order they landed, whichever worker made them; a time stamped in the
     rows would not do with several workers, whose batches stamped earlier may commit later. A
     rewritten record's change shows it as it was too, so the day it moved from is counted.
@@ -67,7 +69,7 @@ def changes_since(con: duckdb.DuckDBPyConnection, watermark: str | None) -> Chan
         ((first,),) = con.execute("SELECT min(recorded_at) FROM bot_stats").fetchall()
         if first is None:
             return Changes(None, None)
-        return Changes(first.astimezone(UTC).date(), f"{_SNAPSHOT}{current}")
+        return Changes(first.astimezone(UTC).date(), _mark(current))
     if not watermark.startswith(_SNAPSHOT) or not watermark[len(_SNAPSHOT):].isdigit():
         raise ValueError(f"watermark {watermark!r} is not a snapshot of the archive")
     since = int(watermark[len(_SNAPSHOT):])
@@ -80,8 +82,13 @@ def changes_since(con: duckdb.DuckDBPyConnection, watermark: str | None) -> Chan
     except duckdb.InvalidInputException as exc:
         raise ValueError(f"the archive no longer keeps snapshot {since} (compacted away): "
                          f"{str(exc).splitlines()[0]}") from None
-    day = first.astimezone(UTC).date() if first is not None else None
-    return Changes(day, f"{_SNAPSHOT}{current}")
+    if first is None:
+        return Changes(None, watermark)
+    return Changes(first.astimezone(UTC).date(), _mark(current))
+
+
+def _mark(snapshot: int) -> str:
+    return f"{_SNAPSHOT}{snapshot:020d}"
 
 
 def last_commit(con: duckdb.DuckDBPyConnection) -> datetime | None:

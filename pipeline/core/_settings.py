@@ -631,7 +631,7 @@ def as_dict(settings: Settings) -> dict[str, Any]:
     out: dict[str, Any] = {name: dataclasses.asdict(getattr(settings, name)) for name in SECTIONS}
     out["secrets"] = {k: ("set" if getattr(settings, k) else "unset")
                       for k in (*SECRET_ENV, "catalog_password")}
-    out["secrets"].update({S3_ENV[k]: ("set" if getattr(settings.s3_keys, k) else "unset")
+    out["secrets"].update({f"s3_{k}": ("set" if getattr(settings.s3_keys, k) else "unset")
                            for k in S3_ENV})
     out["source"] = settings.source or "(defaults)"
     return out
