@@ -2,8 +2,12 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# The gates' commands (tests/test_gates.py swaps them to check that a failing gate fails make).
+RUFF = $(BIN)/ruff
+MYPY = $(BIN)/mypy
+PYTEST = $(BIN)/python -m pytest
 
-.PHONY: demo test chromium bench bench-harvest bench-trends bench-forecast bench-concurrency bench-shards lint clean
+.PHONY: demo test chromium bench bench-harvest bench-trends bench-forecast bench-concurrency bench-directory bench-shards lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,9 +28,11 @@ $(VENV)/.bench: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.base
 	$(BIN)/botstats demo
 
-test: $(VENV)/.dev chromium
+# The gates first (a failing gate stops make before the suite; `make -k test` runs both), then
+# the suite. CI (.ci/run) runs exactly this.
+test: $(VENV)/.dev lint chromium
 	.ci/test-deps
-	$(BIN)/python -m pytest -q
+	$(PYTEST) -q
 
 # The report's tests open it in Debian's chromium; installed once (apt-get, as root) if missing.
 chromium:
@@ -46,13 +52,19 @@ bench-forecast: $(VENV)/.bench
 bench-concurrency: $(VENV)/.dev
 	$(BIN)/python bench/concurrency.py
 
+bench-directory: $(VENV)/.dev
+	$(BIN)/python bench/directory.py
+
 # Needs Debian's postgresql-15 (.ci/test-deps installs it): the bench starts a throwaway cluster.
 bench-shards: $(VENV)/.dev
 	.ci/test-deps
 	$(BIN)/python bench/shards.py
 
+# ruff over the repository, mypy over the package (its settings: pyproject.toml). One command a
+# line, so each one's exit code stops make.
 lint: $(VENV)/.dev
-	$(BIN)/ruff check .
+	$(RUFF) check .
+	$(MYPY)
 
 clean:
-	rm -rf $(VENV) data .pytest_cache
+	rm -rf $(VENV) data .pytest_cache .ruff_cache .mypy_cache

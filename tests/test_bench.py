@@ -84,6 +84,23 @@ def test_scale_bench_measures_the_hourly_job_on_each_archive(tmp_path: Path) -> 
     assert records["100k"] - records["10k"] == 20 * 900  # the synthetic older records
     assert "MET" in proc.stdout or "MISSED" in proc.stdout  # every target has a verdict
 
+def test_directory_bench_measures_a_first_harvest_and_an_hourly_run_per_size(
+        tmp_path: Path) -> None:
+    # Every step of both jobs measured; the hourly run archives exactly one record a bot.
+    out = tmp_path / "directory.json"
+    proc = _bench("bench/directory.py", "--bots", "30", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    [first, hourly] = json.loads(out.read_text())
+    assert [(j["bots"], j["job"], j["status"]) for j in (first, hourly)] == [
+        (30, "first", "complete"), (30, "hourly", "complete")]
+    assert hourly["records"] == 30 and first["records"] > 30
+    for job in (first, hourly):
+        assert list(job["steps"]) == ["harvest", "trends", "report"]
+        assert all(s["peak_rss_mb"] > 0 and s["cpu_s"] > 0 for s in job["steps"].values()), job
+        assert job["steps"]["harvest"]["requests"] > job["steps"]["harvest"]["listing_requests"] > 0
+    assert "hourly run at 30 bots: peak RSS" in proc.stdout  # the target has a verdict
+
+
 def test_forecast_bench_meets_its_targets_on_the_embedded_service(tmp_path: Path) -> None:
     out = tmp_path / "forecast.json"
     proc = _bench("bench/forecast.py", "--json", str(out))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -218,3 +219,40 @@ def test_write_frame_formats_round_trip(tmp_path: Path, fmt: str) -> None:
     back = {"csv": pl.read_csv, "json": pl.read_json, "parquet": pl.read_parquet}[fmt](path)
     assert back.equals(frame)
     assert [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+def test_a_month_streamed_from_slice_files_is_the_partition_written_whole(tmp_path: Path) -> None:
+    # A month staged from a spill's files (slices of bots, streamed a row group at a time)
+    # has the bytes, hash and manifest entry of the same rows staged as one frame: so an
+    # unchanged month is still recognised, however the run sliced its bots.
+    rows = exports.ROW_GROUP_ROWS + 1000  # more than one row group
+    frame = pl.DataFrame({"bot_id": [f"{i // 7:08d}" for i in range(rows)],
+                          "day": pl.date_range(pl.date(2026, 3, 1), pl.date(2026, 3, 7),
+                                               eager=True).to_list() * (rows // 7) +
+                          [None] * (rows % 7),
+                          "value": range(rows)})
+    spill = exports.MonthSpill(tmp_path / "spill")
+    for lo in range(0, rows, 30_000):  # slices of uneven files
+        spill.add("data", frame.slice(lo, 30_000).drop_nulls("day"), "day")
+    whole = frame.drop_nulls("day")
+    entries = {}
+    for how, parts in (("whole", exports.month_parts(whole, "day")),
+                       ("streamed", spill.streamed_parts("data"))):
+        out = tmp_path / how
+        with exports.export_batch(out, run_id="r1", written_at=NOW) as batch:
+            batch.stage("data", parts, time_column="day")
+        entries[how] = read_manifest_entry(out)
+        assert pl.read_parquet(out / "data/month=2026-03/part-0.parquet").equals(whole)
+    assert entries["streamed"] == entries["whole"]
+    assert entries["whole"]["rows"] == whole.height
+    with exports.export_batch(tmp_path / "whole", run_id="r2", written_at=NOW) as batch:
+        result = batch.stage("data", spill.streamed_parts("data"), time_column="day")
+    assert (result.written, result.unchanged) == ((), ("month=2026-03",))
+
+
+NOW = datetime(2026, 4, 1, tzinfo=UTC)
+
+
+def read_manifest_entry(export_dir: Path) -> dict[str, Any]:
+    [entry] = exports.read_manifest(export_dir)["datasets"]["data"]["partitions"]
+    return {k: v for k, v in entry.items() if k not in ("run_id", "written_at")}

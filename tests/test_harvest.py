@@ -33,6 +33,7 @@ from pipeline.archive import _store as store
 from pipeline.archive import _upkeep as upkeep
 from pipeline.archive._store import ArchivePaths
 from pipeline.core._settings import Secret, Settings
+from pipeline.harvester import _batch as batch_module
 from pipeline.harvester._run import HarvestReport, harvest
 from pipeline.interface._client import Client
 from pipeline.service import RunningService
@@ -133,6 +134,29 @@ def test_a_second_run_adds_nothing_rewrites_nothing_and_asks_one_stat_per_bot(
     # One GET /bots/:id/stat per bot, plus the listing pages: no /stats at all.
     assert report.requests == BOTS + pages
     assert report.retries == 0
+
+
+def commits(settings: Settings) -> int:
+    ((count,),) = query(settings, f"SELECT count(*) FROM ducklake_snapshots('{store.ALIAS}')")
+    return int(count)
+
+
+@pytest.mark.parametrize("advance", [0, 1], ids=["nothing new", "one new record a bot"])
+def test_a_run_commits_its_bots_in_batches_bounded_by_rows_not_by_the_directory(
+        harvested: Harvested, monkeypatch: pytest.MonkeyPatch, advance: int) -> None:
+    # An hourly run adds a record a bot or none: a bound on stat rows alone kept every bot's
+    # row until the run's end. 30 bots in batches of at most 8 bot rows: 4 commits at least.
+    monkeypatch.setattr(batch_module, "BATCH_BOT_ROWS", 8)
+    harvested.svc.directory.advance(advance)
+    before = commits(harvested.settings)
+    report, _ = harvested.run()
+    assert (report.status, report.stats_added) == ("complete", advance * BOTS)
+    assert commits(harvested.settings) - before >= 4
+    assert_archive_equals_service(harvested.settings, harvested.svc.directory)
+    assert_archive_has_no_duplicates(harvested.settings)
+    seen = query(harvested.settings, "SELECT count(*) FROM bots WHERE run_id = ? AND "
+                 "last_seen_at >= ? AND removed_at IS NULL", report.run_id, report.started_at)
+    assert seen == [(BOTS,)]  # every bot's row written, in whichever batch
 
 
 def test_full_rereads_everything_and_still_duplicates_nothing(harvested: Harvested) -> None:

@@ -327,11 +327,20 @@ def test_a_warm_service_makes_only_the_new_records_of_an_hourly_read(
             assert sum(made) <= 1, made  # the new record only, not the whole history
 
 
-def test_the_tails_hold_a_bounded_number_of_bots(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(directory_module, "STATS_TAIL_MAX_BOTS", 4)
+def test_the_tails_hold_a_bounded_number_of_bytes_and_keep_the_bots_that_fit(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    budget = 5 * directory_module._Tail.BASE
+    monkeypatch.setattr(directory_module, "STATS_TAIL_MAX_BYTES", budget)
     directory: Directory = create_app(ServiceConfig(bots=20, history_days=3, end=END)).state.directory
     assert directory.warm() == 20
-    assert len(directory._tails) == 4
-    for index in range(20):  # an evicted bot's tail is made again, the same
-        page = directory.stats_tail(index, -3, 3)
-        assert [json.loads(item) for item in page or []] == directory.served_stats(index)[-3:]
+    kept = set(directory._tails)
+    assert 0 < len(kept) < 20
+    assert directory._tail_bytes == sum(t.size for t in directory._tails.values()) <= budget
+    for tail in directory._tails.values():  # records kept at their size, not an encoder's buffer
+        assert all(sys.getsizeof(item) < len(item) + 64 for item in tail.items)
+    directory.advance(1)
+    for _ in range(2):  # reads in listing order: the bots that fit keep theirs (no LRU cycling)
+        for index in range(20):  # and a bot without a tail is served the same
+            page = directory.stats_tail(index, -3, 3)
+            assert [json.loads(item) for item in page or []] == directory.served_stats(index)[-3:]
+        assert set(directory._tails) == kept

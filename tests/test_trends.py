@@ -22,7 +22,7 @@ from pipeline.analytics._anomalies import anomalies, robust_outliers
 from pipeline.analytics._build import DATASETS
 from pipeline.analytics._datasets import load_dataset
 from pipeline.analytics._jobs import bot_daily, bot_growth, bot_ranks, movers
-from pipeline.analytics._slices import bot_slices, compute, in_order
+from pipeline.analytics._slices import _day_groups, bot_slices, compute, in_order
 from pipeline.archive import _store as store
 from pipeline.core._errors import ExportError
 from pipeline.core._settings import Settings
@@ -374,3 +374,25 @@ def test_fixture_data_is_what_the_comments_say(trend_archive: Settings) -> None:
         late = con.execute("SELECT recorded_at FROM bot_stats WHERE bot_id = 'alpha' AND "
                            "guilds = 122").fetchall()[0][0]
     assert late == datetime(2025, 1, 27, 23, 30, tzinfo=UTC)
+
+
+def test_slices_count_the_lookback_rows_a_bot_reads_too(trend_archive: Settings) -> None:
+    # An hourly run reads a record or two of each bot, and up to a row a day of its lookback:
+    # slices cut by raw records alone held every bot.
+    with store.reader(trend_archive) as con:
+        plain = bot_slices(con, 20)
+        (first,) = con.execute("SELECT min(bot_id) FROM bot_stats").fetchall()[0]
+        heavy = bot_slices(con, 20, carried=pl.LazyFrame({"bot_id": [first] * 25}))
+    assert len(heavy) > len(plain)
+    assert heavy[0][0] is None and heavy[0][1] is not None  # the heavy bot alone first
+    with store.reader(trend_archive) as con:
+        (second,) = con.execute("SELECT min(bot_id) FROM bot_stats WHERE bot_id > ?",
+                                [first]).fetchall()[0]
+    assert heavy[0][1] == second
+
+
+def test_days_are_ranked_in_groups_of_about_max_rows() -> None:
+    days = [date(2026, 3, d) for d in (1, 1, 1, 2, 2, 3, 4, 4, 4, 4, 4)]
+    groups = _day_groups(pl.LazyFrame({"day": days}), 4)
+    assert groups == [[date(2026, 3, 1)], [date(2026, 3, 2), date(2026, 3, 3)],
+                      [date(2026, 3, 4)]]  # a day alone may hold more

@@ -24,6 +24,7 @@ import pytest
 from conftest import harvest_settings_for, write_trend_archive
 from polars.testing import assert_frame_equal
 
+from pipeline.analytics import _slices as slices_module
 from pipeline.analytics._anomalies import robust_outliers
 from pipeline.analytics._build import DATASETS, TrendsReport, build_trends
 from pipeline.analytics._exports import read_manifest
@@ -98,7 +99,10 @@ class Scenario:
 
 
 @pytest.fixture
-def scenario(service_factory: Callable[..., RunningService], tmp_path: Path) -> Scenario:
+def scenario(service_factory: Callable[..., RunningService], tmp_path: Path,
+             monkeypatch: pytest.MonkeyPatch) -> Scenario:
+    # Slices of a few bots: a run's first month then merges its earlier rows slice by slice.
+    monkeypatch.setattr(slices_module, "CHUNK_ROWS", 200)
     svc = service_factory(bots=16, history_days=40, stats_per_day=4, end=END)
     return Scenario(svc, tmp_path)
 

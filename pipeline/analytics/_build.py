@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import string
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -48,11 +49,12 @@ import polars as pl
 from .. import archive
 from ..core import ExportError, Settings, StoreError, TrendSettings, new_run_id
 from . import _exports as exports
+from . import _slices as slices
 from . import _window as trend_window
 from ._datasets import DATASETS
 from ._exports import DatasetExport
 from ._plan import fingerprint, plan_run
-from ._slices import _ordered, dataset_parts
+from ._slices import STREAMED, _ordered, dataset_parts
 from ._window import Window
 
 
@@ -164,7 +166,7 @@ def _stage_window(con: duckdb.DuckDBPyConnection, t: TrendSettings, batch: expor
                   window: Window) -> list[DatasetExport]:
     """Compute the window's days and stage them: months before its start stay as exported;
     its start's month is the exported rows before the start plus the recomputed ones."""
-    computed = dataset_parts(con, t, batch.spill(), window=window)
+    computed = dataset_parts(con, t, batch.spill(), slices.CHUNK_ROWS, window=window)
     results = []
     for name, spec in DATASETS.items():
         parts = computed.parts[name]
@@ -172,13 +174,24 @@ def _stage_window(con: duckdb.DuckDBPyConnection, t: TrendSettings, batch: expor
         if window.start is not None:
             key = trend_window.month_key(window.start)
             old = batch.previous_file(name, key)
-            before = None if old is None else pl.read_parquet(old).filter(
-                pl.col(spec.time_column) < window.start)
-            parts = _ordered(trend_window.with_rows_before(parts, before, key), spec.order)
+            if name not in STREAMED:  # the slices merged those of bot-ordered datasets
+                before = None if old is None else pl.read_parquet(old).filter(
+                    pl.col(spec.time_column) < window.start)
+                parts = _ordered(trend_window.with_rows_before(_in_memory(parts), before, key),
+                                 spec.order)
         results.append(batch.stage(name, parts, time_column=spec.time_column, keep_before=key))
     batch.stage_file(trend_window.BOT_STATE, computed.bot_state)
     batch.stage_file(trend_window.TEXT_STATE, computed.text_state)
     return results
+
+
+def _in_memory(
+    parts: Iterator[tuple[str, pl.DataFrame | pl.LazyFrame]],
+) -> Iterator[tuple[str, pl.DataFrame]]:
+    """The parts of a dataset sorted whole (not STREAMED): each is a DataFrame."""
+    for key, part in parts:
+        assert isinstance(part, pl.DataFrame), f"partition {key}: a LazyFrame in a dataset sorted whole"
+        yield key, part
 
 
 def create_views(con: duckdb.DuckDBPyConnection, export_dir: Path) -> list[str]:

@@ -166,7 +166,7 @@ def forecast_reach(settings: Settings, bot_id: str, metric: str, target: float) 
         raise ExportError(
             f"bot {bot_id} has too little {metric} history for a forecast (at least "
             f"{forecast.MIN_DAYS} days with a value are needed).")
-    return forecast.reach(model.row(0, named=True), target)
+    return forecast.reach(forecast.Model.of(model.row(0, named=True)), target)
 
 
 def forecast_curve(settings: Settings, bot_id: str, metric: str, days: int = 90) -> pl.DataFrame:

@@ -142,7 +142,8 @@ def run_query(settings: Settings, query: str, params: Mapping[str, str] | None =
         try:
             for key, value in (params or {}).items():
                 con.execute(f"SET VARIABLE {key} = ?", [value])
-            rel = con.sql(query)
+            # None for a statement that returns nothing (SET, CREATE), though the stub says not.
+            rel: duckdb.DuckDBPyRelation | None = con.sql(query)
             if rel is None:
                 return None
             if limit is not None:

@@ -49,6 +49,10 @@ EMPTY_FILE = "empty.parquet"
 EMPTY_KEY = "empty"
 _SPILL_PREFIX = ".scratch-"
 ZSTD_LEVEL = 1
+# Rows per parquet row group of an export partition. Fixed, so a partition's bytes (and its
+# hash) depend on its rows only, not on how they were computed: in one frame, or streamed from
+# slices of bots.
+ROW_GROUP_ROWS = 131_072
 
 
 @dataclass(frozen=True)
@@ -87,13 +91,14 @@ class ExportBatch:
     # What the export was computed from (e.g. a watermark): kept in the manifest as "source".
     source: dict[str, Any] | None = None
 
-    def stage(self, name: str, parts: Iterable[tuple[str, pl.DataFrame]], *,
+    def stage(self, name: str, parts: Iterable[tuple[str, pl.DataFrame | pl.LazyFrame]], *,
               time_column: str, keep_before: str | None = None) -> DatasetExport:
         """Write the changed partitions aside; nothing is visible until :meth:`commit`.
 
         ``parts`` are (key, rows) in key order, as :func:`month_parts` or
         :meth:`MonthSpill.parts` give them, each already in its final row order (the content
-        hash is of the bytes). One partition is held in memory at a time.
+        hash is of the bytes). A DataFrame part is held in memory; a LazyFrame part (a month of
+        spill files) is streamed to its file a row group at a time.
 
         ``keep_before`` (a ``month=YYYY-MM`` key) keeps the previous export's partitions of
         earlier months as they are, neither read nor rewritten: ``parts`` then start at that
@@ -113,25 +118,16 @@ class ExportBatch:
         for key, part in parts:
             if key == EMPTY_KEY and entries:
                 continue
-            schema = schema or part.schema
+            schema = schema or part.collect_schema()
             relpath = _relpath(name, key)
-            target = self.export_dir / relpath
-            data = _parquet_bytes(part, self.compression, where=f"{name}/{key}")
-            digest = hashlib.sha256(data).hexdigest()
-            old = old_parts.get(key)
-            if (old is not None and old.get("sha256") == digest and target.is_file()
-                    and target.stat().st_size == len(data)):
-                entries.append(old)
+            entry = self._stage_part(part, relpath, old_parts.get(key), time_column,
+                                     where=f"{name}/{key}")
+            if entry is None:
+                entries.append(old_parts[key])
                 unchanged.append(key)
-                continue
-            self._write_aside(target, data)
-            lo, hi = _date_range(part, time_column)
-            entries.append({
-                "partition": key, "path": relpath.as_posix(), "rows": part.height,
-                "date_min": lo, "date_max": hi, "sha256": digest, "bytes": len(data),
-                "run_id": self.run_id, "written_at": self.written_at.isoformat(),
-            })
-            written.append(key)
+            else:
+                entries.append({"partition": key, **entry})
+                written.append(key)
         keep = {self.export_dir / e["path"] for e in entries}
         removed = self._find_stale(name, keep)
         rows = sum(e["rows"] for e in entries)
@@ -180,6 +176,51 @@ class ExportBatch:
                 path = self.export_dir / p["path"]
                 return path if path.is_file() else None
         return None
+
+    def _stage_part(self, part: pl.DataFrame | pl.LazyFrame, relpath: Path,
+                    old: dict[str, Any] | None, time_column: str, *,
+                    where: str) -> dict[str, Any] | None:
+        """Write one partition aside unless its bytes equal ``old``'s (then None); its
+        manifest entry otherwise."""
+        target = self.export_dir / relpath
+        if isinstance(part, pl.DataFrame):
+            data = _parquet_bytes(part, self.compression, where=where)
+            digest, size = hashlib.sha256(data).hexdigest(), len(data)
+            if _same(old, target, digest, size):
+                return None
+            self._write_aside(target, data)
+            rows, (lo, hi) = part.height, _date_range(part, time_column)
+        else:
+            tmp = self._sink_aside(target, part, where=where)
+            digest, size = _file_digest(tmp)
+            if _same(old, target, digest, size):
+                tmp.unlink()
+                self._pending.pop()
+                return None
+            rows, (lo, hi) = _file_range(tmp, time_column)
+        return {"path": relpath.as_posix(), "rows": rows, "date_min": lo, "date_max": hi,
+                "sha256": digest, "bytes": size, "run_id": self.run_id,
+                "written_at": self.written_at.isoformat()}
+
+    def _sink_aside(self, target: Path, part: pl.LazyFrame, *, where: str) -> Path:
+        tmp = aside(target, self.run_id)
+        self._pending.append(_Pending(tmp, target))
+        try:
+            tmp.parent.mkdir(parents=True, exist_ok=True)
+            # [exports].compression is a str the settings check against polars' codec names.
+            part.sink_parquet(tmp, compression=self.compression,  # type: ignore[call-overload]
+                              compression_level=_level(self.compression),
+                              row_group_size=ROW_GROUP_ROWS)
+            with tmp.open("rb+") as fh:
+                os.fsync(fh.fileno())
+        except pl.exceptions.PolarsError as exc:
+            raise ExportError(f"cannot encode {where} as parquet: {exc}") from exc
+        except OSError as exc:
+            raise ExportError(
+                f"cannot write {tmp}: {exc.strerror or exc}. Check free space and permissions "
+                f"of the export directory ([exports].dir or --out)."
+            ) from exc
+        return tmp
 
     def stage_file(self, relpath: str, frame: pl.DataFrame) -> None:
         """Write a parquet file that is no dataset (a job's state), committed with the rest."""
@@ -250,6 +291,8 @@ class ExportBatch:
         datasets = dict(sorted(self._datasets.items()))
         old = self._previous
         changed = self.source is not None and self.source != old.get("source")
+        run_id: str
+        written_at: str | None  # an old manifest may lack it
         if self._pending or self._stale or changed or datasets != old.get("datasets"):
             run_id, written_at = self.run_id, self.written_at.isoformat()
         else:
@@ -289,7 +332,7 @@ def read_manifest(export_dir: Path) -> dict[str, Any]:
     """The manifest as written by the last export, or ``{}`` when there is none yet."""
     path = export_dir / MANIFEST
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        manifest = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:
@@ -297,6 +340,12 @@ def read_manifest(export_dir: Path) -> dict[str, Any]:
             f"cannot read the export manifest {path}: {exc}. Delete it and run `botstats trends` "
             f"to rewrite every dataset."
         ) from exc
+    if not isinstance(manifest, dict):
+        raise ExportError(
+            f"cannot read the export manifest {path}: it holds no JSON object. Delete it and run "
+            f"`botstats trends` to rewrite every dataset."
+        )
+    return manifest
 
 
 def dataset_files(export_dir: Path, name: str) -> list[Path]:
@@ -404,6 +453,16 @@ class MonthSpill:
         for key in months:
             yield key, self.scan(name, [key]).collect()
 
+    def streamed_parts(self, name: str) -> Iterator[tuple[str, pl.DataFrame | pl.LazyFrame]]:
+        """(key, rows) per month, each month a scan of its files in the order they were added:
+        :meth:`ExportBatch.stage` streams it to its file, so the rows must already be in the
+        export's order across files (slices of bots, added in bot order, each sorted)."""
+        months = self.months(name)
+        if not months:
+            yield EMPTY_KEY, pl.DataFrame(schema=self.schema(name))
+        for key in months:
+            yield key, self.scan(name, [key])
+
     def schema(self, name: str) -> pl.Schema:
         if name not in self._schemas:
             raise ExportError(f"nothing was computed for {name!r} (an empty archive slice?)")
@@ -414,15 +473,41 @@ def _relpath(name: str, key: str) -> Path:
     return Path(name) / (EMPTY_FILE if key == EMPTY_KEY else f"{key}/{PART_FILE}")
 
 
+def _level(compression: str) -> int | None:
+    # zstd level 1 rather than the default 3, for write speed (bench/micro.py measures both).
+    return ZSTD_LEVEL if compression == "zstd" else None
+
+
 def _parquet_bytes(frame: pl.DataFrame, compression: str, *, where: str) -> bytes:
     buf = io.BytesIO()
     try:
-        # zstd level 1 rather than the default 3, for write speed (bench/micro.py measures both).
-        level = ZSTD_LEVEL if compression == "zstd" else None
-        frame.write_parquet(buf, compression=compression, compression_level=level)  # type: ignore[arg-type]
+        # [exports].compression is a str the settings check against polars' codec names.
+        frame.write_parquet(buf, compression=compression,  # type: ignore[arg-type]
+                            compression_level=_level(compression), row_group_size=ROW_GROUP_ROWS)
     except pl.exceptions.PolarsError as exc:
         raise ExportError(f"cannot encode {where} as parquet: {exc}") from exc
     return buf.getvalue()
+
+
+def _same(old: dict[str, Any] | None, target: Path, digest: str, size: int) -> bool:
+    """Whether the partition in place (described by ``old``) has exactly these bytes."""
+    return (old is not None and old.get("sha256") == digest and target.is_file()
+            and target.stat().st_size == size)
+
+
+def _file_digest(path: Path) -> tuple[str, int]:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest(), path.stat().st_size
+
+
+def _file_range(path: Path, column: str) -> tuple[int, tuple[str | None, str | None]]:
+    """Rows of a written partition and the range of its time column, read from the file."""
+    rows, lo, hi = pl.scan_parquet(path).select(
+        pl.len(), lo=pl.col(column).min(), hi=pl.col(column).max()).collect().row(0)
+    return rows, (lo.isoformat() if lo else None, hi.isoformat() if hi else None)
 
 
 def _date_range(frame: pl.DataFrame, column: str) -> tuple[str | None, str | None]:

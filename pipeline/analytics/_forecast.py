@@ -21,9 +21,11 @@ along rows with numpy, since a median per group of a filtered column is slow in 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, timedelta
 from functools import partial
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -220,20 +222,41 @@ class Reach:
         return {k: (str(v) if isinstance(v, date) else v) for k, v in self.__dict__.items()}
 
 
-def reach(model: dict[str, object], target: float, *, max_days: int = REACH_MAX_DAYS) -> Reach:
-    """When the model row ``model`` (a dict of :data:`MODEL_COLUMNS`) reaches ``target``: the
-    first day its median path, and each edge of its 80% band, is at or above it."""
-    as_of = model["as_of"]
-    last = float(model["last_value"])  # type: ignore[arg-type]
+@dataclass(frozen=True)
+class Model:
+    """One bot's fitted model for one metric: a row of :data:`MODEL_COLUMNS`."""
+
+    bot_id: str
+    metric: str
+    as_of: date
+    history_days: int
+    last_value: float
+    level: float
+    slope: float
+    sigma: float
+    sigma_level: float
+    sigma_slope: float
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> Model:
+        """The model in a row of ``bot_forecast`` (its other columns ignored)."""
+        return cls(**{name: row[name] for name in MODEL_COLUMNS})
+
+
+def reach(model: Model, target: float, *, max_days: int = REACH_MAX_DAYS) -> Reach:
+    """When ``model`` reaches ``target``: the first day its median path, and each edge of its
+    80% band, is at or above it."""
+    as_of = model.as_of
+    last = float(model.last_value)
     assert isinstance(as_of, date)
-    base = Reach(str(model["bot_id"]), str(model["metric"]), float(target), as_of, last, "reached")
+    base = Reach(str(model.bot_id), str(model.metric), float(target), as_of, last, "reached")
     if last >= target:
         return base
     h = np.arange(1, max_days + 1, dtype=np.float64)
-    level, slope = float(model["level"]), float(model["slope"])  # type: ignore[arg-type]
-    sd = np.sqrt(float(model["sigma"]) ** 2 + float(model["sigma_level"]) ** 2  # type: ignore[arg-type]
-                 + (h * float(model["sigma_slope"])) ** 2)  # type: ignore[arg-type]
-    z = pl.select(student_t80(pl.lit(float(model["history_days"])))).item()  # type: ignore[arg-type]
+    level, slope = float(model.level), float(model.slope)
+    sd = np.sqrt(float(model.sigma) ** 2 + float(model.sigma_level) ** 2
+                 + (h * float(model.sigma_slope)) ** 2)
+    z = pl.select(student_t80(pl.lit(float(model.history_days)))).item()
     goal = math.log1p(target)
     center = level + slope * h
 

@@ -151,10 +151,19 @@ def bot_ranks(daily: pl.LazyFrame) -> pl.LazyFrame:
     the rank on exactly day-N minus today's rank, so climbing is positive; null when the bot
     had no rank that day.
     """
-    ranked = daily.select("bot_id", "day", "guilds", "users").with_columns(
+    return rank_changes(ranked_by_day(daily))
+
+
+def ranked_by_day(daily: pl.LazyFrame) -> pl.LazyFrame:
+    """bot_id, day, guilds, users and each bot's rank by guilds and users that day."""
+    return daily.select("bot_id", "day", "guilds", "users").with_columns(
         pl.col(m).rank("min", descending=True).over("day").cast(pl.Int64).alias(f"{m}_rank")
         for m in SIZE_METRICS
     )
+
+
+def rank_changes(ranked: pl.LazyFrame) -> pl.LazyFrame:
+    """bot_ranks from :func:`ranked_by_day` rows: the changes need only the bot's own days."""
     rank_cols = [f"{m}_rank" for m in SIZE_METRICS]
     joined = with_days_ago(ranked, rank_cols, RANK_DAYS)
     changes = [
@@ -300,7 +309,7 @@ def custom_daily(custom: pl.LazyFrame, carry: pl.LazyFrame | None = None) -> pl.
     )
     text = pl.col("value_text")
     changed = (text != text.shift(1)).fill_null(True).over("bot_id", "name")
-    since = pl.when("_changed").then(pl.col("recorded_at"))
+    since: pl.Expr = pl.when("_changed").then(pl.col("recorded_at"))
     if carry is not None:
         since = pl.when(pl.col("_seq") == 0).then(pl.col("changed_at")).otherwise(since)
     texts = (

@@ -112,7 +112,7 @@ def render(data: dict[str, pl.DataFrame], bot_ids: list[str], *, days: int, comp
         bot_section(page, bot_id, data["daily"].filter(pl.col("bot_id") == bot_id),
                     data["ahead"].filter(pl.col("bot_id") == bot_id),
                     data["custom"].filter(pl.col("bot_id") == bot_id))
-    last = data["directory"]["day"].max() if data["directory"].height else None
+    last = data["directory"]["day"].dt.max() if data["directory"].height else None
     assets = resources.files("pipeline.analytics") / "report_assets"
     payload = json.dumps(page.charts, separators=(",", ":"), default=str)
     template = string.Template((assets / "report.html").read_text(encoding="utf-8"))

@@ -73,7 +73,7 @@ def directory_section(page: Page, directory: pl.DataFrame) -> None:
 
 
 def movers_section(page: Page, movers: pl.DataFrame) -> None:
-    last = movers["day"].max() if movers.height else date.min
+    last = movers["day"].dt.max() if movers.height else date.min
     parts = []
     for window in (7, 30):
         rows = movers.filter((pl.col("day") == last) & (pl.col("window_days") == window)
@@ -126,7 +126,7 @@ def describe_anomalies(odd: pl.DataFrame) -> pl.DataFrame:
 
 def anomalies_section(page: Page, odd: pl.DataFrame) -> None:
     if odd.height:
-        since = odd["day"].max() - timedelta(days=ANOMALY_DAYS - 1)
+        since = pl.col("day").max() - timedelta(days=ANOMALY_DAYS - 1)
         odd = odd.filter(pl.col("day") >= since).sort(["day", "score"], descending=[True, True])
     rows = describe_anomalies(odd.head(ANOMALY_ROWS))
     page.add(f"Anomalies in the last {ANOMALY_DAYS} days",
@@ -137,7 +137,7 @@ def anomalies_section(page: Page, odd: pl.DataFrame) -> None:
 
 def health_section(page: Page, health: pl.DataFrame) -> None:
     if health.height:
-        since = health["week"].max() - timedelta(weeks=HEALTH_WEEKS - 1)
+        since = pl.col("week").max() - timedelta(weeks=HEALTH_WEEKS - 1)
         health = health.filter(pl.col("week") >= since)
     hot = (health.group_by("bot_id")
            .agg(pl.col("hot_days", "cpu_hot_days", "memory_hot_days").sum(),

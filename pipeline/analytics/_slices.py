@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -24,18 +24,19 @@ from ._jobs import (
     RANK_DAYS,
     bot_daily,
     bot_growth,
-    bot_ranks,
     custom_daily,
     directory_daily,
     movers,
+    rank_changes,
     rank_movers,
+    ranked_by_day,
     resource_health,
 )
 from ._window import FULL, Window
 
-# Whole bots per slice read from the archive: about 70 bytes a row, so ~35 MB of raw stats
-# in memory at a time whatever the archive size.
-CHUNK_ROWS = 500_000
+# Rows a slice reads (its bots' raw records and their lookback's daily rows): what a slice's
+# jobs hold at a time, whatever the directory's size or its history (bench/README.md).
+CHUNK_ROWS = 25_000
 
 
 # Engines, chosen by measurement (bench/trends.py): the daily jobs binary-search and gather
@@ -60,21 +61,30 @@ _BOTS_SQL = "SELECT bot_id, first_seen_at, removed_at FROM bots"
 
 
 def bot_slices(con: duckdb.DuckDBPyConnection, max_rows: int = CHUNK_ROWS,
-               since: date | None = None) -> list[tuple[str | None, str | None]]:
-    """Half-open bot_id ranges ``[lo, hi)`` (None = unbounded) of about ``max_rows`` stats each
-    (recorded from UTC day ``since`` on, when given).
+               since: date | None = None,
+               carried: pl.LazyFrame | None = None) -> list[tuple[str | None, str | None]]:
+    """Half-open bot_id ranges ``[lo, hi)`` (None = unbounded) of about ``max_rows`` rows each:
+    the bots' stats (recorded from UTC day ``since`` on, when given) plus what each slice also
+    reads of them from before (``carried``: bot_id per row, the window's lookback). A bot's
+    lookback is up to a row per day of the forecast's window, so counting raw rows alone made
+    one slice of every bot in an hourly run.
 
     Every per-bot job runs slice by slice: whole bots, so nothing crosses a slice boundary.
     """
     where = "" if since is None else f" WHERE recorded_at >= {archive.literal(_day_start(since))}"
     counts = pl.from_arrow(con.sql(
-        f"SELECT bot_id, count(*) AS n FROM bot_stats{where} GROUP BY bot_id ORDER BY bot_id"
+        f"SELECT bot_id, count(*) AS n FROM bot_stats{where} GROUP BY bot_id"
     ).to_arrow_table())
     assert isinstance(counts, pl.DataFrame)
+    if carried is not None:
+        more = carried.group_by("bot_id").agg(n=pl.len()).collect(engine=STREAMING)
+        counts = pl.concat([counts, more.cast(counts.schema)]).group_by("bot_id").agg(
+            pl.col("n").sum())
     if counts.height == 0:
         return [(None, None)]
     starts = (
-        counts.with_columns(_slice=(pl.col("n").cum_sum() - pl.col("n")) // max_rows)
+        counts.sort("bot_id")
+        .with_columns(_slice=(pl.col("n").cum_sum() - pl.col("n")) // max_rows)
         .group_by("_slice", maintain_order=True).agg(pl.col("bot_id").first())
         ["bot_id"].to_list()
     )
@@ -110,29 +120,55 @@ def with_lookback(daily: pl.DataFrame, lookback: pl.LazyFrame | None) -> pl.Lazy
     return pl.concat([lookback.select(daily.columns).cast(daily.schema), daily.lazy()])
 
 
+@dataclass(frozen=True)
+class Sliced:
+    """What the per-bot jobs left besides their spilled rows: the movers, and the slices."""
+
+    top: pl.DataFrame
+    slices: list[tuple[str | None, str | None]]
+
+
+# Datasets in bot order: each slice's rows, sorted, are that stretch of the export, so a month
+# is staged by streaming its spill files. The others are small and sorted whole.
+STREAMED = ("bot_daily", "bot_growth", "bot_ranks", "resource_health", "custom_daily",
+            "bot_forecast")
+
+
+def _keeper(spill: MonthSpill, window: Window) -> Callable[[str, pl.DataFrame, str | None, str | None], None]:
+    def keep(name: str, frame: pl.DataFrame, lo: str | None, hi: str | None) -> None:
+        spec = DATASETS[name]
+        if name in STREAMED:
+            # The window's first month keeps its rows before the start: this slice's bots'.
+            before = window.rows_before(name, spec.time_column, lo, hi)
+            if before is not None and before.height:
+                frame = pl.concat([before.select(frame.columns).cast(frame.schema), frame])
+        spill.add(name, in_order(frame, spec.order), spec.time_column)
+    return keep
+
+
 def compute_slices(con: duckdb.DuckDBPyConnection, t: TrendSettings, spill: MonthSpill,
-                   max_rows: int = CHUNK_ROWS, window: Window = FULL) -> pl.DataFrame:
-    """Run the per-bot jobs slice by slice, adding their rows to ``spill``; return the movers.
+                   max_rows: int = CHUNK_ROWS, window: Window = FULL) -> Sliced:
+    """Run the per-bot jobs slice by slice, adding their rows to ``spill``.
 
     Each slice's movers are its own top; the top of their union is the top of all bots, so the
-    movers merge as they come and stay small. With a ``window``, only its days are computed.
+    movers merge as they come and stay small. With a ``window``, only its days are computed;
+    the bot-ordered datasets get the window's first month's earlier rows of the slice's bots
+    too, so that month is staged from the spill as it is.
     """
-    def keep(name: str, frame: pl.DataFrame) -> None:
-        # Slices come in bot_id order, so a bot-major month is in export order as it is read.
-        spill.add(name, in_order(frame, DATASETS[name].order), DATASETS[name].time_column)
-
+    keep = _keeper(spill, window)
     top: pl.DataFrame | None = None
     start = window.start
-    for lo, hi in bot_slices(con, max_rows, since=start):
+    slices = bot_slices(con, max_rows, since=start, carried=window.lookback_ids())
+    for lo, hi in slices:
         stats = read_slice(con, _STATS_SQL, lo, hi, since=start).lazy()
         daily = bot_daily(stats, window.carried_counters(lo, hi)).collect(engine=IN_MEMORY)
-        keep("bot_daily", daily)
+        keep("bot_daily", daily, lo, hi)
         health = resource_health(stats, daily.lazy(), threshold=t.health_threshold)
-        keep("resource_health", health.collect(engine=STREAMING))
+        keep("resource_health", health.collect(engine=STREAMING), lo, hi)
         del stats
         history = with_lookback(daily, window.lookback_of(lo, hi)).collect(engine=IN_MEMORY)
         growth = window.since(bot_growth(history.lazy()), "day").collect(engine=IN_MEMORY)
-        keep("bot_growth", growth)
+        keep("bot_growth", growth, lo, hi)
         found = movers(growth.lazy(), min_guilds=t.movers_min_guilds, top=t.movers_top)
         top = found.collect(engine=STREAMING) if top is None else rank_movers(
             pl.concat([top, found.collect(engine=STREAMING)]).lazy(), top=t.movers_top
@@ -140,41 +176,78 @@ def compute_slices(con: duckdb.DuckDBPyConnection, t: TrendSettings, spill: Mont
         del growth
         odd = anomalies(history.lazy(), window=t.anomaly_window, threshold=t.anomaly_threshold,
                         min_days=t.anomaly_min_days, since=start)
-        keep("anomalies", window.since(odd, "day").collect(engine=IN_MEMORY))
+        keep("anomalies", window.since(odd, "day").collect(engine=IN_MEMORY), lo, hi)
         custom = custom_daily(read_slice(con, _CUSTOM_SQL, lo, hi, since=start).lazy(),
                               window.carried_texts(lo, hi))
-        keep("custom_daily", custom.collect(engine=STREAMING))
+        keep("custom_daily", custom.collect(engine=STREAMING), lo, hi)
         # bot_forecast: each recomputed bot's model over its last WINDOW_DAYS (the lookback
         # reaches that far); a bot with nothing new keeps its exported rows.
         ahead = forecast.bot_forecast(history.lazy())
-        keep("bot_forecast", window.since(ahead, "as_of").collect(engine=IN_MEMORY))
+        keep("bot_forecast", window.since(ahead, "as_of").collect(engine=IN_MEMORY), lo, hi)
     assert top is not None  # bot_slices always gives at least one slice
-    return top
+    return Sliced(top, slices)
 
 
-def ranks_by_month(spill: MonthSpill, window: Window = FULL) -> Iterator[tuple[str, pl.DataFrame]]:
-    """bot_ranks one month at a time: that month's daily rows, plus the days before it that
-    the rank changes look back to (from the window's lookback before its start)."""
-    months = spill.months("bot_daily")
-    if not months:
-        yield exports.EMPTY_KEY, bot_ranks(spill.scan("bot_daily")).collect()
-    reach = timedelta(days=max(RANK_DAYS))
-    for i, key in enumerate(months):
-        first = date(int(key[6:10]), int(key[11:13]), 1)
-        daily = spill.scan("bot_daily", months[max(0, i - 1) : i + 1])
-        if window.lookback is not None and window.start is not None and (
-                first - reach < window.start):
-            columns = daily.collect_schema().names()
-            daily = pl.concat([window.lookback.select(columns), daily], how="vertical_relaxed")
-        ranked = bot_ranks(daily.filter(pl.col("day") >= first - reach))
-        yield key, window.since(ranked.filter(pl.col("day") >= first), "day").collect(engine=IN_MEMORY)
+RANKED = "_ranked_days"  # scratch: each day's ranks, one file a day
+
+
+def rank_slices(spill: MonthSpill, sliced: Sliced, window: Window = FULL,
+                max_rows: int = CHUNK_ROWS) -> None:
+    """bot_ranks into ``spill``, in bounded memory: days are ranked across every bot, a group of
+    days of about ``max_rows`` rows at a time, then each slice of bots gets its rank changes
+    from those days.
+
+    The days ranked are the computed ones and, before the window's start, the lookback days
+    the changes look back to."""
+    keep = _keeper(spill, window)
+    columns = ["bot_id", "day", "guilds", "users"]
+    computed = window.since(spill.scan("bot_daily"), "day").select(columns)
+    sources = [computed]
+    if window.lookback is not None and window.start is not None:
+        reach = window.start - timedelta(days=max(RANK_DAYS))
+        sources.append(window.lookback.filter(pl.col("day") >= reach).select(columns))
+    ranked_any = False
+    for source in sources:
+        for days in _day_groups(source, max_rows):
+            rows = source.filter(pl.col("day").is_in(days)).collect(engine=STREAMING)
+            spill.add(RANKED, ranked_by_day(rows.lazy()).sort("bot_id", "day").collect(
+                engine=IN_MEMORY), "day")
+            ranked_any = True
+    for lo, hi in sliced.slices:
+        ranked = (_bots_in_range(spill.scan(RANKED), lo, hi) if ranked_any
+                  else ranked_by_day(computed.clear()))
+        keep("bot_ranks", window.since(rank_changes(ranked), "day").collect(engine=IN_MEMORY),
+             lo, hi)
+
+
+def _day_groups(rows: pl.LazyFrame, max_rows: int) -> list[list[date]]:
+    """The days of ``rows`` in order, grouped so that each group holds about ``max_rows``
+    rows (a day alone may hold more)."""
+    counts = rows.group_by("day").agg(n=pl.len()).sort("day").collect(engine=STREAMING)
+    groups: list[list[date]] = []
+    held = 0
+    for day, n in counts.iter_rows():
+        if not groups or held + n > max_rows:
+            groups.append([])
+            held = 0
+        groups[-1].append(day)
+        held += n
+    return groups
+
+
+def _bots_in_range(frame: pl.LazyFrame, lo: str | None, hi: str | None) -> pl.LazyFrame:
+    if lo is not None:
+        frame = frame.filter(pl.col("bot_id") >= lo)
+    if hi is not None:
+        frame = frame.filter(pl.col("bot_id") < hi)
+    return frame
 
 
 @dataclass(frozen=True)
 class Computed:
     """Every dataset as (month key, rows) parts, and the state the next run starts from."""
 
-    parts: dict[str, Iterator[tuple[str, pl.DataFrame]]]
+    parts: dict[str, Iterator[tuple[str, pl.DataFrame | pl.LazyFrame]]]
     bot_state: pl.DataFrame
     text_state: pl.DataFrame
 
@@ -184,30 +257,32 @@ def dataset_parts(con: duckdb.DuckDBPyConnection, t: TrendSettings, spill: Month
     """Every dataset as (month key, rows) parts in export order, computed through ``spill``:
     the days of ``window`` only (all of them by default).
 
-    The per-bot jobs run now; the parts are read back (or, for bot_ranks, computed) a month at
-    a time as they are consumed.
+    The per-bot jobs run now; the parts are read back a month at a time as they are consumed:
+    the bot-ordered datasets as scans of their spill files, streamed into the export.
     """
-    top = compute_slices(con, t, spill, max_rows, window)
+    sliced = compute_slices(con, t, spill, max_rows, window)
+    rank_slices(spill, sliced, window, max_rows)
+    computed_daily = window.since(spill.scan("bot_daily"), "day")
     bot_state = trend_window.next_state(
-        spill.scan("bot_daily"), trend_window.BOT_KEY, ("commands_counter",),
+        computed_daily, trend_window.BOT_KEY, ("commands_counter",),
         window.bot_firsts, window.counters)
     text_state = trend_window.next_state(
-        spill.scan("custom_daily").filter(pl.col("kind") == "text"), trend_window.TEXT_KEY,
-        ("value_text", "changed_at"), window.text_firsts, window.texts)
+        window.since(spill.scan("custom_daily"), "day").filter(pl.col("kind") == "text"),
+        trend_window.TEXT_KEY, ("value_text", "changed_at"), window.text_firsts, window.texts)
     bots = read_slice(con, _BOTS_SQL, None, None).lazy()
-    directory = directory_daily(spill.scan("bot_daily"), bots,
-                                trend_window.first_days(bot_state))
+    directory = directory_daily(computed_daily, bots, trend_window.first_days(bot_state))
     sources: dict[str, Iterator[tuple[str, pl.DataFrame]]] = {
-        "bot_ranks": ranks_by_month(spill, window),
-        "movers": exports.month_parts(top, "day"),
+        "movers": exports.month_parts(sliced.top, "day"),
         "directory_daily": exports.month_parts(
             window.since(directory, "day").collect(engine=STREAMING), "day"),
+        "anomalies": spill.parts("anomalies"),
     }
-    for name in ("bot_daily", "bot_growth", "anomalies", "resource_health", "custom_daily",
-                 "bot_forecast"):
-        sources[name] = spill.parts(name)
-    parts = {name: _ordered(sources[name], spec.order) for name, spec in DATASETS.items()}
-    return Computed(parts, bot_state.cast(trend_window.BOT_STATE_SCHEMA),
+    parts: dict[str, Iterator[tuple[str, pl.DataFrame | pl.LazyFrame]]] = {
+        name: _ordered(sources[name], DATASETS[name].order) for name in sources}
+    for name in STREAMED:
+        parts[name] = spill.streamed_parts(name)
+    return Computed({name: parts[name] for name in DATASETS},
+                    bot_state.cast(trend_window.BOT_STATE_SCHEMA),
                     text_state.cast(trend_window.TEXT_STATE_SCHEMA))
 
 
@@ -223,7 +298,8 @@ def compute(con: duckdb.DuckDBPyConnection, t: TrendSettings,
     them to the exports a month at a time instead)."""
     with tempfile.TemporaryDirectory(prefix="botstats-trends-") as scratch:
         parts = dataset_parts(con, t, MonthSpill(Path(scratch)), max_rows).parts
-        return {name: pl.concat([frame for _, frame in months]) for name, months in parts.items()}
+        return {name: pl.concat([frame.lazy() for _, frame in months]).collect()
+                for name, months in parts.items()}
 
 
 def in_order(frame: pl.DataFrame, columns: tuple[str, ...]) -> pl.DataFrame:

@@ -21,8 +21,8 @@ A full build is the same computation with no start and nothing carried.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
@@ -37,8 +37,8 @@ TEXT_KEY = ("bot_id", "name")
 DATE = pl.Date
 BOT_STATE_SCHEMA = pl.Schema({"bot_id": pl.String, "first_day": DATE, "last_day": DATE,
                               "commands_counter": pl.Int64})
-TEXT_STATE_SCHEMA = pl.Schema({"bot_id": pl.String, "name": pl.String, "first_day": DATE,
-                               "last_day": DATE, "value_text": pl.String,
+TEXT_STATE_SCHEMA = pl.Schema({"bot_id": pl.String(), "name": pl.String(), "first_day": DATE(),
+                               "last_day": DATE(), "value_text": pl.String(),
                                "changed_at": pl.Datetime("us", "UTC")})
 
 
@@ -67,6 +67,9 @@ class Window:
     texts: pl.DataFrame | None = None  # bot_id, name, last_day, value_text, changed_at: same
     bot_firsts: pl.DataFrame | None = None  # bot_id, first_day of bots with rows before start
     text_firsts: pl.DataFrame | None = None  # bot_id, name, first_day: the same for text fields
+    # The previous export's partition of the start's month, per dataset: its rows before the
+    # start are kept, merged slice by slice (rows_before).
+    start_files: Mapping[str, Path] = field(default_factory=dict)
 
     def since(self, frame: pl.LazyFrame, column: str) -> pl.LazyFrame:
         """Rows of ``frame`` from ``start`` on: what this run recomputes."""
@@ -80,6 +83,20 @@ class Window:
 
     def lookback_of(self, lo: str | None, hi: str | None) -> pl.LazyFrame | None:
         return None if self.lookback is None else _bots_in(self.lookback, lo, hi)
+
+    def lookback_ids(self) -> pl.LazyFrame | None:
+        """The bot_id of every lookback row: what each slice reads besides its raw records."""
+        return None if self.lookback is None else self.lookback.select("bot_id")
+
+    def rows_before(self, name: str, column: str, lo: str | None,
+                    hi: str | None) -> pl.DataFrame | None:
+        """The rows of dataset ``name`` in the start's month before the start (by ``column``)
+        of the bots in ``[lo, hi)``, from the previous export; None when it has none."""
+        file = self.start_files.get(name)
+        if file is None or self.start is None:
+            return None
+        rows = _bots_in(pl.scan_parquet(file, hive_partitioning=False), lo, hi)
+        return rows.filter(pl.col(column) < self.start).collect()
 
 
 FULL = Window(None)
@@ -110,10 +127,15 @@ def open_window(export_dir: Path, manifest: dict[str, Any], start: date,
     counters = carried(bots, BOT_KEY, start, [f for _, f in daily_files], "commands_counter")
     carried_texts = carried(texts, TEXT_KEY, start, [f for _, f in custom_files],
                             "value_text", "changed_at", where=pl.col("kind") == "text")
+    key = month_key(start)
+    start_files = {name: export_dir / p["path"]
+                   for name, entry in manifest.get("datasets", {}).items()
+                   for p in entry.get("partitions", []) if p["partition"] == key}
     return Window(
         start, lookback, counters, carried_texts,
         bots.filter(pl.col("first_day") < start).select(*BOT_KEY, "first_day"),
         texts.filter(pl.col("first_day") < start).select(*TEXT_KEY, "first_day"),
+        start_files,
     )
 
 
@@ -200,6 +222,7 @@ def directory_change(listed: pl.LazyFrame, exported: pl.LazyFrame) -> date | Non
         exported.select("day", *counts), on="day", how="full", coalesce=True, suffix="_old")
     differs = pl.any_horizontal(
         pl.col(c).fill_null(0) != pl.col(f"{c}_old").fill_null(0) for c in counts)
+    day: date | None
     (day,) = joined.filter(differs).select(pl.col("day").min()).collect().row(0)
     return day
 

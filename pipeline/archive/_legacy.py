@@ -32,6 +32,7 @@ import duckdb
 
 from ..core import Settings, StoreError
 from . import _store as store
+from ._migrations import migrate
 
 log = logging.getLogger("botstats.legacy")
 
@@ -99,7 +100,9 @@ def _ensure_reader(say: Callable[[str], None]) -> Path:
     return target
 
 
-def _export(source: Path, out: Path, python: str | None, say: Callable[[str], None]) -> dict:
+def _export(source: Path, out: Path, python: str | None,
+            say: Callable[[str], None]) -> dict[str, int]:
+    """Write each table of the old archive to ``out`` as parquet; the rows of each table."""
     env = dict(os.environ)
     if python is None:
         env["PYTHONPATH"] = str(_ensure_reader(say))
@@ -111,7 +114,8 @@ def _export(source: Path, out: Path, python: str | None, say: Callable[[str], No
         tail = (done.stderr or done.stdout).strip().splitlines()
         raise StoreError(f"reading the old archive {source} failed: "
                          f"{tail[-1] if tail else 'no output'}. It is unchanged.")
-    return json.loads((out / "tables.json").read_text(encoding="utf-8"))
+    exported = json.loads((out / "tables.json").read_text(encoding="utf-8"))
+    return {str(table): int(rows) for table, rows in exported["counts"].items()}
 
 
 def convert(settings: Settings, *, python: str | None = None,
@@ -139,7 +143,7 @@ def convert(settings: Settings, *, python: str | None = None,
     with tempfile.TemporaryDirectory(dir=paths.catalog.parent, prefix=".convert-") as scratch:
         say(f"reading {paths.legacy_primary} with DuckDB 2")
         exported = _export(paths.legacy_primary, Path(scratch), python, say)
-        counts = _load(paths, Path(scratch), exported["counts"], say)
+        counts = _load(paths, Path(scratch), exported, say)
     os.replace(paths.converting, paths.catalog)
     os.replace(paths.legacy_primary, paths.legacy_backup)
     for leftover in (Path(f"{paths.legacy_primary}.wal"), Path(f"{paths.catalog}.wal")):
@@ -157,7 +161,7 @@ def _load(paths: store.ArchivePaths, scratch: Path, counts: dict[str, int],
     shutil.rmtree(paths.data, ignore_errors=True)  # no live archive owns it: <db> is not a lake
     con = store.connect(target)
     try:
-        store.migrate(con)
+        migrate(con)
         known = set(store.table_names(con)) - {"schema_migrations", "bot_latest_stat"}
         unknown = set(counts) - known - {"schema_migrations", "bot_latest_stat"}
         if unknown:

@@ -13,14 +13,13 @@ import click
 from ..operate import setup_logging
 from ._base import (
     cli,
-    common_options,
     handle_errors,
     harvesting,
     print_json,
     print_result,
     report_and_exit,
 )
-from ._options import settings_from_flags, shard_option
+from ._options import common_options, settings_from_flags, shard_option
 
 if TYPE_CHECKING:
     from ..core import Shard

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from ._base import cli, common_options, handle_errors, print_json, run_async, user_token_option
-from ._options import ID, settings_from_flags
+from ._base import cli, handle_errors, print_json, run_async
+from ._options import ID, common_options, settings_from_flags, user_token_option
 
 if TYPE_CHECKING:
     from ..core import Settings
@@ -47,7 +47,7 @@ def _read_command(group: click.Group, name: str, method: str, help_text: str, *,
         print_json(_call_client(settings_from_flags(),
                                 lambda c: getattr(c, method)(*args.values(), **paging)))
 
-    decorators = [group.command(name, help=help_text)]
+    decorators: list[Callable[[Any], Any]] = [group.command(name, help=help_text)]
     if arg:
         decorators.append(click.argument(arg, type=ID))
     if paged:

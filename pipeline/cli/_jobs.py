@@ -10,14 +10,12 @@ import click
 from ..operate import setup_logging
 from ._base import (
     cli,
-    common_options,
     handle_errors,
     harvesting,
     print_json,
     report_and_exit,
-    typed,
 )
-from ._options import config_option, settings_from_flags, shard_option
+from ._options import common_options, config_option, settings_from_flags, shard_option, typed
 
 if TYPE_CHECKING:
     from ..core import Shard

@@ -11,6 +11,7 @@ import click
 from ..core import Settings, Shard, load_settings
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass
@@ -36,7 +37,7 @@ def _remember(key: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
     return callback
 
 
-def _shared(*decls: str, key: str, **kw: Any) -> Callable[[T], T]:
+def _shared(*decls: str, key: str, **kw: Any) -> Callable[[F], F]:
     return click.option(*decls, expose_value=False, callback=_remember(key), **kw)
 
 
@@ -72,7 +73,7 @@ def settings_from_flags(**more: Any) -> Settings:
     return load_settings(ctx.config, overrides={**ctx.overrides, **more})
 
 
-class _Id(click.ParamType):
+class _Id(click.ParamType[str]):
     """A user or bot id: any text but an empty one (which would name another endpoint)."""
 
     name = "id"

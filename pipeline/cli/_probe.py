@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ._base import cli, common_options, handle_errors, print_json, user_token_option
-from ._options import settings_from_flags
+from ._base import cli, handle_errors, print_json
+from ._options import common_options, settings_from_flags, user_token_option
 
 
 @cli.command("probe")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from ._base import cli, common_options, handle_errors, print_result
-from ._options import ID, settings_from_flags
+from ._base import cli, handle_errors, print_result
+from ._options import ID, common_options, settings_from_flags
 
 
 @cli.command("report")

@@ -62,12 +62,6 @@ def _mask_match(match: re.Match[str]) -> str:
     return f"{scheme} {MASK}" if scheme else MASK
 
 
-def _mask_match(match: re.Match[str]) -> str:
-    # "Bearer abc" -> "Bearer ***": keep the scheme so the line still says what it was.
-    scheme = match.group(1) if match.re.groups else None
-    return f"{scheme} {MASK}" if scheme else MASK
-
-
 def redact_url(url: str) -> str:
     """The URL with credentials in the userinfo and token/key-like query params masked."""
     parts = urlsplit(url)

@@ -271,10 +271,9 @@ class Settings:
 
 
 SECTIONS: dict[str, type] = {
-    f.name: f.type if isinstance(f.type, type) else f.default_factory().__class__  # type: ignore[misc]
-    for f in fields(Settings)
-    if f.name not in ("user_token", "bot_key", "catalog_password", "s3_keys", "source",
-                      "origins")
+    name: tp
+    for name, tp in typing.get_type_hints(Settings).items()
+    if name not in ("user_token", "bot_key", "catalog_password", "s3_keys", "source", "origins")
 }
 SECRET_ENV = {"user_token": "BOTSTATS_USER_TOKEN", "bot_key": "BOTSTATS_BOT_KEY"}
 # Short environment names for the settings operators change most; every setting also has
@@ -425,7 +424,13 @@ def _from_env(settings: Settings, env: Mapping[str, str]) -> Settings:
                                origins={**settings.origins, f"{section}.{key}": f"environment: {name}"})
     secrets = {k: Secret(env[v]) for k, v in SECRET_ENV.items() if env.get(v)}
     s3 = S3Keys(**{k: Secret(env.get(v, "")) for k, v in S3_ENV.items()})
-    return replace(settings, **secrets, s3_keys=s3)
+    return replace(_with_secrets(settings, secrets), s3_keys=s3)
+
+
+def _with_secrets(settings: Settings, secrets: Mapping[str, Secret]) -> Settings:
+    """The settings with the secrets named in ``secrets`` (user_token, bot_key) replaced."""
+    return replace(settings, user_token=secrets.get("user_token", settings.user_token),
+                   bot_key=secrets.get("bot_key", settings.bot_key))
 
 
 def _overrides(settings: Settings, overrides: Mapping[str, Any]) -> Settings:
@@ -434,7 +439,7 @@ def _overrides(settings: Settings, overrides: Mapping[str, Any]) -> Settings:
         if value is None:
             continue
         if dotted in SECRET_ENV:
-            settings = replace(settings, **{dotted: Secret(str(value))})
+            settings = _with_secrets(settings, {dotted: Secret(str(value))})
             continue
         section, key = dotted.split(".", 1)
         sec = getattr(settings, section)
@@ -464,7 +469,7 @@ def validate(settings: Settings) -> Settings:
         "service.timeout": s.timeout,
         "service.connect_timeout": s.connect_timeout,
         "service.max_connections": s.max_connections,
-        "service.concurrency": 1 if s.concurrency == AUTO else s.concurrency,
+        "service.concurrency": s.concurrency if isinstance(s.concurrency, int) else 1,  # or "auto"
         "service.page_size": s.page_size,
         "retry.attempts": settings.retry.attempts,
         "store.batch_rows": settings.store.batch_rows,

@@ -50,6 +50,11 @@ def first_line(exc: Exception) -> str:
     return str(exc).split("\n", 1)[0][:300]
 
 
+# Bot rows (with rejects and errors: rows that each carry a record's JSON text) a batch holds
+# before it is written, whatever its stat rows: an hourly run adds about one record a bot, so a
+# bound on stat rows alone kept every bot's row until the run's end (docs/design.md).
+BATCH_BOT_ROWS = 8_192
+
 # The StatPage columns a batch takes as they are (bot_id is added, the same for a whole page).
 STAT_COLUMNS = [c for c in archive.STAT_SCHEMA if c != "bot_id"]
 
@@ -92,7 +97,10 @@ class Batch:
 
     @property
     def full(self) -> bool:
-        return len(self.stats["stat_id"]) >= self.batch_rows
+        """A buffer reached its bound in rows: stat rows ``batch_rows``, or bot rows, rejects
+        and errors ``BATCH_BOT_ROWS``."""
+        return (len(self.stats["stat_id"]) >= self.batch_rows
+                or len(self.bots) + len(self.rejects) + len(self.errors) >= BATCH_BOT_ROWS)
 
     def add_page(self, endpoint: str, bot_id: str, page: StatPage, *, checked: bool = True,
                  listed: int | None = None) -> None:

@@ -237,7 +237,8 @@ def _decoders(fields: FieldSettings) -> tuple[msgspec.json.Decoder[Any],
         return None
     try:
         # gc=False: a page's records hold no cycles, and the collector would otherwise walk
-        # every one of them on each of its passes.
+        # every one of them on each of its passes. The record types are made here, from the
+        # field names: mypy cannot read a type held in a variable (valid-type below).
         custom = msgspec.defstruct(
             "CustomField", [("name", str), ("value", Scalar, None)],
             rename={"name": fields.custom_name, "value": fields.custom_value}, gc=False)

@@ -97,7 +97,7 @@ def listing_order(records: Sequence[Any]) -> str:
     if len(objects) < 3:
         return "cannot tell from fewer than 3 bots"
     for name in objects[0]:
-        values = [r.get(name) for r in objects]
+        values: list[Any] = [r.get(name) for r in objects]  # compared only once checked below
         if not all(isinstance(v, int | float | str) and not isinstance(v, bool) for v in values):
             continue
         if len({type(v) for v in values}) > 1 or len(set(values)) < 2:
@@ -218,8 +218,9 @@ def read_stats_paging(whole: Reply, two: Reply | None, next_two: Reply | None,
     order = None
     if time_field and len(records) >= 2:
         times = [r.get(time_field) for r in records if isinstance(r, dict)]
-        stamps = [_sortable(t) for t in times]
-        if None not in stamps:
+        sortable = [_sortable(t) for t in times]
+        stamps = [t for t in sortable if t is not None]
+        if len(stamps) == len(sortable):
             if stamps == sorted(stamps):
                 order = "oldest first"
             elif stamps == sorted(stamps, reverse=True):

@@ -28,7 +28,7 @@ def write_settings(report: ProbeReport, path: Path) -> list[str]:
         section, key = proposal.key.split(".", 1)
         if section not in doc:
             doc.add(section, tomlkit.table())
-        doc[section][key] = proposal.value  # type: ignore[index]
+        doc[section][key] = proposal.value
         written.append(proposal.key)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:

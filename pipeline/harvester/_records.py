@@ -172,11 +172,13 @@ def parse_stat(record: Any, bot_id: str, fields: FieldSettings, *,
     percents = {
         n: None if record.get(n) is None else parse_percent(record[n], n) for n in PERCENT_FIELDS
     }
+    users, guilds = counts["users"], counts["guilds"]
+    assert users is not None and guilds is not None  # REQUIRED_COUNTS, checked above
     return StatRow(
         stat_id=key,
         recorded_at=recorded_at,
-        users=counts["users"],  # type: ignore[arg-type]
-        guilds=counts["guilds"],  # type: ignore[arg-type]
+        users=users,
+        guilds=guilds,
         shards=counts["shards"],
         memory_load=percents["memory_load"],
         cpu_load=percents["cpu_load"],

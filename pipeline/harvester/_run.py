@@ -150,8 +150,8 @@ async def _harvest(
         report.message = report.message or " ".join(filter(None, (refused, failed)))
     else:
         report.status = "complete"
-    verdict = field_verdict(settings.fields, buffer.tally)
-    if verdict is not None and not stop.is_set():
-        report.status, report.message = "failed", verdict
+    wrong_field = field_verdict(settings.fields, buffer.tally)
+    if wrong_field is not None and not stop.is_set():
+        report.status, report.message = "failed", wrong_field
 
 

@@ -96,8 +96,6 @@ async def harvest_bot(
     # The body and the page's objects go as soon as the batch holds them (a bot's /stats may
     # be tens of MB): not kept alive through the batch's write.
     del records, page
-    if buffer.full:
-        await buffer.flush()
 
 
 # How far from where the last read ended the newest archived record is looked for in a whole

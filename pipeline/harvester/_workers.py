@@ -58,6 +58,8 @@ async def worker(
             continue  # drain: the lister stops feeding, the queue empties, None arrives
         bot_id, newest = item
         await harvest_bot(client, settings, report, buffer, bot_id, newest, full)
+        if buffer.full:  # after every bot, those with nothing new too: they add a bot row
+            await buffer.flush()
         if on_progress is not None:
             report.requests = client.stats.requests
             report.retries = client.stats.retries

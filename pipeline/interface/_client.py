@@ -25,7 +25,7 @@ import logging
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal, overload
 
 import httpx
 from aiolimiter import AsyncLimiter
@@ -198,9 +198,10 @@ class Client:
         hint = f"check that BOTSTATS_BOT_KEY / --bot-key is the API key of bot {bot_id}"
         recheck = (f"not resent because the record may have been stored: check with "
                    f"`botstats bots stat {bot_id}` before posting again")
-        return await self._call(
+        stored: dict[str, Any] = await self._call(  # _decode refuses a body that is not an object
             Call(request, dict, idempotent=False, auth_hint=hint, recheck=recheck)
         )
+        return stored
 
     # --- any request, its answer as it came (botstats probe) -----------------------------------
     async def fetch(self, method: str, path: str, *, params: dict[str, Any] | None = None,
@@ -210,13 +211,14 @@ class Client:
         up to [retry].attempts and never longer than [retry].max_retry_after; transport failures
         raise as elsewhere. ``auth``: "read" (what bot reads send), "none", "user" (the user
         token), "bad" (a token no service issued), "bot" (the bot API key)."""
-        headers = {
+        headers_of: dict[str, Callable[[], dict[str, str]]] = {
             "read": lambda: self._read_auth(path) or {},
             "none": dict,
             "user": lambda: self._user_auth(path),
             "bad": lambda: {"Authorization": "Bearer botstats-probe-not-a-token"},
             "bot": lambda: {"Authorization": self.settings.bot_key.get()},
-        }[auth]()
+        }
+        headers = headers_of[auth]()
         request = self._request(method, path, params=params, headers=headers or None,
                                 json=payload)
         call = Call(request, dict, idempotent=method == "GET", auth_hint="")
@@ -291,6 +293,22 @@ class Client:
             token = token[7:]
             self._redactor.add(token)
         return {"Authorization": f"Bearer {token}"}
+
+    # What a read returns follows from what it expects: _decode refuses any other body.
+    @overload
+    async def _get(self, path: str, expect: type[dict[str, Any]], *,
+                   params: dict[str, Any] | None = None,
+                   auth: dict[str, str] | None = None) -> dict[str, Any]: ...
+
+    @overload
+    async def _get(self, path: str, expect: type[list[Any]], *,
+                   params: dict[str, Any] | None = None,
+                   auth: dict[str, str] | None = None) -> list[Any]: ...
+
+    @overload
+    async def _get(self, path: str, expect: type[list[Any]], *, raw: Literal[True],
+                   params: dict[str, Any] | None = None,
+                   auth: dict[str, str] | None = None) -> RawArray | list[Any]: ...
 
     async def _get(
         self,

@@ -121,7 +121,9 @@ def env_proxy(url: str, env: dict[str, str] | None = None) -> str | None:
     else:
         proxies = {k.lower()[:-6]: v for k, v in env.items()
                    if k.lower().endswith("_proxy") and v}
-        bypass = not proxies or urllib.request.proxy_bypass_environment(host, proxies)
+        # Undocumented (so absent from typeshed) but in urllib since Python 2: NO_PROXY's rules.
+        bypass = not proxies or urllib.request.proxy_bypass_environment(  # type: ignore[attr-defined]
+            host, proxies)
     proxy = None if bypass else proxies.get(urlsplit(url).scheme) or proxies.get("all")
     # "proxy:3128" means an HTTP proxy, as curl and httpx read it.
     return proxy if proxy is None or "://" in proxy else f"http://{proxy}"

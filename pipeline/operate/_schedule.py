@@ -201,7 +201,7 @@ def describe_schedule(settings: Settings, *, harvest_cron: str | None = None,
     sch = settings.schedule
     zone = ZoneInfo(sch.timezone)
     now = now or datetime.now(zone)
-    out = []
+    out: list[tuple[str, str, list[datetime]]] = []
     for name, expr, where in (
         ("harvest", sch.harvest if harvest_cron is None else harvest_cron, "[schedule].harvest"),
         ("trends", sch.trends if trends_cron is None else trends_cron, "[schedule].trends"),

@@ -190,7 +190,8 @@ class ServiceConfig:
                    for record, keys in (("bot", (("id", "id"), ("name", "name"))),
                                         ("stat", (("id", "id"), ("timestamp", "time"))),
                                         ("custom", (("name", "name"), ("value", "value")))))
-        return tuple({k: v for k, v in r.items() if k != v} for r in renamed)  # type: ignore[return-value]
+        bot, stat, custom = ({k: v for k, v in r.items() if k != v} for r in renamed)
+        return bot, stat, custom
 
     def field_name(self, key: str) -> str:
         """How this service spells the record key ``key`` of FIELD_DEFAULTS."""

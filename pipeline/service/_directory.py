@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from random import Random
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from ._config import Faults, ServiceConfig
 from ._data import (
@@ -63,9 +63,9 @@ _ONE_MS = timedelta(milliseconds=1)
 # 2,000 bots x 90 days of records encode to ~45 MB.
 RENDERED_STATS_MAX_BOTS = 4096
 RENDERED_STATS_MAX_BYTES = 256 * 1024 * 1024
-# Bounds of the stats tails: bots held, and the newest records each holds (encoded). A tail is
-# about 3 KB of generator state plus its records (~300 bytes each).
-STATS_TAIL_MAX_BOTS = 50_000
+# Bounds of the stats tails: the bytes all tails hold (as _Tail.size counts them), and the
+# newest records each holds (encoded). A tail is its generator's state plus its records.
+STATS_TAIL_MAX_BYTES = 384 * 1024 * 1024
 STATS_TAIL_RECORDS = 24
 
 Record = dict[str, Any]
@@ -112,7 +112,8 @@ class Directory:
         self._profile = lru_cache(maxsize=16384)(self._make_profile)
         self._user_profile = lru_cache(maxsize=4096)(self._make_user_profile)
         self._rendered = _Memo(RENDERED_STATS_MAX_BOTS, RENDERED_STATS_MAX_BYTES)
-        self._tails: OrderedDict[int, _Tail] = OrderedDict()
+        self._tails: dict[int, _Tail] = {}
+        self._tail_bytes = 0
         self._bot_names, self._stat_names, self._custom_names = config.renames()
 
     # --- clock -------------------------------------------------------------------------
@@ -337,12 +338,13 @@ class Directory:
         snapshot = self._stats_snapshot(index)
         _, last, posted = snapshot
         version = (last, len(posted), self.config.faults, render)
-        value = self._rendered.get(index, version)
+        # The version holds `render`: an entry found is what this very render made, a T.
+        value: T = self._rendered.get(index, version)
         if value is _Memo.MISSING:
             records = [record for _, record in self._stats_with_kinds(index, snapshot)]
             value, size = render(self, index, records)
             self._rendered.put(index, version, value, size)
-        return value  # type: ignore[no-any-return]
+        return value
 
     def stats_tail(self, index: int, skip: int, limit: int) -> list[bytes] | None:
         """The bot's served records ``skip``..``skip + limit`` (those there are), each encoded
@@ -378,25 +380,37 @@ class Directory:
         return bots
 
     def _tail(self, index: int, last: int) -> _Tail:
-        """The bot's tail brought up to ``last`` (made anew when it is missing, stale or ahead)."""
+        """The bot's tail brought up to ``last`` (made anew when it is missing, stale or ahead).
+
+        Tails are kept while they fit ``STATS_TAIL_MAX_BYTES``; past it a bot's tail is made for
+        the request and dropped. Not an LRU: reads go through the listing in order, so a
+        directory larger than the budget would cycle an LRU and never hit; this way the bots
+        that fit stay O(new) and the others cost their history, once per request."""
         tail = self._tails.get(index)
         faults = self.config.faults
         if tail is None or tail.faults is not faults or tail.series.next_slot > last + 1:
-            profile = self._profile(index)
-            tail = _Tail(Series(self._seed, profile, self.timeline), faults,
+            if tail is not None:
+                self._tail_bytes -= tail.size
+                del self._tails[index]
+            tail = _Tail(Series(self._seed, self._profile(index), self.timeline), faults,
                          deque(maxlen=STATS_TAIL_RECORDS), 0)
-            self._tails[index] = tail
-        self._tails.move_to_end(index)
-        while len(self._tails) > STATS_TAIL_MAX_BOTS:
-            self._tails.popitem(last=False)
+            kept = self._tail_bytes + _Tail.BASE <= STATS_TAIL_MAX_BYTES
+        else:
+            kept = True
+            self._tail_bytes -= tail.size
         made = tail.series.until(last)
-        kept = made[-STATS_TAIL_RECORDS:]  # only the newest are served from here
-        for slot, record in enumerate(kept, tail.series.next_slot - len(kept)):
+        newest = made[-STATS_TAIL_RECORDS:]  # only the newest are served from here
+        for slot, record in enumerate(newest, tail.series.next_slot - len(newest)):
             kind = malformation(self._seed, index, slot, faults.malformed_rate)
             if kind is not None:
                 malform(record, kind, slot)
-            tail.items.append(dumps(self._served(record)))
+            # A copy of exactly its length: orjson's bytes keep its whole output buffer (4 KB
+            # for a 300-byte record), and a tail keeps its records for hours.
+            tail.items.append(bytes(memoryview(dumps(self._served(record)))))
         tail.count += len(made)
+        if kept:
+            self._tails[index] = tail
+            self._tail_bytes += tail.size
         return tail
 
     def post_stat(self, index: int, payload: Record) -> Record:
@@ -638,6 +652,12 @@ class _Tail:
     faults: Faults  # what the records were made under: other faults, another tail
     items: deque[bytes]
     count: int  # records made in all (the list's length)
+
+    BASE: ClassVar[int] = 4096  # the generator's state (its Random) and the objects around it
+
+    @property
+    def size(self) -> int:
+        return self.BASE + sum(len(item) + 40 for item in self.items)
 
 
 class _Memo:

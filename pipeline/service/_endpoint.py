@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from functools import wraps
 from typing import Any
 
@@ -29,7 +29,7 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 
 
 def error(status: int, message: str, details: Any = None,
-          headers: dict[str, str] | None = None) -> JSONResponse:
+          headers: Mapping[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"error": message, "details": details}, status_code=status, headers=headers)
 
 

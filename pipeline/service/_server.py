@@ -72,6 +72,9 @@ class RunningService:
     """A service answering on a background thread. Use as a context manager or call
     ``close()``; ``directory`` is the live ground truth."""
 
+    # Set by the server's thread when uvicorn fails; read by __init__ while it waits.
+    _failure: BaseException | None = None
+
     def __init__(self, config: ServiceConfig, host: str = "127.0.0.1", port: int = 0,
                  *, access_log: bool = False) -> None:
         self.config = config
@@ -82,7 +85,6 @@ class RunningService:
         self.port: int = sock.getsockname()[1]
         self.base_url = _base_url(host, self.port)
         self._server = uvicorn.Server(_uvicorn_config(self.app, access_log, own_logging=False))
-        self._failure: BaseException | None = None
         self._thread = threading.Thread(target=self._run, args=(sock,), daemon=True,
                                         name=f"botstats-service-{self.port}")
         self._thread.start()

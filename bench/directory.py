@@ -1,0 +1,259 @@
+"""The hourly job as the directory grows: 10,000 and 100,000 bots on one machine.
+
+For each size the embedded service runs in its own process (``--bots N``, 10 days of history,
+one record a day, ``/stats`` paged by 100, its clock at the end of a Sunday late in a month, so
+the hourly run's window starts on the Monday after and its month partition holds every earlier
+day). In a child process each, measured:
+
+- **first harvest**: the steps of `botstats run` into an empty archive (harvest, a full trends
+  build, the HTML report);
+- **hourly run**: the service is warmed (``POST /_admin/warm``, as an indexed service is) and
+  moves one interval forward (one new record a bot), then the same steps again: harvest,
+  incremental trends, report.
+
+Per step: wall, CPU (every thread), peak RSS (``VmHWM``, reset before each step through
+``/proc/self/clear_refs``), bytes handed to the storage layer (``/proc/self/io``) and requests
+(listing pages from the service's counter; the rest are each bot's ``/stat`` and ``/stats``);
+for the whole process its wall, CPU and bytes written (``os.wait4``) and its peak RSS (the
+highest of its steps' and of its start-up); and the service's CPU and peak RSS. The
+target (issue "Scale up, then out"): the hourly run's peak RSS within 400 MB at every size.
+
+    .venv/bin/python bench/directory.py                        # 10,000 and 100,000 bots
+    .venv/bin/python bench/directory.py --bots 200,2000        # a quick look (the tests)
+
+Figures are dated in bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from _process import run_measured
+from _service import Service
+
+REPO = Path(__file__).resolve().parent.parent
+END = "2026-10-25T00:00:00Z"  # a Sunday: the hourly run's record is Monday 26 October
+DAYS = 10
+PAGE = 100
+TARGET_MB = 400.0
+STEPS = ("harvest", "trends", "report")
+
+
+@dataclass
+class Step:
+    seconds: float = 0.0
+    cpu_s: float = 0.0
+    peak_rss_mb: float = 0.0
+    written_mb: float = 0.0
+    anon_mb: float = 0.0  # the highest RssAnon sampled: the process's own data
+    file_mb: float = 0.0  # the highest RssFile sampled: pages of the libraries' code and files
+    requests: int = 0
+    listing_requests: int = 0
+
+
+@dataclass
+class Job:
+    bots: int
+    job: str  # first | hourly
+    status: str = ""
+    seconds: float = 0.0
+    cpu_s: float = 0.0
+    peak_rss_mb: float = 0.0
+    written_mb: float = 0.0
+    records: int = 0
+    service_cpu_s: float = 0.0
+    service_peak_mb: float = 0.0
+    steps: dict[str, Step] = field(default_factory=dict)
+
+
+# --- the child: the steps of `botstats run`, each measured -------------------------------------
+class Meter:
+    """Wall, CPU, peak RSS and bytes written of one step of this process; a thread samples
+    what the RSS is made of (the process's own data, and mapped library code) every 10 ms."""
+
+    def __enter__(self) -> Meter:
+        Path("/proc/self/clear_refs").write_text("5")  # VmHWM from here
+        self.started, self.cpu, self.written = time.perf_counter(), _cpu(), _written()
+        self.anon = self.file = 0.0
+        self._done = threading.Event()
+        self._sampler = threading.Thread(target=self._sample, daemon=True)
+        self._sampler.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._done.wait(0.01):
+            anon, file = _rss_parts_mb()
+            self.anon, self.file = max(self.anon, anon), max(self.file, file)
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._sampler.join()
+        self.step = Step(time.perf_counter() - self.started, _cpu() - self.cpu, _hwm_mb(),
+                         (_written() - self.written) / 1e6, self.anon, self.file)
+
+
+def _rss_parts_mb() -> tuple[float, float]:
+    parts = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(("RssAnon:", "RssFile:")):
+            parts[line.split(":")[0]] = int(line.split()[1]) / 1024
+    return parts.get("RssAnon", 0.0), parts.get("RssFile", 0.0)
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _written() -> int:
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("write_bytes:"):
+            return int(line.split()[1])
+    return 0
+
+
+def _hwm_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def child(work: Path, base_url: str, out: Path) -> None:
+    import httpx
+
+    import pipeline
+
+    config = work / "empty.toml"
+    config.touch()
+    settings = pipeline.load_settings(config, env={}, overrides={
+        "service.base_url": base_url, "store.db": str(work / "archive.ducklake"),
+        "exports.dir": str(work / "exports"), "service.stats_page_size": PAGE,
+        "report.file": str(work / "report.html")})
+
+    def listing() -> int:
+        return int(httpx.get(f"{base_url}/_admin/health", timeout=30).json()["listing_requests"])
+
+    steps: dict[str, Any] = {"start": asdict(Step(peak_rss_mb=_hwm_mb()))}  # imports
+    pages = listing()
+    with Meter() as m:
+        report = pipeline.harvest(settings)
+    steps["harvest"] = asdict(m.step) | {"requests": report.requests,
+                                         "listing_requests": listing() - pages}
+    with Meter() as m:
+        pipeline.build_trends(settings, run_id=report.run_id)
+    steps["trends"] = asdict(m.step)
+    with Meter() as m:
+        pipeline.build_report(settings)
+    steps["report"] = asdict(m.step)
+    out.write_text(json.dumps({"status": report.status, "steps": steps,
+                               "records": report.stats_added}))
+
+
+# --- the parent ----------------------------------------------------------------------------------
+def service_peak_mb(svc: Service) -> float:
+    for line in Path(f"/proc/{svc.proc.pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def measure(bots: int, job: str, work: Path, svc: Service, log: Path) -> Job:
+    out = work / f".{job}.json"
+    cpu = svc.cpu_seconds() or 0.0
+    m = run_measured([sys.executable, __file__, "--child", str(work), "--base-url",
+                      svc.base_url, "--out", str(out)], cwd=REPO, log=log, append=True)
+    if m.code != 0:
+        raise SystemExit(f"the {job} run of {bots:,} bots failed; see {log}")
+    reported = json.loads(out.read_text())
+    steps = {name: Step(**step) for name, step in reported["steps"].items()}
+    # The process's peak is the highest of its steps': resetting VmHWM per step also resets
+    # what os.wait4 reports at exit.
+    peak = max(s.peak_rss_mb for s in steps.values())
+    del steps["start"]
+    return Job(bots, job, reported["status"], m.seconds, m.cpu_s, peak, m.written_mb,
+               reported["records"], (svc.cpu_seconds() or 0.0) - cpu, service_peak_mb(svc),
+               steps)
+
+
+def run_size(bots: int, root: Path) -> list[Job]:
+    work = root / f"{bots}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    log = work / "bench.log"
+    svc = Service(["--bots", str(bots), "--history-days", str(DAYS), "--stats-per-day", "1",
+                   "--end", END, "--stats-page-size", str(PAGE)], work / "service.log")
+    try:
+        jobs = [measure(bots, "first", work, svc, log)]
+        svc.warm()
+        svc.advance()
+        jobs.append(measure(bots, "hourly", work, svc, log))
+    finally:
+        svc.close()
+    return jobs
+
+
+def render(jobs: list[Job]) -> str:
+    lines = [f"{'bots':>8} {'job':<7} {'status':<9} {'wall s':>7} {'cpu s':>7} {'RSS MB':>7} "
+             f"{'written MB':>10} {'records':>9} {'svc cpu s':>9} {'svc MB':>7}  per step "
+             f"(wall s / cpu s / RSS MB [anon + file] / written MB / requests)"]
+    for j in jobs:
+        steps = "  ".join(
+            f"{name} {s.seconds:.1f}/{s.cpu_s:.1f}/{s.peak_rss_mb:.0f} [{s.anon_mb:.0f} + "
+            f"{s.file_mb:.0f}]/{s.written_mb:.1f}"
+            + (f"/{s.requests:,} ({s.listing_requests:,} listing)" if name == "harvest" else "")
+            for name, s in j.steps.items())
+        lines.append(f"{j.bots:>8,} {j.job:<7} {j.status:<9} {j.seconds:>7.1f} {j.cpu_s:>7.1f} "
+                     f"{j.peak_rss_mb:>7.0f} {j.written_mb:>10.1f} {j.records:>9,} "
+                     f"{j.service_cpu_s:>9.1f} {j.service_peak_mb:>7.0f}  {steps}")
+    lines.append("")
+    for j in jobs:
+        if j.job == "hourly":
+            verdict = "MET" if j.peak_rss_mb <= TARGET_MB else "MISSED"
+            lines.append(f"hourly run at {j.bots:,} bots: peak RSS {j.peak_rss_mb:.0f} MB "
+                         f"(target <= {TARGET_MB:.0f}) {verdict}; {j.seconds:.0f} s")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--bots", default="10000,100000", help="comma-separated directory sizes")
+    p.add_argument("--work", help="work folder (default: a temporary one, removed after)")
+    p.add_argument("--json", help="also write the results to this file")
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    p.add_argument("--base-url", help=argparse.SUPPRESS)
+    p.add_argument("--out", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        child(Path(args.child), args.base_url, Path(args.out))
+        return
+    root = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="botstats-directory-"))
+    jobs: list[Job] = []
+    try:
+        for bots in (int(b) for b in args.bots.split(",") if b.strip()):
+            print(f"{bots:,} bots: first harvest, then an hourly run", flush=True)
+            jobs += run_size(bots, root)
+            for j in jobs[-2:]:
+                print(f"  {j.job}: {j.status}, {j.seconds:.1f} s, {j.peak_rss_mb:.0f} MB peak",
+                      flush=True)
+        print()
+        print(render(jobs))
+        if args.json:
+            Path(args.json).write_text(json.dumps([asdict(j) for j in jobs], indent=1))
+    finally:
+        if not args.work:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
