@@ -95,4 +95,4 @@ def last_commit(con: duckdb.DuckDBPyConnection) -> datetime | None:
     """When the newest snapshot of the archive was committed."""
     ((when,),) = con.execute(f"SELECT max(snapshot_time) FROM ducklake_snapshots('{ALIAS}')"
                              ).fetchall()
-    return when
+    return when if isinstance(when, datetime) else None

@@ -88,7 +88,7 @@ class _Id(click.ParamType[str]):
 ID = _Id()
 
 
-class _ShardType(click.ParamType):
+class _ShardType(click.ParamType[Shard]):
     """``K/N``: shard K (from 0) of N."""
 
     name = "K/N"

@@ -48,7 +48,7 @@ class AdvisoryHandle:
     """The held locks. ``note(run_id=...)`` renames the session so waiting jobs can name it;
     ``dead(shard)`` says whether no live job harvests that shard; ``also(scope)`` takes more."""
 
-    def __init__(self, locks: Any, settings: Settings, job: str, scope: Scope,
+    def __init__(self, locks: archive.AdvisoryLocks, settings: Settings, job: str, scope: Scope,
                  stop: threading.Event | None) -> None:
         self.locks = locks
         self.settings = settings
