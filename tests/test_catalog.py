@@ -53,6 +53,12 @@ def test_a_password_in_the_connection_string_is_never_shown(tmp_path: Path) -> N
                            capture_output=True, text=True, timeout=60)
     assert shown.returncode == 0, shown.stderr
     assert '"catalog_password": "set"' in shown.stdout and secret not in shown.stdout
+    flag = subprocess.run([sys.executable, "-m", "pipeline", "config", "--catalog", dsn],
+                          env={k: v for k, v in env.items() if k != "BOTSTATS_STORE_CATALOG"},
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert flag.returncode == 0, flag.stderr
+    assert '"catalog_password": "set"' in flag.stdout and secret not in flag.stdout
+    assert '"catalog": "user=botstats dbname=botstats host=127.0.0.1 port=1"' in flag.stdout
     attach = subprocess.run([sys.executable, "-m", "pipeline", "sql", "--attach"], env=env,
                             cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert attach.returncode == 0, attach.stderr
@@ -221,10 +227,18 @@ def test_the_change_watermark_follows_commits_not_the_times_batches_stamp(
             changes_since(con, "2025-01-01T00:00:00+00:00")
 
 
+def harvest_shards(settings: Settings, n: int = 2) -> None:
+    """Every shard of n harvested, one worker each."""
+    assert [harvest(settings, shard=archive_shard(k, n)).status for k in range(n)] == \
+        ["complete"] * n
+
+
 def test_compact_backup_and_restore_on_a_postgres_catalog(
         service: RunningService, tmp_path: Path) -> None:
+    """On an archive that shard workers write: what they wrote survives each, and their next
+    runs go on from it."""
     settings = shared(service, tmp_path, **{"store.batch_rows": 50})
-    harvest(settings)
+    harvest_shards(settings)
     files = list((tmp_path / "lake").rglob("*.parquet"))
     done = compact_archive(settings, keep_days=0)
     assert done.files_after < done.files_before == len(files)
@@ -234,11 +248,11 @@ def test_compact_backup_and_restore_on_a_postgres_catalog(
     assert copied == done.files_after
     assert backup_archive(settings, tmp_path / "backup")[0] == 0, "only what is new is copied"
     service.directory.advance(2)
-    harvest(settings)
+    harvest_shards(settings)
     assert query(settings, "SELECT count(*) FROM bot_stats") > rows
     restore_archive(settings, tmp_path / "backup")
     assert query(settings, "SELECT count(*) FROM bot_stats") == rows
-    assert harvest(settings).status == "complete"  # the next run reads again what it lacks
+    harvest_shards(settings)  # the next runs read again what they lack
     assert_archive_equals_service(settings, service.directory, bots=True)
     with pytest.raises(StoreError, match="holds no backup of a PostgreSQL catalog"):
         restore_archive(settings, tmp_path)

@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -51,19 +51,26 @@ def test_a_shard_that_is_not_k_of_n_is_refused(text: str, words: str) -> None:
         Shard.parse(text)
 
 
+@pytest.fixture(scope="module")
+def sql_con() -> Iterator[duckdb.DuckDBPyConnection]:
+    con = duckdb.connect()
+    yield con
+    con.close()
+
+
 @hypothesis.given(ids=st.lists(st.text(min_size=1, max_size=40), min_size=1, max_size=30),
                   n=st.integers(1, 9))
-def test_each_bot_belongs_to_one_shard_alike_in_python_and_in_sql(ids: list[str],
-                                                                  n: int) -> None:
+def test_each_bot_belongs_to_one_shard_alike_in_python_and_in_sql(
+        sql_con: duckdb.DuckDBPyConnection, ids: list[str], n: int) -> None:
     """Removals are judged in SQL, the listing is split in Python: both say the same."""
     ids = [i.replace("\x00", "") or "x" for i in ids]
-    con = duckdb.connect()
-    for k in range(n):
-        shard = Shard(k, n)
-        in_sql = {r[0] for r in con.execute(
-            f"SELECT i FROM unnest(?) AS t(i) WHERE {shard.sql('i')}", [ids]).fetchall()}
-        assert in_sql == {i for i in ids if shard.owns(i)}
-    assert sum(Shard(k, n).owns(ids[0]) for k in range(n)) == 1
+    shards = [Shard(k, n) for k in range(n)]
+    ((*in_sql,),) = sql_con.execute(
+        "SELECT " + ", ".join(f"list(i) FILTER (WHERE {s.sql('i')})" for s in shards)
+        + " FROM unnest(?) AS t(i)", [ids]).fetchall()
+    for shard, owned in zip(shards, in_sql, strict=True):
+        assert set(owned or []) == {i for i in ids if shard.owns(i)}
+    assert sum(s.owns(ids[0]) for s in shards) == 1
 
 
 def shared_settings(svc: RunningService, tmp: Path, overrides: dict[str, Any] | None = None,

@@ -141,6 +141,8 @@ def cron_cmd(shard: Shard | None) -> None:
         flags += ("--db", str(settings.db_path.absolute()))
     if "service.base_url" in typed().overrides:
         flags += ("--base-url", settings.service.base_url)
+    if "store.catalog" in typed().overrides:  # without its password: that goes in the env file
+        flags += ("--catalog", settings.store.catalog)
     click.echo(cron_text(settings, typed().config, flags, shard=shard), nl=False)
 
 

@@ -52,14 +52,19 @@ base_url_option = _shared("--base-url", key="service.base_url",
 db_option = _shared("--db", key="store.db", help="Archive path, its catalog file (overrides [store].db).")
 
 
+catalog_option = _shared("--catalog", key="store.catalog", metavar="DSN",
+                         help="The archive's PostgreSQL catalog, a connection string (overrides "
+                              "[store].catalog; keep its password in PGPASSWORD, not here).")
+
+
 user_token_option = _shared("--user-token", key="user_token",
                             help="User token for the user endpoints (default: "
                                  "$BOTSTATS_USER_TOKEN). Sent as 'Bearer <token>'.")
 
 
 def common_options(fn: Callable[..., T]) -> Callable[..., T]:
-    """--config/--base-url/--db: accepted on every command as well as on the group."""
-    return config_option(base_url_option(db_option(fn)))
+    """--config/--base-url/--db/--catalog: accepted on every command as well as on the group."""
+    return config_option(base_url_option(db_option(catalog_option(fn))))
 
 
 def typed() -> Ctx:
