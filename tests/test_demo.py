@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 TABLES = ("bots", "bot_stats", "bot_stat_custom", "harvest_runs", "users", "rejects")
 DATASETS = ("bot_daily", "bot_growth", "bot_ranks", "movers", "anomalies", "resource_health",
-            "custom_daily", "directory_daily", "bot_forecast")
+            "custom_daily", "directory_daily", "bot_forecast", "bot_names")
 
 
 def _demo(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -103,6 +103,8 @@ def test_new_data_rewrites_only_the_months_it_lands_in(trends_built: Settings) -
         "bot_growth/month=2025-02/part-0.parquet",
         "bot_ranks/month=2025-02/part-0.parquet",
         "movers/month=2025-02/part-0.parquet",
+        # alpha's jump of D8, "3 days so far", holds a fourth day: a level shift now.
+        "anomalies/month=2025-02/part-0.parquet",
         "resource_health/month=2025-02/part-0.parquet",
         "directory_daily/month=2025-02/part-0.parquet",
         "bot_forecast/month=2025-02/part-0.parquet",  # alpha's forecast, as of its new last day
@@ -110,7 +112,7 @@ def test_new_data_rewrites_only_the_months_it_lands_in(trends_built: Settings) -
     assert {d.name: d.written for d in report.datasets if d.written} == {
         name: ("month=2025-02",) for name in (
             "bot_daily", "bot_growth", "bot_ranks", "movers", "resource_health", "directory_daily",
-            "bot_forecast")}
+            "bot_forecast", "anomalies")}
     data = manifest(trends_built)
     assert data["run_id"] == report.run_id != old_run
     # Datasets the new record did not change keep the run that last wrote them.
@@ -170,24 +172,29 @@ def test_temp_files_of_a_killed_run_are_invisible_and_swept(trends_built: Settin
 
 
 def test_an_empty_dataset_keeps_a_schema_file_until_rows_come(tmp_path: Path) -> None:
-    settings = trend_settings_for(tmp_path, {"trends.anomaly_threshold": 1000.0})
+    settings = trend_settings_for(tmp_path)
     from conftest import TREND_BOTS, TREND_CUSTOM, TREND_STATS
 
-    write_trend_archive(settings, TREND_STATS, TREND_CUSTOM, TREND_BOTS)
+    # gamma and delta alone: no event at all.
+    quiet = [row for row in TREND_STATS if row[0] in ("gamma", "delta")]
+    write_trend_archive(settings, quiet, (), TREND_BOTS)
     report = build_trends(settings)
     empty = settings.export_dir / "anomalies" / "empty.parquet"
     assert {d.name: d.written for d in report.datasets}["anomalies"] == ("empty",)
     assert [p.name for p in (settings.export_dir / "anomalies").rglob("*.parquet")] == [empty.name]
     with store.reader(settings) as con:
         assert con.execute("SELECT count(*) FROM trend_anomalies").fetchall() == [(0,)]
-        assert "score" in [r[0] for r in con.execute("DESCRIBE trend_anomalies").fetchall()]
+        assert "severity" in [r[0] for r in con.execute("DESCRIBE trend_anomalies").fetchall()]
 
-    report = build_trends(trend_settings_for(tmp_path))  # threshold 3.5: two anomalies
+    # alpha and beta come: a counter reset and an outage in January, a spike in February.
+    write_trend_archive(settings, [r for r in TREND_STATS if r not in quiet], TREND_CUSTOM)
+    report = build_trends(settings)
     done = {d.name: d for d in report.datasets}["anomalies"]
-    assert (done.written, done.removed, done.rows) == (("month=2025-02",), ("empty",), 2)
+    assert (done.written, done.removed, done.rows) == (
+        ("month=2025-01", "month=2025-02"), ("empty",), 3)
     assert not empty.exists()
     with store.reader(settings) as con:
-        assert con.execute("SELECT count(*) FROM trend_anomalies").fetchall() == [(2,)]
+        assert con.execute("SELECT count(*) FROM trend_anomalies").fetchall() == [(3,)]
 
 
 def test_a_month_without_data_any_more_is_removed(trends_built: Settings) -> None:

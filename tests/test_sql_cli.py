@@ -61,20 +61,22 @@ def test_trends_prints_a_summary_and_a_rerun_writes_nothing(config: Path,
     first = botstats("trends", "--config", config)
     assert first.exit_code == 0, first.output
     lines = first.output.splitlines()
-    assert re.fullmatch(r"trends \S+: full \(no previous incremental export\); 9 datasets in "
-                        r"\d+\.\d s; partitions 14 written, 0 unchanged", lines[0])
+    assert re.fullmatch(r"trends \S+: full \(no previous incremental export\); 10 datasets in "
+                        r"\d+\.\d s; partitions 16 written, 0 unchanged", lines[0])
     assert lines[1].split() == ["dataset", "rows", "written", "unchanged", "removed", "days"]
     assert lines[2].split() == ["bot_daily", "30", "2", "0", "0", "2025-01-25..2025-02-03"]
-    assert lines[6].split() == ["anomalies", "2", "1", "0", "0", "2025-02-01..2025-02-01"]
+    assert lines[6].split() == ["anomalies", "3", "2", "0", "0", "2025-01-28..2025-02-01"]
     # alpha, beta and gamma have a week of values: a forecast each, as of 2025-02-03.
     assert lines[10].split() == ["bot_forecast", "18", "1", "0", "0", "2025-02-03..2025-02-03"]
-    assert lines[11] == f"exports: {trend_archive.export_dir.resolve()}"
+    # The names of the bots as listed now, by the day they were first seen.
+    assert lines[11].split() == ["bot_names", "5", "1", "0", "0", "2025-01-25..2025-01-27"]
+    assert lines[12] == f"exports: {trend_archive.export_dir.resolve()}"
     again = botstats("trends", "--config", config).output.splitlines()[0]
     assert "unchanged (nothing new since the last export)" in again
-    assert "partitions 0 written, 14 unchanged" in again
+    assert "partitions 0 written, 16 unchanged" in again
     # --full recomputes everything; the same rows give the same bytes, so nothing is written.
     full = botstats("trends", "--config", config, "--full").output.splitlines()[0]
-    assert ": full (--full); " in full and "partitions 0 written, 14 unchanged" in full
+    assert ": full (--full); " in full and "partitions 0 written, 16 unchanged" in full
 
 
 def test_trends_out_writes_elsewhere_and_the_views_follow(config: Path, tmp_path: Path) -> None:
@@ -122,13 +124,21 @@ def test_top_movers_this_week(built_config: Path) -> None:
 
 
 def test_todays_anomalies(built_config: Path) -> None:
-    # The newest day (D10) has none; D8 has alpha's spike in guilds and users.
+    # The newest day (D10) has none; D8 has alpha's spike (guilds and users: one event).
     assert sql_json(built_config, "-f", QUERIES / "todays_anomalies.sql") == []
     got = sql_json(built_config, "-f", QUERIES / "todays_anomalies.sql", "--param",
                    "day=2025-02-01")
-    assert [(r["bot_id"], r["name"], r["metric"], r["value"]) for r in got] == [
-        ("alpha", "alpha", "guilds", 100.0), ("alpha", "alpha", "users", 1000.0)]
-    assert got[0]["score"] == pytest.approx(60.7, abs=0.01)
+    assert [(r["name"], r["bot_id"], r["kind"], r["summary"]) for r in got] == [
+        ("alpha", "alpha", "spike", "users +63% for 3 days so far")]
+    assert got[0]["severity"] == pytest.approx(3.48, abs=0.01)
+
+
+def test_this_weeks_events(built_config: Path) -> None:
+    # The week to D10 (2025-01-28..02-03): alpha's spike, beta's outage, alpha's reset; the
+    # most severe first.
+    got = sql_json(built_config, "-f", QUERIES / "this_weeks_events.sql")
+    assert [(r["name"], r["kind"]) for r in got] == [
+        ("beta", "outage"), ("alpha", "spike"), ("alpha", "counter_reset")]
 
 
 def test_one_bots_history(built_config: Path) -> None:
@@ -260,7 +270,7 @@ def test_views_are_in_the_published_archive(built_config: Path, trend_archive: S
             "SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY 1").fetchall()]
         assert views == sorted(f"trend_{name}" for name in DATASETS)
         counts = {v: con.execute(f"SELECT count(*) FROM {v}").fetchall()[0][0] for v in views}
-    assert counts == {"trend_anomalies": 2, "trend_bot_daily": 30, "trend_bot_growth": 30,
+    assert counts == {"trend_anomalies": 3, "trend_bot_daily": 30, "trend_bot_names": 5, "trend_bot_growth": 30,
                       "trend_bot_ranks": 30, "trend_custom_daily": 9, "trend_directory_daily": 10,
                       "trend_movers": 26, "trend_resource_health": 3, "trend_bot_forecast": 18}
 
@@ -278,11 +288,11 @@ def test_real_processes_from_another_directory(config: Path, tmp_path: Path) -> 
 
     built = run("trends", "--config", config)
     assert built.returncode == 0, built.stderr
-    assert "partitions 14 written" in built.stdout
+    assert "partitions 16 written" in built.stdout
     asked = run("sql", "--config", config, "--format", "json",
-                "SELECT bot_id, score FROM trend_anomalies ORDER BY metric")
+                "SELECT bot_id, kind FROM trend_anomalies ORDER BY day")
     assert asked.returncode == 0, asked.stderr
-    assert [r["bot_id"] for r in json.loads(asked.stdout)] == ["alpha", "alpha"]
+    assert [r["kind"] for r in json.loads(asked.stdout)] == ["counter_reset", "outage", "spike"]
     failed = run("sql", "--config", config, "SELECT nonsense FROM trend_bot_daily")
     assert failed.returncode == 2
     assert failed.stderr.startswith("botstats: error: the query failed: Binder Error")

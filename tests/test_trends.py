@@ -2,7 +2,7 @@
 
 The archive is conftest's TREND_* fixture (days D1..D10 = 2025-01-25..2025-02-03): alpha grows
 steadily with a guild spike on D8 and a counter reset on D4; beta shrinks and has no record on
-D4-D5; gamma is tiny; delta reports on D3 and D10 only; epsilon is listed, never reports, and
+D4-D5 (an outage); gamma is tiny; delta reports on D3 and D10 only; epsilon is listed, never reports, and
 is removed on D6. Thresholds: movers_min_guilds 10, movers_top 2, anomaly_window 7,
 anomaly_min_days 3, anomaly_threshold 3.5, health_threshold 80. The arithmetic is in the
 comments next to each expected value.
@@ -10,15 +10,14 @@ comments next to each expected value.
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, date, datetime
 from typing import Any
 
-import numpy as np
 import polars as pl
 import pytest
 from conftest import TREND_BOTS, TREND_CUSTOM, TREND_STATS, trend_settings_for, write_trend_archive
 
-from pipeline.analytics._anomalies import anomalies, robust_outliers
 from pipeline.analytics._build import DATASETS
 from pipeline.analytics._datasets import load_dataset
 from pipeline.analytics._jobs import bot_daily, bot_growth, bot_ranks, movers
@@ -212,67 +211,37 @@ def test_movers_minimum_size_and_top() -> None:
         ("abs", "gainer", "big"), ("pct", "gainer", "mid")]
 
 
-# --- anomalies -------------------------------------------------------------------------------
+# --- anomalies (the detector's cases: tests/test_anomalies.py) -------------------------------
 def test_anomalies_by_hand(trends_built: Settings) -> None:
     found = rows(trends_built, "anomalies")
-    # alpha's D8 guild delta is 100 against D2..D7 deltas 10, 12, 8, 10, 11, 9: median 10,
-    # absolute deviations 0, 2, 2, 0, 1, 1 -> MAD 1; score 0.6745 * (100 - 10) / 1 = 60.705.
-    # Users are guilds x 10: same score. Nothing else reaches 3.5 (see the robust_outliers
-    # tests for beta's and gamma's windows).
-    assert [pick(r, "bot_id", "day", "metric", "value", "baseline_median", "baseline_mad",
-                 "baseline_days") for r in found] == [
-        ("alpha", D[8], "guilds", 100.0, 10.0, 1.0, 6),
-        ("alpha", D[8], "users", 1000.0, 100.0, 10.0, 6),
+    assert [pick(r, "bot_id", "day", "kind", "metric", "first_day", "last_day", "days")
+            for r in found] == [
+        # alpha's counter went 1150 -> 30 on D4, its first restart: a counter reset.
+        ("alpha", D[4], "counter_reset", "commands_executed", D[4], D[4], 1),
+        # beta reported D1..D3, nothing on D4-D5 (2 days: the outage minimum), then D6.
+        ("beta", D[6], "outage", None, D[4], D[5], 2),
+        # alpha's guilds 160 -> 260 on D8 and the days after (users = guilds x 10): one event,
+        # led by users (log(2601/...) is a hair larger than guilds'), open: D11 is not there.
+        ("alpha", D[8], "spike", "users", D[8], D[10], 3),
     ]
-    assert [r["score"] for r in found] == [pytest.approx(60.705), pytest.approx(60.705)]
-
-
-def _day_keys(days: list[int]) -> np.ndarray:
-    return np.array(days, dtype=np.int64)
-
-
-def test_robust_outliers_window_and_fallbacks() -> None:
-    # beta's guild deltas: D2 -2, D3 -2, D6 none (gap), D7 -1, D8 -1, D9 -1, D10 -2.
-    days = _day_keys([1, 2, 3, 6, 7, 8, 9, 10])
-    values = np.array([np.nan, -2, -2, np.nan, -1, -1, -1, -2])
-    hits = robust_outliers(values, days, window=7, min_days=3, threshold=0.0)
-    got = {int(days[r]): (m, d, k, s) for r, m, d, k, s in zip(
-        hits["row"], hits["median"], hits["mad"], hits["count"], hits["score"], strict=True)}
-    # D7 has only 2 deltas in D0..D6: no score. D8: -2, -2, -1 -> median -2, MAD 0, so the
-    # mean absolute deviation (1/3) stands in: (-1 - -2) / (1.253314 / 3) = 2.3937.
-    assert got[8][:3] == (-2.0, 0.0, 3) and got[8][3] == pytest.approx(3 / 1.253314)
-    # D9: -2, -2, -1, -1 -> median -1.5, MAD 0.5: 0.6745 * 0.5 / 0.5.
-    assert got[9] == (-1.5, 0.5, 4, pytest.approx(0.6745))
-    # D10: window D3..D9 = -2, -1, -1, -1 -> median -1, MAD 0, mean deviation 0.25.
-    assert got[10][:3] == (-1.0, 0.0, 4) and got[10][3] == pytest.approx(-1 / (1.253314 / 4))
-    assert 7 not in got
-    # Threshold 3.5 keeps none of them.
-    assert robust_outliers(values, days, window=7, min_days=3, threshold=3.5)["row"].size == 0
-
-
-def test_robust_outliers_flat_window_and_series_boundary() -> None:
-    # Two series (keys 2**32 apart). A perfectly flat baseline makes any move infinite; the
-    # second series' first days never see the first series' values.
-    first = [0, 1, 2, 3]
-    second = [(1 << 32) + d for d in (0, 1, 2, 3)]
-    days = _day_keys(first + second)
-    values = np.array([np.nan, 5, 5, 9, np.nan, 100, 100, 100], dtype=float)
-    hits = robust_outliers(values, days, window=7, min_days=2, threshold=3.5)
-    assert hits["row"].tolist() == [3] and hits["score"].tolist() == [np.inf]
-
-
-def test_anomalies_skip_commands_after_a_gap() -> None:
-    # Commands on the day after a gap cover several days: not a daily delta, not scored.
-    days = [date(2025, 1, d) for d in (1, 2, 3, 4, 5, 8)]
-    daily = pl.LazyFrame({"bot_id": ["b"] * 6, "day": days, "guilds": [1] * 6, "users": [1] * 6,
-                          "commands_executed": [10, 11, 9, 10, 10, 500], "records": [1] * 6})
-    assert anomalies(daily, window=7, threshold=3.5, min_days=3).collect().height == 0
-    daily = daily.with_columns(day=pl.Series([date(2025, 1, d) for d in (1, 2, 3, 4, 5, 6)]))
-    found = anomalies(daily, window=7, threshold=3.5, min_days=3).collect()
-    # 500 against 11, 9, 10, 10 (D1 has no previous day): median 10, MAD 0.5.
-    assert found.select("metric", "baseline_median", "baseline_mad", "baseline_days").rows() == [
-        ("commands_executed", 10.0, 0.5, 4)]
-    assert found["score"][0] == pytest.approx(0.6745 * 490 / 0.5)
+    reset, outage, spike = found
+    assert (reset["summary"], reset["severity"]) == (
+        "commands counter reset (the bot restarted)", 0.0)
+    # beta's users on D3 were 2,800: 2 days without them is 5,600 user-days, log10 = 3.748.
+    assert outage["summary"] == "no stats for 2 days (2025-01-28 to 2025-01-29)"
+    assert outage["severity"] == pytest.approx(math.log10(1 + 2800 * 2), abs=1e-3)
+    # Guilds on D8, in log(1 + g): the median of D1..D7 is log(131) = 4.8752. Each day's
+    # distance from the median of the 7 days before (from D4, with 3 of them): 0.1657,
+    # 0.1879, 0.2117, 0.2377; their median, 0.1998, is alpha's usual growth over that lag, so
+    # the usual D8 is exp(4.8752 + 0.1998) - 1 = 159.0 guilds. D8's 260 is log(261/160.0) =
+    # 0.4895 off: x1.63. The distances' MAD is 0.0230 (spread 1.4826 x 0.0230 = 0.0341), so
+    # the score is 0.4895 / 0.0341 = 14.3; D9 and D10 are as far off their projected level.
+    assert spike["summary"] == "users +63% for 3 days so far"
+    assert spike["also"] == "guilds +63%, cpu +45 points"  # cpu p95 95 against a median of 50
+    assert spike["ratio"] == pytest.approx(2601 / (1 + spike["baseline_median"]))
+    assert spike["baseline_median"] == pytest.approx(10 * 160.0, rel=0.01)
+    assert spike["score"] == pytest.approx(14.3, rel=0.02)
+    assert all(r["score"] is None or math.isfinite(r["score"]) for r in found)
 
 
 # --- resource_health, custom_daily, directory_daily -----------------------------------------

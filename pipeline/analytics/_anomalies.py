@@ -1,144 +1,407 @@
-"""Anomalies: bot-days whose daily delta is far outside the bot's own trailing behaviour."""
+"""Anomalies: the events of each bot's daily series, one row per event, said as a person would.
+
+For each bot and metric (users, guilds, commands per day), on y = log(1 + value):
+
+- the **usual level** of day t is the median of y over the ``LEVEL_DAYS`` days before it, plus
+  the bot's usual distance from that median (``center``: the median of that distance over the
+  ``anomaly_window`` days before). A growing bot is usually above its recent median by its
+  growth, so growth, decline and slow drifts are not events;
+- the **usual spread** is 1.4826 x the MAD of that distance over the same window (a normal
+  sigma), never below one guild of the bot (users and commands come in guild-sized lumps) nor
+  half a percent, so every score is finite and a flat series is not "infinitely" surprised;
+- a day **jumps** when it is more than ``anomaly_threshold`` spreads off its usual level and the
+  change passes the floors: ``anomaly_min_pct`` up or down, and ``anomaly_min_guilds`` /
+  ``anomaly_min_users`` in absolute terms (commands per day, noisier, must double or halve,
+  and are not read on a reset day or the day after a gap). A day **holds** when it and the
+  ``HOLD_DAYS`` days after are all on one side of its usual level (projected), each at least
+  half the relative floor off, with a mean score x 2 above the threshold and a median change
+  past the floors: a step too small for one day's noise, but lasting;
+- an **event** starts on a day that jumps or holds, of any metric, with none in the
+  ``HOLD_DAYS`` days before: one row, led by the metric that moved most (the others, the cpu
+  load and a restart are in ``also``). It is a ``level_shift`` when it holds, else a ``spike``
+  or a ``drop`` lasting its consecutive days off (at most ``HOLD_DAYS + 1``).
+
+Besides: an ``outage`` is a silence of ``anomaly_outage_days`` to ``anomaly_window`` days by a
+bot that had reported the two days before it, dated on the day it reported again (only then is
+it known); a ``counter_reset`` is a restart of the command counter that is neither part of
+another event nor routine (the bot did not restart in the window before).
+
+The row of an event on day t reads only days t - window - LEVEL_DAYS - HOLD_DAYS .. t +
+HOLD_DAYS: an incremental run recomputes from HOLD_DAYS before its first changed day and looks
+back :func:`lookback_days` (see _plan), and its rows equal a full build's.
+"""
 
 from __future__ import annotations
 
-from datetime import date
+import math
+from dataclasses import dataclass
+from datetime import date, timedelta
 from functools import partial
 
 import numpy as np
 import polars as pl
-from numpy.lib.stride_tricks import sliding_window_view
 
-from ._jobs import bot_day_key, with_days_ago
+from ..core import TrendSettings
+from ._jobs import bot_day_key
 
-ANOMALY_METRICS = ("guilds", "users", "commands_executed")
+METRICS = ("users", "guilds", "commands_executed")
+KINDS = ("spike", "drop", "level_shift", "outage", "counter_reset")
+LEVEL_DAYS = 7  # the usual level is the median of this many days before
+HOLD_DAYS = 3  # days after the first that tell a spike from a level shift
+# Commands per day swing with weekdays and bursts of use: only a doubling or a halving is an
+# event of their own.
+COMMANDS_MIN_RATIO = 2.0
+SHIFT_DAYS = 7  # a level shift stays: its severity counts a week of it
+MAD_SIGMA = 1.4826  # MAD x this = the standard deviation of a normal distribution
+MIN_SPREAD = 0.005  # the smallest usual spread, in log units (half a percent)
+LABELS = {"users": "users", "guilds": "guilds", "commands_executed": "commands"}
 
-
-# Iglewicz & Hoaglin's modified z-score is 0.6745 (x - median) / MAD; when more than half the
-# window is one value the MAD is 0 and the mean absolute deviation, scaled to match a normal
-# sigma, stands in (as IBM SPSS does). Both 0 (a perfectly flat window): any move is infinite.
-MAD_Z = 0.6745
-
-
-MEAN_AD_Z = 1.253314
-
-
-_SCORE_BLOCK = 200_000  # rows of trailing windows held at once (x window x 8 bytes)
-
-
-def anomalies(
-    daily: pl.LazyFrame, *, window: int, threshold: float, min_days: int,
-    since: date | None = None,
-) -> pl.LazyFrame:
-    """Bot-days whose daily delta is far outside the bot's own trailing behaviour.
-
-    Deltas per metric: guilds and users minus their value on the previous day, and the day's
-    ``commands_executed``; all three only when the bot also has a record the day before (a
-    delta across a gap would mix several days). The baseline is the deltas of the ``window``
-    days before (the day itself excluded); with fewer than ``min_days`` of them there is no
-    score. ``score`` is the robust z (see ``MAD_Z``); rows with ``|score| > threshold`` are kept.
-    With ``since``, only days from then on are scored (earlier rows are baseline only).
-    """
-    sized = ["guilds", "users"]
-    had_yesterday = pl.col("records_1d_ago").is_not_null()
-    deltas = (
-        with_days_ago(daily.select("bot_id", "day", *sized, "commands_executed", "records"),
-                      [*sized, "records"], (1,))
-        .select(
-            "bot_id",
-            "day",
-            *[(pl.col(m) - pl.col(f"{m}_1d_ago")).cast(pl.Float64).alias(m) for m in sized],
-            pl.when(had_yesterday).then(pl.col("commands_executed")).cast(pl.Float64)
-            .alias("commands_executed"),
-            _key=bot_day_key(),
-        )
-    )
-    flag = partial(_flag_anomalies, window=window, threshold=threshold, min_days=min_days,
-                   since=since)
-    return deltas.map_batches(flag, schema=_ANOMALY_SCHEMA)
-
-
-_ANOMALY_SCHEMA = pl.Schema({
-    "bot_id": pl.String, "day": pl.Date, "metric": pl.String, "value": pl.Float64,
-    "baseline_median": pl.Float64, "baseline_mad": pl.Float64, "baseline_days": pl.Int64,
-    "score": pl.Float64,
+ANOMALY_SCHEMA = pl.Schema({
+    "bot_id": pl.String, "day": pl.Date, "kind": pl.String, "metric": pl.String,
+    "first_day": pl.Date, "last_day": pl.Date, "days": pl.Int64,
+    "value": pl.Float64, "baseline_median": pl.Float64, "baseline_mad": pl.Float64,
+    "baseline_days": pl.Int64, "score": pl.Float64, "ratio": pl.Float64,
+    "severity": pl.Float64, "summary": pl.String, "also": pl.String,
 })
 
 
-def _flag_anomalies(deltas: pl.DataFrame, *, window: int, threshold: float,
-                    min_days: int, since: date | None) -> pl.DataFrame:
-    day = deltas["_key"].to_numpy()
-    scored = None if since is None else np.flatnonzero((deltas["day"] >= since).to_numpy())
-    found = []
-    for metric in ANOMALY_METRICS:
-        values = deltas[metric].to_numpy().astype(np.float64)
-        hits = robust_outliers(values, day, window=window, min_days=min_days, threshold=threshold,
-                               rows=scored)
-        rows = pl.Series(hits.pop("row"))
-        found.append(pl.DataFrame({
-            "bot_id": deltas["bot_id"].gather(rows), "day": deltas["day"].gather(rows),
-            "metric": [metric] * len(rows), "value": values[rows.to_numpy()],
-            "baseline_median": hits["median"], "baseline_mad": hits["mad"],
-            "baseline_days": hits["count"], "score": hits["score"],
-        }, schema=_ANOMALY_SCHEMA))
-    return pl.concat(found)
+def lookback_days(t: TrendSettings) -> int:
+    """Days before an event's first day that its row reads."""
+    return t.anomaly_window + LEVEL_DAYS + HOLD_DAYS
 
 
-def robust_outliers(
-    values: np.ndarray, day: np.ndarray, *, window: int, min_days: int, threshold: float,
-    rows: np.ndarray | None = None,
-) -> dict[str, np.ndarray]:
-    """Rows whose value is more than ``threshold`` robust z away from its trailing baseline.
-
-    The baseline of row i is the non-NaN values of the rows whose day is in
-    ``[day[i] - window, day[i] - 1]``; with fewer than ``min_days`` of them there is no score.
-    ``day`` is sorted, one row per day within a series, and different series lie more than
-    ``window`` apart (``bot_day_key`` does that). So the baseline is always the last few of
-    the ``window`` rows before i: a fixed sliding window with a prefix blanked out.
-
-    ``rows`` (sorted indices) limits the scoring to those rows; all others still make
-    baselines. Returns ``row`` (indices), ``median``, ``mad``, ``count`` and ``score`` of the
-    hits.
-    """
-    n = len(values)
-    hits: dict[str, list[np.ndarray]] = {k: [] for k in ("row", "median", "mad", "count", "score")}
-    padded = np.concatenate([np.full(window, np.nan), values])
-    # How many of the rows before i are within the window (days only decrease going back).
-    within = np.arange(n) - np.searchsorted(day, day - window, side="left")
-    columns = np.arange(window)  # column j of a window row is the value window - j rows back
-    for a in range(0, n if rows is None else len(rows), _SCORE_BLOCK):
-        if rows is None:
-            at = np.arange(a, min(a + _SCORE_BLOCK, n))
-            win = sliding_window_view(padded[a : at[-1] + window], window)
-        else:  # row i's window is padded[i : i + window], as in the view above
-            at = rows[a : a + _SCORE_BLOCK]
-            win = padded[at[:, None] + columns[None, :]]
-        win = np.where(columns[None, :] < (window - within[at])[:, None], np.nan, win)
-        k = np.count_nonzero(~np.isnan(win), axis=1)
-        med = _median_of_sorted(np.sort(win, axis=1), k)
-        dev = np.abs(win - med[:, None])
-        mad = _median_of_sorted(np.sort(dev, axis=1), k)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mean_ad = np.nansum(dev, axis=1) / k
-            diff = values[at] - med
-            score = np.where(
-                mad > 0, MAD_Z * diff / mad,
-                np.where(mean_ad > 0, diff / (MEAN_AD_Z * mean_ad),
-                         np.where(diff == 0, 0.0, np.sign(diff) * np.inf)),
-            )
-            keep = (k >= max(min_days, 1)) & (np.abs(score) > threshold)  # NaN compares False
-        hit = np.flatnonzero(keep)
-        for name, column in (("row", at[hit]), ("median", med[hit]), ("mad", mad[hit]),
-                             ("count", k[hit]), ("score", score[hit])):
-            hits[name].append(column)
-    empty = {"row": np.int64, "count": np.int64}
-    return {name: np.concatenate(parts) if parts else np.empty(0, empty.get(name, np.float64))
-            for name, parts in hits.items()}
+def anomalies(daily: pl.LazyFrame, t: TrendSettings, *, since: date | None = None) -> pl.LazyFrame:
+    """The events of ``daily`` (``bot_daily`` rows of whole bots, any order): one row each,
+    with ``kind``, its size in ``summary`` and ``ratio``, and ``severity``. With ``since``,
+    only events dated from then on (earlier rows are baseline only)."""
+    columns = ("bot_id", "day", "users", "guilds", "commands_executed", "commands_resets",
+               "cpu_load_p95", "records")
+    find = partial(_find, t=t, since=since)
+    return daily.select(columns).sort("bot_id", "day").map_batches(find, schema=ANOMALY_SCHEMA)
 
 
-def _median_of_sorted(rows: np.ndarray, count: np.ndarray) -> np.ndarray:
-    """Median of the first ``count`` entries of each sorted row (NaNs sort last); NaN if none."""
+@dataclass(frozen=True)
+class _Floors:
+    """The smallest change that is an event: log ratios up and down, half of them (each day of
+    a hold), and the absolute change in the metric's units."""
+
+    up: float
+    down: float
+    half_up: float
+    half_down: float
+    absolute: float
+
+    @classmethod
+    def of(cls, name: str, t: TrendSettings) -> _Floors:
+        if name == "commands_executed":
+            rise, fall = COMMANDS_MIN_RATIO - 1, 1 - 1 / COMMANDS_MIN_RATIO
+        else:
+            rise = fall = min(t.anomaly_min_pct / 100, 0.99)
+        absolute = t.anomaly_min_guilds if name == "guilds" else t.anomaly_min_users
+        return cls(math.log1p(rise), -math.log1p(-fall), math.log1p(rise / 2),
+                   -math.log1p(-fall / 2), absolute)
+
+    def passed(self, resid: float, change: float) -> bool:
+        """Whether a change (``resid`` in log units, ``change`` in the metric's) is an event."""
+        relative = resid >= self.up if resid > 0 else -resid >= self.down
+        return bool(relative and abs(change) >= self.absolute)
+
+    def half(self, resid: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore"):
+            return np.where(resid > 0, resid >= self.half_up, -resid >= self.half_down)
+
+
+@dataclass
+class _Metric:
+    """One metric of every row: its usual level and the tests' results."""
+
+    value: np.ndarray  # the day's value (NaN: not read)
+    level: np.ndarray  # usual level, log(1 + value)
+    slope: np.ndarray  # usual change per day, log units
+    resid: np.ndarray  # log(1 + value) - level
+    days: np.ndarray  # days of the window with a distance from the median
+    distance: np.ndarray  # log(1 + value) - median of the LEVEL_DAYS before
+    spread: np.ndarray  # usual spread, where a test was tried (else NaN)
+    jump: np.ndarray
+    hold: np.ndarray
+    score: np.ndarray  # the score that passed (a jump: the day's; a hold: its 4 days')
+    off: np.ndarray  # days off after a jump's first (0..HOLD_DAYS)
+    later: np.ndarray  # days with a value after the first, within HOLD_DAYS
+    size: np.ndarray  # log ratio of the event: a spike's peak, a shift's median
+
+
+def _find(daily: pl.DataFrame, *, t: TrendSettings, since: date | None) -> pl.DataFrame:
+    frame = daily.with_columns(_key=bot_day_key())
+    key = frame["_key"].to_numpy()
+    if len(key) == 0:
+        return pl.DataFrame(schema=ANOMALY_SCHEMA)
+    before = np.concatenate([[-(1 << 62)], key[:-1]])
+    resets = frame["commands_resets"].fill_null(0).to_numpy() > 0
+    whole = _whole_days(frame, t.anomaly_window)
+    metrics: dict[str, _Metric] = {}
+    for name in METRICS:
+        value = frame[name].cast(pl.Float64).to_numpy().astype(np.float64)
+        if name == "commands_executed":
+            # A reset day's count misses what ran before the restart; the day after a gap's
+            # covers several days; a day with fewer records than usual (today, still going)
+            # misses some: none of them is a day's commands.
+            value = np.where((before == key - 1) & ~resets & whole, value, np.nan)
+        metrics[name] = _usual(key, value, t.anomaly_window)
+    one_guild = 1.0 / (np.expm1(np.nan_to_num(metrics["guilds"].level, nan=0.0)) + 1.0)
+    for name, metric in metrics.items():
+        _test(metric, key, one_guild, _Floors.of(name, t), t)
+    flagged = np.zeros(len(key), bool)
+    for metric in metrics.values():
+        flagged |= metric.jump | metric.hold
+    outage = _outages(key, before, frame["bot_id"].to_numpy(), t)
+    starts = _starts(key, flagged | outage)
+    shown = np.ones(len(key), bool) if since is None else (frame["day"] >= since).to_numpy()
+    rows = [row for i in np.flatnonzero(starts & shown).tolist()
+            if (row := _event_row(i, frame, metrics, outage, resets, t.anomaly_threshold))
+            is not None]
+    taken = {(r["bot_id"], r["day"]) for r in rows}
+    routine = _routine(key, resets, t.anomaly_window)
+    for i in np.flatnonzero(resets & ~routine & shown).tolist():
+        if (frame["bot_id"][i], frame["day"][i]) not in taken and not _in_event(i, key, starts):
+            rows.append(_reset_row(frame, i))
+    if not rows:
+        return pl.DataFrame(schema=ANOMALY_SCHEMA)
+    return pl.DataFrame(rows, schema=ANOMALY_SCHEMA, orient="row").sort("day", "bot_id")
+
+
+def _whole_days(frame: pl.DataFrame, days: int) -> np.ndarray:
+    """Rows with at least the bot's usual number of records a day (the median of the ``days``
+    days before; any number when there are none)."""
+    usual = frame.select(pl.col("records").cast(pl.Float64).rolling_median_by(
+        "_key", f"{days}i", closed="left"))
+    return (frame["records"].cast(pl.Float64) >= usual.to_series().fill_null(0)).to_numpy()
+
+
+def _usual(key: np.ndarray, value: np.ndarray, days: int) -> _Metric:
+    """The usual level of every row of one metric over a window of ``days`` (see the module
+    docstring); the tests' columns are left empty."""
+    window = f"{days}i"
+    y = pl.col("y")
+    usual = pl.DataFrame({"key": key, "y": np.log1p(np.clip(value, 0, None))}).with_columns(
+        y=pl.col("y").fill_nan(None),
+    ).with_columns(
+        median=y.rolling_median_by("key", f"{LEVEL_DAYS}i", min_samples=3, closed="left"),
+    ).with_columns(distance=y - pl.col("median")).with_columns(
+        center=pl.col("distance").rolling_median_by("key", window, closed="left"),
+        days=pl.col("distance").is_not_null().cast(pl.Int64)
+        .rolling_sum_by("key", window, closed="left"),
+    )
+    center = usual["center"].fill_null(0.0).to_numpy()
+    level = usual["median"].fill_null(np.nan).to_numpy().astype(np.float64) + center
+    n = len(key)
+    return _Metric(
+        value=value, level=level,
+        # The median of the LEVEL_DAYS before lags the day by half of them: center is the
+        # bot's usual growth over that lag.
+        slope=center / ((LEVEL_DAYS + 1) / 2),
+        resid=usual["y"].fill_null(np.nan).to_numpy().astype(np.float64) - level,
+        days=usual["days"].to_numpy(),
+        distance=usual["distance"].fill_null(np.nan).to_numpy().astype(np.float64),
+        spread=np.full(n, np.nan), jump=np.zeros(n, bool), hold=np.zeros(n, bool),
+        score=np.full(n, np.nan), off=np.zeros(n, np.int64), later=np.zeros(n, np.int64),
+        size=np.full(n, np.nan),
+    )
+
+
+def _test(m: _Metric, key: np.ndarray, one_guild: np.ndarray, floors: _Floors,
+          t: TrendSettings) -> None:
+    """Fill in the jump and hold tests of one metric. The spread is computed only for rows at
+    least half a floor off their usual level: no other row can pass a test."""
+    tried = np.flatnonzero((m.days >= t.anomaly_min_days) & ~np.isnan(m.resid)
+                           & floors.half(m.resid))
+    m.spread[tried] = np.maximum(np.maximum(
+        MAD_SIGMA * _mad(m.distance, key, tried, t.anomaly_window), one_guild[tried]), MIN_SPREAD)
+    later, later_value, later_usual = _ahead(key, m, tried)
+    base = np.expm1(m.level)
+    for j, i in enumerate(tried):
+        r, s = m.resid[i], m.spread[i]
+        sign = 1.0 if r > 0 else -1.0
+        m.later[i] = int(np.count_nonzero(~np.isnan(later[j])))
+        if abs(r / s) > t.anomaly_threshold and floors.passed(r, m.value[i] - base[i]):
+            m.jump[i], m.score[i], m.size[i] = True, r / s, r
+            for k in range(HOLD_DAYS):
+                d = later[j, k]
+                if np.isnan(d) or sign * d / s <= t.anomaly_threshold or not floors.passed(
+                        d, later_value[j, k] - later_usual[j, k]):
+                    break
+                m.size[i] = max(m.size[i], d) if sign > 0 else min(m.size[i], d)
+                m.off[i] = k + 1
+        four = np.concatenate([[r], later[j]])
+        if np.isnan(four).any() or not np.all(np.sign(four) == sign) or not np.all(
+                floors.half(four)):
+            continue
+        z4 = float(np.mean(four / s) * math.sqrt(HOLD_DAYS + 1))
+        middle = float(np.median(four))
+        if abs(z4) > t.anomaly_threshold and floors.passed(middle, base[i] * math.expm1(middle)):
+            m.hold[i], m.score[i], m.size[i] = True, z4, middle
+
+
+def _mad(distance: np.ndarray, key: np.ndarray, rows: np.ndarray, window: int) -> np.ndarray:
+    """MAD of ``distance`` over the ``window`` days before each of ``rows`` (one row per bot
+    and day, so those days are among the ``window`` rows before)."""
+    if len(rows) == 0:
+        return np.empty(0)
+    at = rows[:, None] - np.arange(1, window + 1)[None, :]
+    inside = (at >= 0) & (key[np.maximum(at, 0)] >= (key[rows] - window)[:, None])
+    win = np.where(inside, distance[np.maximum(at, 0)], np.nan)
+    count = np.count_nonzero(~np.isnan(win), axis=1)
+    middle = _median(win, count)
+    return _median(np.abs(win - middle[:, None]), count)
+
+
+def _median(win: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Median of the non-NaN entries of each row (NaN if none)."""
+    rows = np.sort(win, axis=1)  # NaNs sort last
     k = np.maximum(count, 1)
     lo = np.take_along_axis(rows, ((k - 1) // 2)[:, None], axis=1)[:, 0]
     hi = np.take_along_axis(rows, (k // 2)[:, None], axis=1)[:, 0]
     return np.where(count > 0, (lo + hi) / 2, np.nan)
+
+
+def _ahead(key: np.ndarray, m: _Metric,
+           rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each of ``rows``, its HOLD_DAYS next days against its own usual level projected:
+    (log distance, value, projected usual value), NaN for a day without a value."""
+    steps = np.arange(1, HOLD_DAYS + 1)
+    wanted = key[rows][:, None] + steps[None, :]
+    at = np.minimum(np.searchsorted(key, wanted), len(key) - 1)
+    y = np.where(key[at] == wanted, m.resid[at] + m.level[at], np.nan)
+    projected = m.level[rows][:, None] + steps[None, :] * m.slope[rows][:, None]
+    return y - projected, np.expm1(y), np.expm1(projected)
+
+
+def _outages(key: np.ndarray, before: np.ndarray, ids: np.ndarray,
+             t: TrendSettings) -> np.ndarray:
+    """Rows that end a silence of anomaly_outage_days..window days of a bot that had reported
+    the two days before it."""
+    same = np.concatenate([[False], ids[1:] == ids[:-1]])
+    silent = np.where(same, key - before - 1, -1)
+    two_back = np.concatenate([[-(1 << 62)] * 2, key[:-2]])
+    same2 = np.concatenate([[False, False], ids[2:] == ids[:-2]])
+    ends: np.ndarray = ((silent >= t.anomaly_outage_days) & (silent <= t.anomaly_window)
+                        & same2 & (two_back == before - 1))
+    return ends
+
+
+def _starts(key: np.ndarray, flagged: np.ndarray) -> np.ndarray:
+    """Flagged rows with no flagged day of the same bot in the HOLD_DAYS days before."""
+    marks = set(key[flagged].tolist())
+    out = flagged.copy()
+    for i in np.flatnonzero(flagged):
+        if any(key[i] - k in marks for k in range(1, HOLD_DAYS + 1)):
+            out[i] = False
+    return out
+
+
+def _routine(key: np.ndarray, resets: np.ndarray, window: int) -> np.ndarray:
+    """Rows with a reset in the ``window`` days before (of the same bot: keys of other bots lie
+    further apart)."""
+    at = key[resets]
+    return np.searchsorted(at, key) > np.searchsorted(at, key - window)
+
+
+def _in_event(i: int, key: np.ndarray, starts: np.ndarray) -> bool:
+    """Whether row i lies within HOLD_DAYS after an event's first day."""
+    lo = max(0, i - HOLD_DAYS)
+    return bool(np.any(starts[lo:i] & (key[lo:i] >= key[i] - HOLD_DAYS)))
+
+
+def _event_row(i: int, frame: pl.DataFrame, metrics: dict[str, _Metric], outage: np.ndarray,
+               resets: np.ndarray, threshold: float) -> dict[str, object] | None:
+    bot_id, day = frame["bot_id"][i], frame["day"][i]
+    users = metrics["users"]
+    if outage[i]:
+        gap = int(frame["_key"][i] - frame["_key"][i - 1] - 1)
+        first, last = day - timedelta(days=gap), day - timedelta(days=1)
+        usual = frame["users"][i - 1]
+        also = "counter reset" if resets[i] else None
+        return _row(bot_id, day, "outage", None, first, last, gap, None, None, None,
+                    None, None, 0.0, _severity(usual, 0.0, gap),
+                    f"no stats for {gap} days ({first} to {last})", also)
+    moved = [(name, m) for name, m in metrics.items() if m.jump[i] or m.hold[i]]
+    if not moved:
+        return None
+    shifts = [p for p in moved if p[1].hold[i]]
+    name, m = max(shifts or moved, key=lambda p: abs(p[1].size[i]))
+    # What moved with it: the other metrics off their usual level by more than the threshold
+    # of spreads (their own floors aside: a viral day's guilds +15% is part of the story).
+    others = [f"{LABELS[o]} {_change(math.exp(om.resid[i]))}" for o, om in metrics.items()
+              if o != name and not np.isnan(om.spread[i])
+              and abs(om.resid[i] / om.spread[i]) > threshold]
+    ratio = math.exp(m.size[i])
+    if m.hold[i]:
+        kind, last, days = "level_shift", None, None
+        said = f"{LABELS[name]} {_change(ratio)} since {day}"
+        lasting = SHIFT_DAYS
+    else:
+        kind = "spike" if m.size[i] > 0 else "drop"
+        days = int(m.off[i]) + 1
+        last = day + timedelta(days=days - 1)
+        # Off on every day there is so far: it may go on (or turn out a level shift).
+        open_ = m.off[i] == m.later[i] < HOLD_DAYS
+        said = (f"{LABELS[name]} {_change(ratio)} for {days} day{'s' if days > 1 else ''}"
+                + (" so far" if open_ else ""))
+        lasting = days
+    load = _load_change(frame, i)
+    if load:
+        others.append(load)
+    if resets[i]:
+        others.append("counter reset")
+    usual_users = float(np.expm1(users.level[i])) if not np.isnan(users.level[i]) else None
+    base = float(np.expm1(m.level[i]))
+    return _row(bot_id, day, kind, name, day, last, days, float(m.value[i]), base,
+                base * math.expm1(float(m.spread[i])), int(m.days[i]), float(m.score[i]),
+                ratio, _severity(usual_users, ratio, lasting), said,
+                ", ".join(others) or None)
+
+
+def _reset_row(frame: pl.DataFrame, i: int) -> dict[str, object]:
+    day = frame["day"][i]
+    return _row(frame["bot_id"][i], day, "counter_reset", "commands_executed", day, day, 1,
+                None, None, None, None, None, 1.0, 0.0,
+                "commands counter reset (the bot restarted)", None)
+
+
+def _row(bot_id: str, day: date, kind: str, metric: str | None, first: date,
+         last: date | None, days: int | None, value: float | None, base: float | None,
+         mad: float | None, baseline_days: int | None, score: float | None,
+         ratio: float | None, severity: float, summary: str,
+         also: str | None) -> dict[str, object]:
+    return {"bot_id": bot_id, "day": day, "kind": kind, "metric": metric, "first_day": first,
+            "last_day": last, "days": days, "value": value, "baseline_median": base,
+            "baseline_mad": mad, "baseline_days": baseline_days, "score": score,
+            "ratio": ratio, "severity": severity, "summary": summary, "also": also}
+
+
+def _severity(usual_users: float | int | None, ratio: float, days: int) -> float:
+    """log10 of the user-days an event moved: the bot's usual users x |ratio - 1| x days."""
+    users = float(usual_users or 0.0)
+    return round(math.log10(1.0 + users * abs(ratio - 1.0) * days), 3)
+
+
+def _change(ratio: float) -> str:
+    """"x3.4" for a doubling or more, else "+45%" / "-18%"."""
+    if ratio >= 2:
+        return f"x{ratio:.1f}"
+    return f"{(ratio - 1) * 100:+.0f}%"
+
+
+def _load_change(frame: pl.DataFrame, i: int) -> str | None:
+    """"cpu +18 points" when the day's p95 cpu load is 10 or more points off the median of the
+    LEVEL_DAYS days before."""
+    cpu = frame["cpu_load_p95"]
+    now = cpu[i]
+    if now is None:
+        return None
+    key = frame["_key"]
+    past = [cpu[j] for j in range(max(0, i - LEVEL_DAYS), i)
+            if key[j] >= key[i] - LEVEL_DAYS and cpu[j] is not None]
+    if len(past) < 3:
+        return None
+    moved = now - float(np.median(past))
+    return f"cpu {moved:+.0f} points" if abs(moved) >= 10 else None

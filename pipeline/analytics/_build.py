@@ -18,11 +18,12 @@ bot_daily          per bot and day: last users/guilds/shards, mean and p95 load,
 bot_growth         per bot and day: 1/7/30-day change and percent, 7-day means, 30-day CDGR
 bot_ranks          per bot and day: rank by guilds and users, rank change over 1 and 7 days
 movers             per day: top gainers/losers over 7 and 30 days, absolute and percent
-anomalies          bot-days whose daily delta has a robust z-score above the threshold
+anomalies          per event: its kind (spike, drop, shift, outage, reset), size, severity
 resource_health    per bot and week: p95 load and days above the health threshold
 custom_daily       per bot, day and custom field: numeric stats, or the text value and changes
 directory_daily    per day: totals, bots reporting, bots first seen, first reporting, removed
 bot_forecast       per bot, metric and horizon: forecast and 80% interval (pipeline/forecast.py)
+bot_names          per bot: its name as the listing shows it now (whole every run)
 =================  ==========================================================================
 
 Each job is a small function LazyFrame -> LazyFrame, testable on a ten-row frame. Days are UTC
@@ -171,7 +172,7 @@ def _stage_window(con: duckdb.DuckDBPyConnection, t: TrendSettings, batch: expor
     for name, spec in DATASETS.items():
         parts = computed.parts[name]
         key = None
-        if window.start is not None:
+        if window.start is not None and not spec.whole:
             key = trend_window.month_key(window.start)
             old = batch.previous_file(name, key)
             if name not in STREAMED:  # the slices merged those of bot-ordered datasets

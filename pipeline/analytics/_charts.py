@@ -36,16 +36,23 @@ def line(name: str, data: list[list[Any]], **more: Any) -> dict[str, Any]:
     return {"name": name, "type": "line", "showSymbol": False, "data": data, **more}
 
 
-def bar_chart(title: str, labels: list[str], values: list[float], name: str) -> dict[str, Any]:
-    """A horizontal bar chart (one bar per label, the first on top)."""
-    return {
+def bar_chart(title: str, labels: list[str], values: list[float], name: str, *,
+              hover: list[list[str]] | None = None, log: bool = False) -> dict[str, Any]:
+    """A horizontal bar chart (one bar per label, the first on top). ``hover`` gives each bar's
+    tooltip lines (a bot's name and id, what happened), shown as text by report.js; ``log``
+    draws the values on a log axis."""
+    option: dict[str, Any] = {
         "title": {"text": title, "textStyle": {"fontSize": 14}},
         "tooltip": {"trigger": "axis", "axisPointer": {"type": "shadow"}},
-        "grid": {"left": 170, "right": 30, "top": 40, "bottom": 30},
-        "xAxis": {"type": "value"},
-        "yAxis": {"type": "category", "data": labels[::-1]},
+        "grid": {"left": 190, "right": 40, "top": 40, "bottom": 30},
+        "xAxis": {"type": "log" if log else "value"},
+        "yAxis": {"type": "category", "data": labels[::-1],
+                  "axisLabel": {"width": 170, "overflow": "truncate"}},
         "series": [{"name": name, "type": "bar", "data": values[::-1]}],
     }
+    if hover is not None:
+        option["hover"] = hover[::-1]
+    return option
 
 
 def band_series(metric: str, history: pl.DataFrame, ahead: pl.DataFrame) -> list[dict[str, Any]]:

@@ -17,6 +17,8 @@ class Dataset:
     time_column: str  # partitions are months of this column
     order: tuple[str, ...]  # row order of the export (stable bytes, so reruns hash the same)
     about: str
+    # Computed whole by every run (not from the window's start): it describes the bots now.
+    whole: bool = False
 
 
 DATASETS: dict[str, Dataset] = {
@@ -31,8 +33,9 @@ DATASETS: dict[str, Dataset] = {
         Dataset("movers", "day",
                 ("day", "window_days", "metric", "measure", "direction", "rank"),
                 "per day: top gainers and losers over 7 and 30 days, absolute and percent"),
-        Dataset("anomalies", "day", ("day", "bot_id", "metric"),
-                "bot-days whose daily delta is far outside the bot's trailing behaviour"),
+        Dataset("anomalies", "day", ("day", "bot_id"),
+                "per event: a spike, drop, level shift, outage or counter reset, its size and "
+                "severity"),
         Dataset("resource_health", "week", ("bot_id", "week"),
                 "per bot and ISO week: p95 cpu/memory load and days above the threshold"),
         Dataset("custom_daily", "day", ("bot_id", "name", "day", "kind"),
@@ -42,6 +45,9 @@ DATASETS: dict[str, Dataset] = {
         # bot_forecast: computed by pipeline/forecast.py from each slice's bot_daily.
         Dataset("bot_forecast", "as_of", ("bot_id", "metric", "horizon_days"),
                 "per bot, metric and horizon (7/30/90 days): forecast and 80% interval"),
+        Dataset("bot_names", "first_seen", ("bot_id",),
+                "per bot: its name as the listing shows it now, first seen, removed",
+                whole=True),
     )
 }
 

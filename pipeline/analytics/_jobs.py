@@ -368,3 +368,12 @@ def listing_days(bots: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
         .agg(bots_removed=pl.len().cast(pl.Int64))
     )
     return first_seen, removed
+
+
+def bot_names(bots: pl.LazyFrame) -> pl.LazyFrame:
+    """Per bot, from the ``bots`` table: ``name`` as the listing shows it now (null when the
+    service gives none), ``first_seen`` and ``removed`` (UTC days; null while listed). The
+    report and notebooks name bots by it; the name is the service's, so it is untrusted text."""
+    return bots.select(
+        "bot_id", "name", first_seen=utc_day("first_seen_at"), removed=utc_day("removed_at"),
+    ).sort("bot_id")

@@ -6,6 +6,7 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import polars as pl
 
 from .. import archive
 from ..core import TrendSettings
+from . import _anomalies as anomalies
 from . import _forecast as forecast
 from . import _window as trend_window
 from ._datasets import DATASETS
@@ -23,13 +25,13 @@ from ._window import FULL, Window
 
 # Part of the fingerprint of an export: a version of the datasets' columns and meaning. A run
 # whose fingerprint differs from the previous export's rebuilds everything.
-TRENDS_FORMAT = 2
+TRENDS_FORMAT = 3
 
 
 def lookback_days(t: TrendSettings) -> int:
-    """Days before an incremental run's start that its windows read (growth 30 days, the
-    anomaly baseline and the day before it, ranks and movers, the forecast's window)."""
-    return max(*GROWTH_DAYS, *MOVER_DAYS, *RANK_DAYS, t.anomaly_window + 1,
+    """Days before an incremental run's start that its windows read (growth 30 days, an
+    event's usual level and spread, ranks and movers, the forecast's window)."""
+    return max(*GROWTH_DAYS, *MOVER_DAYS, *RANK_DAYS, anomalies.lookback_days(t),
                forecast.WINDOW_DAYS)
 
 
@@ -84,7 +86,9 @@ def plan_run(con: duckdb.DuckDBPyConnection, t: TrendSettings, export_dir: Path,
             if d is not None]
     if not days:
         return Plan(None, changes.watermark, "nothing new since the last export")
-    start = trend_window.week_start(min(days))
+    # An event's row is settled only HOLD_DAYS after its first day (a spike or a level shift?):
+    # the days that many before the first change are computed again too.
+    start = trend_window.week_start(min(days) - timedelta(days=anomalies.HOLD_DAYS))
     try:
         window = trend_window.open_window(export_dir, manifest, start, lookback_days(t))
     except trend_window.WindowUnavailable as exc:

@@ -5,9 +5,11 @@ It opens offline, from a file or a mail attachment: the charting library (Apache
 are drawn as SVG, so they stay sharp when zoomed and a test can count what was drawn.
 
 Sections: the directory over time (bots reporting, total guilds and users), the top movers over
-7 and 30 days, rank changes, recent anomalies, resource health (hot cpu/memory days), then, for
-each bot asked for, its guilds and users with the forecast band, commands per day, cpu and
-memory load and its custom series; with ``compare`` the bots side by side as well.
+7 and 30 days, rank changes, the anomalies (led by the week's events that matter most),
+resource health (the bots most over their own usual load, and since when), then, for each bot
+asked for, its guilds and users with the forecast band, commands per day, cpu and memory load
+and its custom series; with ``compare`` the bots side by side as well. Bots are named by the
+names the service gives them (``bot_names``), ids on hover.
 
 Python builds every chart's ECharts option (plain JSON); the page's script only hands each one
 to ``echarts.init(...).setOption`` and wires the range buttons. The size does not grow with the
@@ -32,9 +34,12 @@ import polars as pl
 from ..core import ExportError, Settings
 from . import _exports as exports
 from . import _forecast as forecast
+from . import _health as health
 from ._compare import MAX_BOTS, check_bots, comparison_frame
 from ._datasets import scan_dataset
+from ._names import Names
 from ._sections import (
+    TOP,
     Page,
     anomalies_section,
     bot_section,
@@ -69,12 +74,19 @@ class ReportResult:
 
 
 def gather(settings: Settings, bot_ids: list[str], days: int) -> dict[str, pl.DataFrame]:
-    """The rows the report shows, read from the exports (the last ``days`` days of them)."""
+    """The rows the report shows, read from the exports (the last ``days`` days of them); the
+    lists (movers, health) are cut to their top rows in the query."""
+    threshold = settings.trends.health_threshold
     scans = {name: scan_dataset(settings, name) for name in (
         "directory_daily", "movers", "bot_ranks", "anomalies", "resource_health", "bot_daily",
-        "custom_daily", "bot_forecast", "bot_growth")}
+        "custom_daily", "bot_forecast", "bot_growth", "bot_names")}
     last = scans["directory_daily"].select(pl.col("day").max()).collect().item()
     since = (last or date.today()) - timedelta(days=days - 1)
+    # The week and the health's "now" end on the last day with stats (the listing may have
+    # shown a bot first today, before any of its stats).
+    stats_day = scans["directory_daily"].filter(pl.col("bots_reporting") > 0).select(
+        pl.col("day").max()).collect().item() or date.today()
+    week = stats_day - timedelta(days=6)
     recent = pl.col("day") >= since
     mine = pl.col("bot_id").is_in(bot_ids)
     models = forecast.latest(scans["bot_forecast"].filter(mine)).unique(
@@ -84,7 +96,15 @@ def gather(settings: Settings, bot_ids: list[str], days: int) -> dict[str, pl.Da
         "movers": scans["movers"].filter(pl.col("day") == pl.col("day").max()),
         "ranks": scans["bot_ranks"].filter(pl.col("day") == pl.col("day").max()),
         "anomalies": scans["anomalies"].filter(recent),
-        "health": scans["resource_health"].filter(pl.col("week") >= since - timedelta(days=6)),
+        "over": health.over_usual(scans["bot_daily"], last=stats_day, top=TOP),
+        "hot": scans["bot_daily"].filter(pl.col("day") >= week).group_by("bot_id").agg(
+            hot_days=((pl.col("cpu_load_p95") > threshold)
+                      | (pl.col("memory_load_p95") > threshold)).sum().cast(pl.Int64),
+            cpu_load_p95=pl.col("cpu_load_p95").max(),
+            memory_load_p95=pl.col("memory_load_p95").max(),
+        ).filter(pl.col("hot_days") > 0).sort(
+            ["hot_days", "cpu_load_p95", "bot_id"], descending=[True, True, False]).head(TOP),
+        "names": scans["bot_names"].select("bot_id", "name"),
         "daily": scans["bot_daily"].filter(mine & recent).sort("bot_id", "day"),
         "custom": scans["custom_daily"].filter(mine & recent),
         "ahead": forecast.predict(models, FORECAST_AHEAD),
@@ -101,18 +121,21 @@ def render(data: dict[str, pl.DataFrame], bot_ids: list[str], *, days: int, comp
            source: str, generated: datetime) -> tuple[str, int]:
     """The HTML text and the number of charts in it."""
     page = Page()
+    names = Names.of(data["names"])
+    reporting = data["directory"].filter(pl.col("bots_reporting") > 0)
+    newest = reporting["day"].dt.max() if reporting.height else None
+    last = newest if isinstance(newest, date) else None
     directory_section(page, data["directory"])
-    movers_section(page, data["movers"])
-    ranks_section(page, data["ranks"])
-    anomalies_section(page, data["anomalies"])
-    health_section(page, data["health"])
+    movers_section(page, data["movers"], names)
+    ranks_section(page, data["ranks"], names)
+    anomalies_section(page, data["anomalies"], names, last)
+    health_section(page, data["over"], data["hot"], names)
     if compare and bot_ids:
-        compare_section(page, bot_ids, data["daily"], data["comparison"])
+        compare_section(page, bot_ids, data["daily"], data["comparison"], names)
     for bot_id in bot_ids:
         bot_section(page, bot_id, data["daily"].filter(pl.col("bot_id") == bot_id),
                     data["ahead"].filter(pl.col("bot_id") == bot_id),
-                    data["custom"].filter(pl.col("bot_id") == bot_id))
-    last = data["directory"]["day"].dt.max() if data["directory"].height else None
+                    data["custom"].filter(pl.col("bot_id") == bot_id), names)
     assets = resources.files("pipeline.analytics") / "report_assets"
     payload = json.dumps(page.charts, separators=(",", ":"), default=str)
     template = string.Template((assets / "report.html").read_text(encoding="utf-8"))

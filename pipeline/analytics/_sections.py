@@ -10,13 +10,16 @@ from typing import Any
 import polars as pl
 
 from . import _forecast as forecast
+from . import _health as health
 from ._charts import _pairs, band_series, bar_chart, line, time_chart
 from ._compare import ROWS, format_cell
+from ._names import Names
 
 TOP = 10  # rows of each list (movers, rank changes, hot bots)
 ANOMALY_DAYS = 14  # "recent" anomalies: the last two weeks of the export
 ANOMALY_ROWS = 25
-HEALTH_WEEKS = 4
+LEADING_EVENTS = 5  # the events of the week the anomaly section leads with
+WEEK = 7
 
 
 @dataclass
@@ -40,16 +43,25 @@ class Page:
                            f'{"".join(parts)}</section>')
 
 
-def table(frame: pl.DataFrame, *, caption: str = "", numbers: dict[str, str] | None = None) -> str:
-    """An HTML table of ``frame`` (escaped); ``numbers`` formats columns (``{col: ",.0f"}``)."""
+def table(frame: pl.DataFrame, *, caption: str = "", numbers: dict[str, str] | None = None,
+          names: Names | None = None) -> str:
+    """An HTML table of ``frame`` (escaped); ``numbers`` formats columns (``{col: ",.0f"}``).
+    With ``names``, a ``bot_id`` column is shown as the bot's name (headed "bot"), its id on
+    hover and, where the name does not tell the bot apart, beside it."""
     numbers = numbers or {}
     if frame.height == 0:
         return f'<p class="empty">{html.escape(caption or "Nothing")}: none.</p>'
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in frame.columns)
+    named = names is not None and "bot_id" in frame.columns
+    head = "".join(f"<th>{html.escape('bot' if named and c == 'bot_id' else c)}</th>"
+                   for c in frame.columns)
     body = []
     for row in frame.iter_rows():
         cells = []
         for column, value in zip(frame.columns, row, strict=True):
+            if named and column == "bot_id":
+                assert names is not None
+                cells.append(names.cell(value))
+                continue
             text = "-" if value is None else (format(value, numbers[column])
                                               if column in numbers else str(value))
             num = ' class="num"' if isinstance(value, int | float) else ""
@@ -57,6 +69,11 @@ def table(frame: pl.DataFrame, *, caption: str = "", numbers: dict[str, str] | N
         body.append(f"<tr>{''.join(cells)}</tr>")
     cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
     return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _hover(names: Names, bot_id: str, *more: str) -> list[str]:
+    """A bar's tooltip lines: the bot's name, its id, and what else there is to say."""
+    return [names.name(bot_id), bot_id, *more]
 
 
 def directory_section(page: Page, directory: pl.DataFrame) -> None:
@@ -72,7 +89,7 @@ def directory_section(page: Page, directory: pl.DataFrame) -> None:
     )
 
 
-def movers_section(page: Page, movers: pl.DataFrame) -> None:
+def movers_section(page: Page, movers: pl.DataFrame, names: Names) -> None:
     last = movers["day"].dt.max() if movers.height else date.min
     parts = []
     for window in (7, 30):
@@ -81,82 +98,97 @@ def movers_section(page: Page, movers: pl.DataFrame) -> None:
         gainers = rows.filter(pl.col("direction") == "gainer").sort("rank").head(TOP)
         losers = rows.filter(pl.col("direction") == "loser").sort("rank").head(TOP)
         if gainers.height:
+            bots = gainers["bot_id"].to_list()
             parts.append(page.chart(bar_chart(
                 f"Top guild gainers over {window} days (to {last})",
-                gainers["bot_id"].to_list(), gainers["change"].to_list(), "guilds gained"),
+                [names.label(b) for b in bots], gainers["change"].to_list(), "guilds gained",
+                hover=[_hover(names, b) for b in bots]),
                 height=60 + 26 * gainers.height))
         shown = ["rank", "bot_id", "start_value", "end_value", "change", "pct_change"]
         parts.append(table(gainers.select(shown), caption=f"Gainers, {window} days",
-                           numbers={"pct_change": "+.1f", "change": "+,d"}))
+                           numbers={"pct_change": "+.1f", "change": "+,d"}, names=names))
         parts.append(table(losers.select(shown), caption=f"Losers, {window} days",
-                           numbers={"pct_change": "+.1f", "change": "+,d"}))
+                           numbers={"pct_change": "+.1f", "change": "+,d"}, names=names))
     page.add("Top movers (guilds)", *parts, anchor="movers", link="Movers")
 
 
-def ranks_section(page: Page, ranks: pl.DataFrame) -> None:
+def ranks_section(page: Page, ranks: pl.DataFrame, names: Names) -> None:
     last = ranks.filter(pl.col("day") == pl.col("day").max()).filter(
         pl.col("guilds_rank_change_7d").is_not_null() & (pl.col("guilds_rank_change_7d") != 0))
     shown = ["bot_id", "guilds", "guilds_rank", "guilds_rank_change_7d", "users_rank",
              "users_rank_change_7d"]
     up = last.sort(["guilds_rank_change_7d", "guilds_rank"], descending=[True, False]).head(TOP)
     down = last.sort(["guilds_rank_change_7d", "guilds_rank"]).head(TOP)
+    numbers = {"guilds": ",d", "guilds_rank_change_7d": "+d", "users_rank_change_7d": "+d"}
     page.add("Rank changes over 7 days (by guilds)",
              table(up.filter(pl.col("guilds_rank_change_7d") > 0).select(shown), caption="Climbed",
-                   numbers={"guilds": ",d", "guilds_rank_change_7d": "+d",
-                            "users_rank_change_7d": "+d"}),
+                   numbers=numbers, names=names),
              table(down.filter(pl.col("guilds_rank_change_7d") < 0).select(shown), caption="Fell",
-                   numbers={"guilds": ",d", "guilds_rank_change_7d": "+d",
-                            "users_rank_change_7d": "+d"}),
+                   numbers=numbers, names=names),
              anchor="ranks", link="Ranks")
 
 
-def describe_anomalies(odd: pl.DataFrame) -> pl.DataFrame:
-    """Recent anomalies with a sentence each: what moved, by how much, against what usual."""
-    what = {"guilds": "guilds changed by", "users": "users changed by",
-            "commands_executed": "commands run:"}
-    return odd.select(
-        "day", "bot_id", "metric",
-        pl.struct("metric", "value", "baseline_median", "baseline_days").map_elements(
-            lambda r: (f"{what.get(r['metric'], r['metric'])} {r['value']:+,.0f} where "
-                       f"{r['baseline_median']:+,.0f} a day is usual (median of "
-                       f"{r['baseline_days']} days)"), return_dtype=pl.String).alias("what"),
-        pl.col("score").round(1),
-    )
-
-
-def anomalies_section(page: Page, odd: pl.DataFrame) -> None:
-    if odd.height:
-        since = pl.col("day").max() - timedelta(days=ANOMALY_DAYS - 1)
-        odd = odd.filter(pl.col("day") >= since).sort(["day", "score"], descending=[True, True])
-    rows = describe_anomalies(odd.head(ANOMALY_ROWS))
-    page.add(f"Anomalies in the last {ANOMALY_DAYS} days",
-             table(rows, caption=f"Newest first; {odd.height} in all" if odd.height else "Anomalies"),
-             anchor="anomalies",
-             link="Anomalies")
-
-
-def health_section(page: Page, health: pl.DataFrame) -> None:
-    if health.height:
-        since = pl.col("week").max() - timedelta(weeks=HEALTH_WEEKS - 1)
-        health = health.filter(pl.col("week") >= since)
-    hot = (health.group_by("bot_id")
-           .agg(pl.col("hot_days", "cpu_hot_days", "memory_hot_days").sum(),
-                pl.col("cpu_load_p95", "memory_load_p95").max())
-           .filter(pl.col("hot_days") > 0)
-           .sort(["hot_days", "bot_id"], descending=[True, False]).head(TOP))
+def anomalies_section(page: Page, odd: pl.DataFrame, names: Names, last: date | None) -> None:
+    """Leads with the events of the last week that matter most (by severity: the user-days
+    they moved), then every event of the last two weeks; counter resets are counted, not
+    listed (they move no one)."""
+    if last is None:  # no day with a bot reporting: the events' own newest day
+        newest = odd["day"].dt.max() if odd.height else None
+        last = newest if isinstance(newest, date) else date.today()
+    recent = odd.filter(pl.col("day") > last - timedelta(days=ANOMALY_DAYS))
+    resets = recent.filter(pl.col("kind") == "counter_reset").height
+    events = recent.filter(pl.col("kind") != "counter_reset").sort(
+        ["severity", "day", "bot_id"], descending=[True, True, False])
+    week = events.filter(pl.col("day") > last - timedelta(days=WEEK)).head(LEADING_EVENTS)
+    shown = ["bot_id", "summary", "also", "day", "kind", "severity"]
     parts = []
-    if hot.height:
-        parts.append(page.chart(bar_chart(f"Hot days in the last {HEALTH_WEEKS} weeks",
-                                          hot["bot_id"].to_list(), hot["hot_days"].to_list(),
-                                          "hot days"), height=60 + 26 * hot.height))
-    parts.append(table(hot, caption="Bots with days of p95 cpu or memory load above the "
-                                    "threshold", numbers={"cpu_load_p95": ".0f",
-                                                          "memory_load_p95": ".0f"}))
+    if week.height:
+        bots = week["bot_id"].to_list()
+        moved = [round(10 ** s - 1) for s in week["severity"].to_list()]
+        parts.append(page.chart(bar_chart(
+            f"This week's events, by the user-days they moved (to {last})",
+            [names.label(b) for b in bots], moved, "user-days moved",
+            hover=[_hover(names, b, w) for b, w in zip(bots, week["summary"], strict=True)],
+            log=True), height=60 + 30 * week.height))
+    parts.append(table(week.select(shown), caption="This week: the events that matter most",
+                       numbers={"severity": ".1f"}, names=names))
+    more = f"{events.height} in all" + (f"; and {resets} counter resets (restarts), not listed"
+                                        if resets else "")
+    parts.append(table(events.head(ANOMALY_ROWS).select(shown),
+                       caption=f"Every event of the last {ANOMALY_DAYS} days, the most severe "
+                               f"first ({more})",
+                       numbers={"severity": ".1f"}, names=names))
+    page.add(f"Anomalies: the events of the last {ANOMALY_DAYS} days", *parts,
+             anchor="anomalies", link="Anomalies")
+
+
+def health_section(page: Page, over: pl.DataFrame, hot: pl.DataFrame, names: Names) -> None:
+    """Which bots run the most over their own usual load, and since when; and which ran hot
+    (over ``[trends].health_threshold``) on most days of the last week."""
+    parts = []
+    if over.height:
+        bots = over["bot_id"].to_list()
+        parts.append(page.chart(bar_chart(
+            "Over their own usual load (points of p95 load above their usual)",
+            [names.label(b) for b in bots], [round(v, 1) for v in over["over"].to_list()],
+            "points over usual",
+            hover=[_hover(names, b, f"{r} p95 {now:.0f}% (usually {usual:.0f}%)",
+                          f"since {since}" if since else "")
+                   for b, r, now, usual, since in over.select(
+                       "bot_id", "resource", "now", "usual", "since").iter_rows()]),
+            height=60 + 26 * over.height))
+    parts.append(table(over, caption=f"Most over their usual load: p95 of the last {WEEK} days "
+                                     f"against the {health.USUAL_DAYS} before, at least "
+                                     f"{health.MARGIN:.0f} points over",
+                       numbers={"now": ".0f", "usual": ".0f", "over": "+.0f"}, names=names))
+    parts.append(table(hot, caption="Running hot in the last week (days of p95 load above "
+                                    "the threshold)",
+                       numbers={"cpu_load_p95": ".0f", "memory_load_p95": ".0f"}, names=names))
     page.add("Resource health", *parts, anchor="health", link="Health")
 
 
 def bot_section(page: Page, bot_id: str, daily: pl.DataFrame, ahead: pl.DataFrame,
-                custom: pl.DataFrame) -> None:
+                custom: pl.DataFrame, names: Names) -> None:
     parts = []
     for metric in forecast.METRICS:
         band = ahead.filter(pl.col("metric") == metric).sort("day")
@@ -186,17 +218,21 @@ def bot_section(page: Page, bot_id: str, daily: pl.DataFrame, ahead: pl.DataFram
     outlook = (ahead.filter(pl.col("horizon_days").is_in(list(forecast.HORIZONS)))
                .select("metric", "horizon_days", "day", "forecast", "lo80", "hi80")
                .sort("metric", "horizon_days"))
-    parts.append(table(outlook, caption=f"Forecast for {bot_id}",
+    name = names.name(bot_id)
+    parts.append(table(outlook, caption=f"Forecast for {name}",
                        numbers={"forecast": ",.0f", "lo80": ",.0f", "hi80": ",.0f"}))
-    page.add(f"Bot {bot_id}", *parts, anchor=f"bot-{bot_id}", link=bot_id)
+    title = name if name == bot_id else f"{name} ({bot_id})"
+    page.add(title, *parts, anchor=f"bot-{bot_id}", link=names.label(bot_id))
 
 
 def compare_section(page: Page, bot_ids: list[str], daily: pl.DataFrame,
-                    comparison: pl.DataFrame) -> None:
+                    comparison: pl.DataFrame, names: Names) -> None:
     chart = page.chart(time_chart("Guilds, side by side", [
-        line(b, _pairs(daily.filter(pl.col("bot_id") == b), "day", "guilds")) for b in bot_ids]))
+        line(names.label(b), _pairs(daily.filter(pl.col("bot_id") == b), "day", "guilds"))
+        for b in bot_ids]))
     rows = comparison.to_dicts()
-    head = "".join(f"<th>{html.escape(r['bot_id'])}</th>" for r in rows)
+    head = "".join(f'<th title="{html.escape(r["bot_id"])}">{html.escape(names.label(r["bot_id"]))}'
+                   f"</th>" for r in rows)
     body = "".join(
         f"<tr><th>{html.escape(label)}</th>"
         + "".join(f'<td class="num">{html.escape(format_cell(r, column, fmt))}</td>' for r in rows)

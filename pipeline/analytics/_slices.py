@@ -24,6 +24,7 @@ from ._jobs import (
     RANK_DAYS,
     bot_daily,
     bot_growth,
+    bot_names,
     custom_daily,
     directory_daily,
     movers,
@@ -57,7 +58,7 @@ _STATS_SQL = (
 _CUSTOM_SQL = "SELECT bot_id, stat_id, recorded_at, name, value_text, value_num FROM bot_stat_custom"
 
 
-_BOTS_SQL = "SELECT bot_id, first_seen_at, removed_at FROM bots"
+_BOTS_SQL = "SELECT bot_id, name, first_seen_at, removed_at FROM bots"
 
 
 def bot_slices(con: duckdb.DuckDBPyConnection, max_rows: int = CHUNK_ROWS,
@@ -174,8 +175,7 @@ def compute_slices(con: duckdb.DuckDBPyConnection, t: TrendSettings, spill: Mont
             pl.concat([top, found.collect(engine=STREAMING)]).lazy(), top=t.movers_top
         ).collect(engine=IN_MEMORY)
         del growth
-        odd = anomalies(history.lazy(), window=t.anomaly_window, threshold=t.anomaly_threshold,
-                        min_days=t.anomaly_min_days, since=start)
+        odd = anomalies(history.lazy(), t, since=start)
         keep("anomalies", window.since(odd, "day").collect(engine=IN_MEMORY), lo, hi)
         custom = custom_daily(read_slice(con, _CUSTOM_SQL, lo, hi, since=start).lazy(),
                               window.carried_texts(lo, hi))
@@ -276,6 +276,7 @@ def dataset_parts(con: duckdb.DuckDBPyConnection, t: TrendSettings, spill: Month
         "directory_daily": exports.month_parts(
             window.since(directory, "day").collect(engine=STREAMING), "day"),
         "anomalies": spill.parts("anomalies"),
+        "bot_names": exports.month_parts(bot_names(bots).collect(engine=IN_MEMORY), "first_seen"),
     }
     parts: dict[str, Iterator[tuple[str, pl.DataFrame | pl.LazyFrame]]] = {
         name: _ordered(sources[name], DATASETS[name].order) for name in sources}

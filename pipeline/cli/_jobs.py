@@ -155,12 +155,15 @@ def cron_cmd(shard: Shard | None) -> None:
               help="Days of history per bot.")
 @click.option("--stats-per-day", type=click.IntRange(1, 1440), default=2, show_default=True,
               help="Stat records per bot per day (must divide 86400).")
+@click.option("--events", type=click.FloatRange(0, 1), default=0.1, show_default=True,
+              help="Share of bots the service plants events on (spikes, level shifts, outages, "
+                   "...; GET /_admin/events has the truth). 0 = none.")
 @click.option("--fresh", is_flag=True, help="Delete a previous demo's archive and exports in --dir first.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
 @config_option
 @handle_errors
-def demo_cmd(directory: str, bots: int, days: int, stats_per_day: int, fresh: bool,
-             as_json: bool) -> None:
+def demo_cmd(directory: str, bots: int, days: int, stats_per_day: int, events: float,
+             fresh: bool, as_json: bool) -> None:
     """Start the embedded service, run harvest + trends against it, show what was written.
 
     The archive goes to DIR/archive.ducklake (default data/, the default [store].db, so
@@ -177,7 +180,8 @@ def demo_cmd(directory: str, bots: int, days: int, stats_per_day: int, fresh: bo
     # Logging follows the user's settings (the demo's own overrides are applied inside).
     setup_logging(settings_from_flags())
     report = harvesting(not as_json, lambda stop, on_progress: demo(
-        directory, bots=bots, days=days, stats_per_day=stats_per_day, config=typed().config,
+        directory, bots=bots, days=days, stats_per_day=stats_per_day, events=events,
+        config=typed().config,
         fresh=fresh, stop=stop, on_progress=on_progress))
     if as_json:
         print_json(report.as_dict())

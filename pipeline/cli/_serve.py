@@ -43,6 +43,9 @@ _DIRECTORY: tuple[tuple[str, Any, Any, str], ...] = (
                                         "they page with limit (default and cap N) and skip."),
     ("bot-reads-need-token", bool, False, "GET /bots, /bots/:id, /stats and /stat want "
                                           "Authorization: Bearer <user token> too (401 without)."),
+    ("events", _SHARE, 0.0, "Share of bots with planted events (spikes, drops, level shifts, "
+                            "outages, counter resets; as many drift slowly), served as truth "
+                            "by GET /_admin/events. 0 = none."),
 )
 _FAULTS: tuple[tuple[str, Any, Any, str], ...] = (
     ("rate-limit", _RATE, 0.0, "Requests/second over all clients (token bucket); excess gets "
@@ -75,6 +78,8 @@ _FAULTS: tuple[tuple[str, Any, Any, str], ...] = (
                                    "in half (Content-Encoding: gzip)."),
     ("body-fault-times", _COUNT, 0, "/stats answers per bot the stall and gzip faults spoil "
                                     "before answering whole. 0 = every one."),
+    ("hostile-names", bool, False, "Every 4th bot's name and custom field names hold markup, "
+                                   "a </script>, an SVG onload and template expressions."),
 )
 
 

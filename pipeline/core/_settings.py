@@ -159,10 +159,14 @@ class TrendSettings:
 
     movers_min_guilds: int = 100  # a bot smaller than this at the window start is not a mover
     movers_top: int = 10  # gainers and losers kept per window and measure
-    anomaly_window: int = 28  # trailing days of deltas the robust z-score looks at
-    anomaly_threshold: float = 3.5  # |robust z| above this is an anomaly
-    anomaly_min_days: int = 7  # fewer trailing deltas than this: no score
+    anomaly_window: int = 28  # days before a day that tell its usual level and spread
+    anomaly_threshold: float = 5.0  # an event is this many usual spreads off the usual level
+    anomaly_min_days: int = 14  # fewer days of history than this: no event yet
     health_threshold: float = 80.0  # percent cpu/memory load that counts as a hot day
+    anomaly_min_pct: float = 20.0  # a smaller change (up or down, percent) is not an event
+    anomaly_min_guilds: int = 10  # nor a change of fewer guilds than this
+    anomaly_min_users: int = 100  # nor of fewer users (or commands per day) than this
+    anomaly_outage_days: int = 2  # days without a record that make an outage
 
 
 @dataclass(frozen=True)
@@ -474,6 +478,7 @@ def validate(settings: Settings) -> Settings:
         "retry.attempts": settings.retry.attempts,
         "store.batch_rows": settings.store.batch_rows,
         "trends.anomaly_window": settings.trends.anomaly_window,
+        "trends.anomaly_outage_days": settings.trends.anomaly_outage_days,
         "trends.movers_top": settings.trends.movers_top,
         "report.days": settings.report.days,
     }
@@ -491,6 +496,9 @@ def validate(settings: Settings) -> Settings:
         "trends.movers_min_guilds": settings.trends.movers_min_guilds,
         "trends.anomaly_threshold": settings.trends.anomaly_threshold,
         "trends.anomaly_min_days": settings.trends.anomaly_min_days,
+        "trends.anomaly_min_pct": settings.trends.anomaly_min_pct,
+        "trends.anomaly_min_guilds": settings.trends.anomaly_min_guilds,
+        "trends.anomaly_min_users": settings.trends.anomaly_min_users,
         "schedule.misfire_grace_time": settings.schedule.misfire_grace_time,
         "schedule.jitter": settings.schedule.jitter,
     }

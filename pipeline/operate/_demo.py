@@ -27,6 +27,9 @@ DEFAULT_DIR = "data"
 DEFAULT_BOTS = 200
 DEFAULT_DAYS = 90
 DEFAULT_STATS_PER_DAY = 2
+# The share of bots the demo's service plants events on (spikes, level shifts, outages...), so
+# its anomalies and report show what they are for (see docs/service.md, planted events).
+DEFAULT_EVENTS = 0.1
 
 
 @dataclass
@@ -75,6 +78,7 @@ def demo(
     bots: int = DEFAULT_BOTS,
     days: int = DEFAULT_DAYS,
     stats_per_day: int = DEFAULT_STATS_PER_DAY,
+    events: float = DEFAULT_EVENTS,
     config: str | None = None,
     fresh: bool = False,
     stop: threading.Event | None = None,
@@ -87,7 +91,7 @@ def demo(
     directory = Path(directory)
     if fresh:
         clear(directory)
-    cfg = ServiceConfig(bots=bots, history_days=days, stats_per_day=stats_per_day)
+    cfg = ServiceConfig(bots=bots, history_days=days, stats_per_day=stats_per_day, events=events)
     with serve_in_thread(cfg, host="127.0.0.1", port=0) as svc:
         token = next(iter(svc.directory.user_tokens().values()))
         settings = demo_settings(directory, svc.base_url, token, config)

@@ -1,4 +1,5 @@
-"""The admin endpoints, outside the interface and never faulted: health, advancing the clock, churn, growth, warming."""
+"""The admin endpoints, outside the interface and never faulted: health, advancing the clock, churn,
+growth, warming, and the planted events (the truth a detector is judged by)."""
 
 from __future__ import annotations
 
@@ -50,3 +51,8 @@ async def admin_warm(request: Request) -> Response:
     started = time.perf_counter()
     bots = _directory(request).warm()
     return JSONResponse({"warmed": bots, "seconds": round(time.perf_counter() - started, 3)})
+
+
+async def admin_events(request: Request) -> Response:
+    directory = _directory(request)
+    return JSONResponse({"share": directory.config.events, "events": directory.events()})

@@ -12,7 +12,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ._admin import admin_advance, admin_churn, admin_grow, admin_health, admin_warm
+from ._admin import (
+    admin_advance,
+    admin_churn,
+    admin_events,
+    admin_grow,
+    admin_health,
+    admin_warm,
+)
 from ._bots import get_bot, get_last_stat, get_stats, list_bots, post_stats
 from ._config import ServiceConfig
 from ._directory import Directory
@@ -53,6 +60,7 @@ def create_app(config: ServiceConfig) -> Starlette:
         Route("/_admin/churn", admin_churn, methods=["POST"]),
         Route("/_admin/grow", admin_grow, methods=["POST"]),
         Route("/_admin/warm", admin_warm, methods=["POST"]),
+        Route("/_admin/events", admin_events, methods=["GET"]),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error,
                                                        Exception: _crash})

@@ -85,6 +85,9 @@ class Faults:
     # How many /stats answers per bot the body faults (stall, gzip cut) spoil before it is
     # answered whole; 0 = every one.
     body_fault_times: int = 0
+    # Planted events (issue 23): every 4th bot's name, and its custom fields' names, are
+    # hostile strings (markup, a script end tag, an SVG onload, template expressions).
+    hostile_names: bool = False
 
     def __post_init__(self) -> None:
         for name in ("rate_limit", "latency_ms", "latency_jitter_ms", "live_interval",
@@ -100,6 +103,8 @@ class Faults:
         _check(_is_int(self.churn_every) and self.churn_every >= 0, "churn_every",
                self.churn_every, "an integer >= 0 (0 = no churn)", "Faults.")
         _check(isinstance(self.ignore_skip, bool), "ignore_skip", self.ignore_skip,
+               "True or False", "Faults.")
+        _check(isinstance(self.hostile_names, bool), "hostile_names", self.hostile_names,
                "True or False", "Faults.")
         for name in ("duplicate_every", "body_fault_times"):
             value = getattr(self, name)
@@ -138,6 +143,10 @@ class ServiceConfig:
     field_names: dict[str, str] = field(default_factory=dict)
     end: datetime | None = None  # the virtual clock at start (UTC); None = now, truncated to the hour
     faults: Faults = field(default_factory=Faults)
+    # Planted events (issue 23): the share of bots with one to three labelled events (spikes,
+    # drops, level shifts, outages, counter resets; as many again drift slowly, which is not
+    # an event), served as truth by GET /_admin/events. 0 = the series' own unlabelled noise.
+    events: float = 0.0
 
     def __post_init__(self) -> None:
         _check(_is_int(self.bots) and 1 <= self.bots <= MAX_BOTS, "bots", self.bots,
@@ -174,6 +183,8 @@ class ServiceConfig:
         if self.end is not None:
             _check(isinstance(self.end, datetime), "end", self.end, "a datetime or None")
         _check(isinstance(self.faults, Faults), "faults", self.faults, "a Faults instance")
+        _check(_is_number(self.events) and 0 <= self.events <= 1, "events", self.events,
+               "a share between 0 and 1 (0 = no planted events)")
 
     @property
     def user_count(self) -> int:

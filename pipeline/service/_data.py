@@ -18,6 +18,8 @@ from functools import lru_cache
 from random import Random
 from typing import Any
 
+from ._events import QUIET, Event, effect
+
 DISCORD_EPOCH_MS = 1_420_070_400_000
 LOW_BITS = 22
 LOW_MASK = (1 << LOW_BITS) - 1
@@ -69,6 +71,22 @@ WEBHOOK_EVENTS = ["vote", "review", "stats.posted", "test"]
 MALFORMATIONS = ["missing_id", "missing_timestamp", "negative_users", "non_numeric_guilds",
                  "cpu_load_150", "memory_load_negative", "unparseable_timestamp"]
 BAD_TIMESTAMPS = ["yesterday", "2024-02-30T25:61:00Z", "n/a"]
+# Names a page must show as text (Faults.hostile_names). Each one that ran would mark the page
+# (``data-pwned`` on <body>), so a test can tell; the last ones are template and ECharts rich-
+# text syntax, which must come out as typed.
+HOSTILE_NAMES = (
+    """<img src=x onerror="document.body.dataset.pwned='img'">""",
+    """</script><script>document.body.dataset.pwned='script'</script><!--""",
+    """<svg onload="document.body.dataset.pwned='svg'"><circle r="9"/></svg>""",
+    """{{constructor.constructor('document.body.dataset.pwned=1')()}} ${document.title} """
+    """{a|Rich} {b} & "quoted" <b>bold</b>""",
+)
+HOSTILE_CUSTOM = {
+    "latency_ms": """<img src=x onerror="document.body.dataset.pwned='custom'">latency""",
+    "region": """</script><script>document.body.dataset.pwned='region'</script>""",
+    "premium_guilds": """{{7*7}} ${7*7} {b|premium}""",
+    "voice_enabled": """<svg onload="document.body.dataset.pwned='voice'">voice""",
+}
 
 
 def unit(seed: int, *key: object) -> float:
@@ -142,6 +160,10 @@ class Timeline:
     def time(self, slot: int) -> datetime:
         return self.slot0 + self.interval * slot
 
+    def day(self, slot: int) -> int:
+        """Days from the first slot's UTC day to slot's (planted events are set on UTC days)."""
+        return (self.time(slot).date() - self.slot0.date()).days
+
     def stamp(self, slot: int) -> str:
         # Every bot shares the grid, so each slot is formatted once.
         cached = self._stamps.get(slot)
@@ -174,6 +196,9 @@ class BotProfile:
     latency_base: float
     premium_frac: float
     voice: bool
+    # Planted events (see _events): None keeps the series' own random spikes and restarts.
+    events: tuple[Event, ...] | None = None
+    custom_labels: dict[str, str] = field(default_factory=dict)  # field -> name served
 
 
 def make_bot(seed: int, index: int, timeline: Timeline, owners: list[str],
@@ -261,8 +286,10 @@ def _clamp_pct(value: float) -> int:
 _TRI = 6 ** 0.5  # scales (u1 + u2 - 1) to unit standard deviation
 
 
-def generate_series(seed: int, bot: BotProfile, timeline: Timeline, last: int) -> list[dict[str, Any]]:
-    """The bot's generated records from its first slot up to ``last``, oldest first."""
+def generate_series(seed: int, bot: BotProfile, timeline: Timeline,
+                    last: int) -> list[tuple[int, dict[str, Any]]]:
+    """The bot's generated records from its first slot up to ``last``, oldest first, each with
+    its slot (an outage leaves slots without a record)."""
     return Series(seed, bot, timeline).until(last)
 
 
@@ -274,6 +301,7 @@ class Series:
 
     def __init__(self, seed: int, bot: BotProfile, timeline: Timeline) -> None:
         self.bot, self.timeline = bot, timeline
+        self._seed = seed
         self._rng = Random(f"{seed}:series:{bot.index}")
         self._counter = int(bot.level0 * bot.cmd_rate * self._rng.uniform(5, 400))
         self._region = bot.region0
@@ -281,15 +309,23 @@ class Series:
         self._level = bot.level0
         self.next_slot = bot.first_slot  # the slot of the next record made
 
-    def until(self, last: int) -> list[dict[str, Any]]:
-        """The records of slots ``next_slot``..``last``, oldest first."""
+    def until(self, last: int) -> list[tuple[int, dict[str, Any]]]:
+        """The records of slots ``next_slot``..``last``, oldest first, with their slots.
+
+        With planted events (``bot.events`` not None), the random spikes and restarts of the
+        series are drawn as without them but not applied (the noise stays the same), and each
+        day takes its events' :class:`~._events.DayEffect` instead."""
         bot, rng = self.bot, self._rng
         random, uniform = rng.random, rng.uniform
         per_day = self.timeline.per_day
         bot_id = bot.id
         stamp = self.timeline.stamp
-        records: list[dict[str, Any]] = []
+        records: list[tuple[int, dict[str, Any]]] = []
         counter, region, spike, level = self._counter, self._region, self._spike, self._level
+        events = bot.events
+        labels = bot.custom_labels
+        today = QUIET
+        restarted = -1  # the day a planted restart was last applied
         growth = bot.growth
         guild_sd = bot.noise_sd * _TRI
         user_sd = 0.03 * _TRI
@@ -299,27 +335,43 @@ class Series:
             if spiky and (slot % per_day == 0 or slot == bot.first_slot):
                 # Spikes last one calendar day of the grid.
                 spike = uniform(1.8, 4.0) if random() < bot.spike_p else 1.0
-            guilds = max(0, round(level * (1 + (random() + random() - 1) * guild_sd) * spike))
+            if events is not None:
+                spike = 1.0
+                day = self.timeline.day(slot)
+                today = effect(events, day) if events else QUIET
+            guilds = max(0, round(level * (1 + (random() + random() - 1) * guild_sd) * spike
+                                  * today.guilds))
             level = max(1.0, level * growth)
-            users = max(0, round(guilds * bot.users_per_guild * (1 + (random() + random() - 1) * user_sd)))
+            # Users (and commands) follow guilds; an event moves them by its own factor.
+            reach = guilds if today is QUIET else guilds / today.guilds * today.users
+            users = max(0, round(reach * bot.users_per_guild * (1 + (random() + random() - 1) * user_sd)))
             if random() < bot.restart_p:
-                counter = rng.randint(0, 50)  # the bot restarted: its counter starts over
+                small = rng.randint(0, 50)  # the bot restarted: its counter starts over
+                jitter = None
             else:
-                counter += round(guilds * commands_per_guild * uniform(0.7, 1.3) * spike)
+                jitter = uniform(0.7, 1.3)
+            if events is None:
+                counter = small if jitter is None else counter + round(
+                    guilds * commands_per_guild * jitter * spike)
+            elif today.restart and restarted != day:
+                counter, restarted = int(unit(self._seed, "restart", bot.index, slot) * 50), day
+            else:
+                counter += round(reach * commands_per_guild * (jitter or 1.0))
             custom: list[dict[str, Any]] = []
             for name in bot.custom_fields:
+                label = labels.get(name, name) if labels else name
                 if name == "region":
                     if random() < 0.003:
                         region = rng.randrange(len(REGIONS))
-                    custom.append({"name": "region", "value": REGIONS[region]})
+                    custom.append({"name": label, "value": REGIONS[region]})
                 elif name == "latency_ms":
                     latency = bot.latency_base * (1 + (random() + random() - 1) * 0.15 * _TRI)
-                    custom.append({"name": "latency_ms", "value": round(max(1.0, latency), 1)})
+                    custom.append({"name": label, "value": round(max(1.0, latency), 1)})
                 elif name == "premium_guilds":
-                    custom.append({"name": "premium_guilds", "value": round(guilds * bot.premium_frac)})
+                    custom.append({"name": label, "value": round(guilds * bot.premium_frac)})
                 else:
-                    custom.append({"name": "voice_enabled", "value": bot.voice})
-            records.append({
+                    custom.append({"name": label, "value": bot.voice})
+            record = {
                 "id": f"{bot_id}-{slot}",
                 "bot_id": bot_id,
                 "timestamp": stamp(slot),
@@ -328,10 +380,12 @@ class Series:
                 "shards": guilds // 1000 + 1,
                 "memory_load": _clamp_pct(bot.mem_base + (random() + random() - 1) * 3 * _TRI),
                 "cpu_load": _clamp_pct(bot.cpu_base + (random() + random() - 1) * 6 * _TRI
-                                       + (15 if spike > 1 else 0)),
+                                       + (15 if spike > 1 else 0) + today.cpu),
                 "commands_executed": counter,
                 "custom": custom,
-            })
+            }
+            if not today.silent:
+                records.append((slot, record))
         self._counter, self._region, self._spike, self._level = counter, region, spike, level
         self.next_slot = max(self.next_slot, last + 1)
         return records

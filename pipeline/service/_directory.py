@@ -23,7 +23,7 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from random import Random
@@ -32,6 +32,8 @@ from typing import Any, ClassVar, TypeVar
 from ._config import Faults, ServiceConfig
 from ._data import (
     BOT_KIND,
+    HOSTILE_CUSTOM,
+    HOSTILE_NAMES,
     LOW_BITS,
     USER_KIND,
     BotProfile,
@@ -52,12 +54,14 @@ from ._data import (
     snowflake_low,
     unit,
 )
+from ._events import plan, truth
 from ._json import dumps
 
 USER_TOKEN_PREFIX = "utok_"
 BOT_KEY_PREFIX = "bkey_"
 _CREDENTIAL_LEN = 5 + 8 + 32  # prefix, scrambled index (hex), HMAC (hex)
 _CO_OWNER_SHARE = 0.10
+HOSTILE_EVERY = 4  # every 4th bot gets a hostile name (Faults.hostile_names)
 _ONE_MS = timedelta(milliseconds=1)
 # Bounds of the rendered-stats memo: bots held, and bytes held (as the renderer counts them).
 # 2,000 bots x 90 days of records encode to ~45 MB.
@@ -142,7 +146,17 @@ class Directory:
         owners = [self._user_profile(index % users).id]
         if users > 1 and unit(self._seed, "co-owner", index) < _CO_OWNER_SHARE:
             owners.append(self._user_profile((index + 1) % users).id)
-        return make_bot(self._seed, index, self.timeline, owners, self._added_slot.get(index))
+        profile = make_bot(self._seed, index, self.timeline, owners, self._added_slot.get(index))
+        changes: dict[str, Any] = {}
+        if self.config.events > 0:
+            timeline = self.timeline
+            changes["events"] = plan(self._seed, index, timeline.day(profile.first_slot),
+                                     timeline.day(timeline.initial - 1), self.config.events)
+        if self.config.faults.hostile_names and index % HOSTILE_EVERY == 0:
+            name = HOSTILE_NAMES[index // HOSTILE_EVERY % len(HOSTILE_NAMES)]
+            changes["record"] = {**profile.record, "name": name}
+            changes["custom_labels"] = HOSTILE_CUSTOM
+        return replace(profile, **changes) if changes else profile
 
     def _make_user_profile(self, index: int) -> UserProfile:
         return make_user(self._seed, index, self.timeline)
@@ -305,8 +319,7 @@ class Directory:
         rate = self.config.faults.malformed_rate
         out: list[tuple[str | None, Record]] = []
         j = 0
-        for offset, record in enumerate(generate_series(self._seed, profile, self.timeline, last)):
-            slot = profile.first_slot + offset
+        for slot, record in generate_series(self._seed, profile, self.timeline, last):
             while j < len(posted) and posted[j][0] < slot:
                 out.append((None, _copy_stat(posted[j][2])))
                 j += 1
@@ -400,7 +413,7 @@ class Directory:
             self._tail_bytes -= tail.size
         made = tail.series.until(last)
         newest = made[-STATS_TAIL_RECORDS:]  # only the newest are served from here
-        for slot, record in enumerate(newest, tail.series.next_slot - len(newest)):
+        for slot, record in newest:
             kind = malformation(self._seed, index, slot, faults.malformed_rate)
             if kind is not None:
                 malform(record, kind, slot)
@@ -613,6 +626,20 @@ class Directory:
     def bot_keys(self) -> dict[str, str]:
         """API keys of the listed bots, in listing order. O(n)."""
         return {bot_id: self.bot_key(bot_id) for bot_id in self.bot_ids()}
+
+    def events(self) -> list[Record]:
+        """The planted events of every bot that exists or existed, by bot index then day, as
+        ``GET /_admin/events`` serves them ([] without ``ServiceConfig.events``). O(bots)."""
+        with self._lock:
+            universe = self._universe
+        if self.config.events <= 0:
+            return []
+        day0 = self.timeline.time(0).date()
+        out: list[Record] = []
+        for index in range(universe):
+            profile = self._profile(index)
+            out.extend(truth(profile.id, profile.events or (), day0))
+        return out
 
     def removed_ids(self) -> set[str]:
         with self._lock:

@@ -4,8 +4,26 @@
   "use strict";
   var options = JSON.parse(document.getElementById("charts").textContent);
   var charts = [];
+  // Names come from the service: a tooltip (HTML) shows them as text, never as markup.
+  function esc(text) {
+    return String(text).replace(/[&<>"']/g, function (c) {
+      return { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c];
+    });
+  }
+  // A bar chart that lists bots carries each bar's tooltip lines (name, id, what happened).
+  function hoverTooltip(option) {
+    var hover = option.hover;
+    delete option.hover;
+    option.tooltip.formatter = function (params) {
+      var p = Array.isArray(params) ? params[0] : params;
+      var lines = (hover[p.dataIndex] || []).filter(function (l) { return l; }).map(esc);
+      lines.push(esc(p.seriesName) + ": " + esc(Number(p.value).toLocaleString("en")));
+      return lines.join("<br>");
+    };
+  }
   Object.keys(options).forEach(function (id) {
     var el = document.getElementById(id);
+    if (options[id].hover) hoverTooltip(options[id]);
     var chart = echarts.init(el, null, { renderer: "svg" });
     options[id].animation = false;  // drawn at once: a print or a screenshot shows it all
     chart.setOption(options[id]);
