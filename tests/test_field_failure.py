@@ -15,7 +15,7 @@ import pytest
 from conftest import query
 
 from pipeline.core._settings import FieldSettings, load_settings
-from pipeline.harvester._verdict import RecordTally, field_verdict
+from pipeline.harvester._verdict import RunTally, judge
 from pipeline.service import RunningService
 
 
@@ -78,27 +78,27 @@ def test_a_wrong_field_fails_loudly_then_the_fixed_run_archives_everything(
 
 
 def test_a_few_rejects_among_good_records_are_not_a_field_problem() -> None:
-    tally = RecordTally()
+    tally = RunTally()
     tally.keep("stat", 90)
     for n in range(10):
-        tally.reject("missing timestamp field 'timestamp'", f'{{"id": "{n}"}}')
-    assert field_verdict(FieldSettings(), tally) is None
+        tally.reject("stat", "missing timestamp field 'timestamp'", f'{{"id": "{n}"}}')
+    assert judge(tally, FieldSettings()) is None
 
 
 def test_no_candidate_is_said_so_not_guessed() -> None:
-    tally = RecordTally()
+    tally = RunTally()
     for n in range(10):
-        tally.reject("missing timestamp field 'timestamp'", f'{{"id": "{n}", "users": 1}}')
-    verdict = field_verdict(FieldSettings(), tally)
-    assert verdict is not None
-    assert "no field of theirs reads as a time" in verdict
-    assert "set [fields].stat_time to the field that holds it" in verdict
+        tally.reject("stat", "missing timestamp field 'timestamp'", f'{{"id": "{n}", "users": 1}}')
+    verdict = judge(tally, FieldSettings())
+    assert verdict is not None and verdict.status == "failed" and verdict.setting
+    assert "no field of theirs passes botstats' rules for a time" in verdict.message
+    assert "set [fields].stat_time to the field that holds it" in verdict.message
 
 
 def test_epoch_milliseconds_are_recognised_as_a_time() -> None:
-    tally = RecordTally()
+    tally = RunTally()
     for n in range(6):
-        tally.reject("missing timestamp field 'timestamp'",
+        tally.reject("stat", "missing timestamp field 'timestamp'",
                      f'{{"id": "{n}", "ts": {1_700_000_000_000 + n}, "users": 5}}')
-    verdict = field_verdict(FieldSettings(), tally)
-    assert verdict is not None and "they carry 'ts' (epoch milliseconds)" in verdict
+    verdict = judge(tally, FieldSettings())
+    assert verdict is not None and "they carry 'ts' (epoch milliseconds)" in verdict.message

@@ -301,18 +301,41 @@ def test_an_incremental_run_reads_a_paged_stats_list_on_from_where_the_last_read
         - first.stats_added
 
 
-def test_a_paged_stats_list_read_unpaged_is_noticed_by_the_next_run(
+def test_a_paged_stats_list_read_unpaged_fails_the_first_run_naming_the_setting(
         service_factory: Any, harvest_settings: Any) -> None:
     svc = service_factory(**PAGED_STATS)
     directory = svc.directory
     settings = harvest_settings(svc)  # [service].stats_page_size = 0: whole lists expected
+    assert sum(n > 6 for n in records_per_bot(directory).values()) > 20
+    first = harvest(settings)
+    # No /stat check on a first run: one read past the longest list shows it was a page.
+    assert (first.status, EXIT_CODES[first.status]) == ("failed", 1)
+    assert "the service pages /stats" in first.message
+    assert "[service].stats_page_size" in first.message
+    assert query(settings, "SELECT count(*) FROM bot_stats") == [(0,)]  # no first page as all
+    configured = harvest_settings(svc, {"service.stats_page_size": 6})
+    fixed = harvest(configured)
+    assert (fixed.status, fixed.errors) == ("complete", 0)
+    assert_archive_equals_service(configured, directory, bots=True)
+
+
+# Lists that fit one page of 6 at first (a day of 4 records), and outgrow it after advance(3).
+GROWING_STATS = {**PAGED_STATS, "history_days": 1}
+
+
+def test_a_paged_stats_list_read_unpaged_is_noticed_by_the_next_run_once_it_outgrows_a_page(
+        service_factory: Any, harvest_settings: Any) -> None:
+    svc = service_factory(**GROWING_STATS)
+    directory = svc.directory
+    settings = harvest_settings(svc)
+    before = records_per_bot(directory)
+    assert max(before.values()) <= 6
+    first = harvest(settings)
+    assert (first.status, first.stats_added) == ("complete", sum(before.values()))
+    directory.advance(3)
     counts = records_per_bot(directory)
     cut = sorted(b for b, n in counts.items() if n > 6)
     assert len(cut) > 20
-    first = harvest(settings)
-    # A first run cannot tell a cut list from a short one: each bot's first page only.
-    assert first.status == "complete"
-    assert first.stats_added == sum(min(n, 6) for n in counts.values())
     second = harvest(settings)
     assert (second.status, second.errors) == ("partial", len(cut))
     assert EXIT_CODES[second.status] == 3
@@ -322,7 +345,8 @@ def test_a_paged_stats_list_read_unpaged_is_noticed_by_the_next_run(
     for bot_id, endpoint, error in errors:
         assert endpoint == f"GET /bots/{bot_id}/stats"
         assert "lacks the bot's newest record" in error and "[service].stats_page_size" in error
-    assert second.stats_added == 0  # what was read is archived once, nothing duplicated
+    # What was read is archived once, nothing duplicated: each bot's first page.
+    assert second.stats_added == sum(min(n, 6) - before[b] for b, n in counts.items())
     assert_archive_has_no_duplicates(settings)
     configured = harvest_settings(svc, {"service.stats_page_size": 6})
     fixed = harvest(configured)
@@ -335,7 +359,10 @@ def test_stats_page_size_against_a_service_sending_whole_lists_says_so(
     svc = service_factory(bots=10, history_days=5, stats_per_day=4)  # /stats ignores limit/skip
     settings = harvest_settings(svc, {"service.stats_page_size": 6})
     report = harvest(settings)
-    assert (report.status, report.errors) == ("partial", 10)
+    # Every /stats read failed: a whole kind of request, so the run fails (see _verdict).
+    assert (report.status, report.errors) == ("failed", 10)
+    assert "10 of 10 GET /bots/:id/stats failed" in report.message
+    assert "set [service].stats_page_size = 0" in report.message
     for (error,) in query(settings, "SELECT error FROM harvest_errors"):
         assert "ignores `skip`" in error and "set [service].stats_page_size = 0" in error
     assert query(settings, "SELECT count(*) FROM bot_stats") == [(0,)]  # nothing half-read
@@ -380,7 +407,7 @@ def test_paged_stats_that_only_the_lenient_decoder_reads_come_back_whole(tmp_pat
 
 def test_status_explains_a_partial_run_and_what_it_kept_aside(service_factory: Any,
                                                               harvest_settings: Any) -> None:
-    svc = service_factory(**PAGED_STATS, malformed_rate=0.1)
+    svc = service_factory(**GROWING_STATS, malformed_rate=0.1)
     settings = harvest_settings(svc)
     clean = harvest(settings)
     status = CliRunner().invoke(cli, ["status", "--db", str(settings.db_path), "--json"])
@@ -392,6 +419,7 @@ def test_status_explains_a_partial_run_and_what_it_kept_aside(service_factory: A
     assert [(r["reason"], r["records"]) for r in info["latest_run"]["reject_reasons"]] == reasons
     assert info["latest_run"]["errors"] == 0
 
+    svc.directory.advance(3)
     partial = harvest(settings)  # /stats is paged and read unpaged: the cut lists are errors
     assert partial.status == "partial"
     info = json.loads(CliRunner().invoke(

@@ -88,7 +88,8 @@ REFUSED = [
      ["memory_load", "percentage from 0 to 100"]),
     ("bool percent", stat_record(cpu_load=True), ["cpu_load must be a number"]),
     ("non-numeric percent", stat_record(cpu_load="high"), ["cpu_load must be a number", "high"]),
-    ("custom not a list", stat_record(custom={"region": "eu"}), ["custom must be a list"]),
+    ("custom neither list nor object", stat_record(custom="region=eu"),
+     ["custom must be a list or an object"]),
     ("custom item without name", stat_record(custom=[{"value": 1}]),
      ["custom field without 'name'"]),
     ("custom item not an object", stat_record(custom=["region"]), ["custom field without 'name'"]),
@@ -157,6 +158,11 @@ ACCEPTED = [
     ("epoch seconds with fraction", {"timestamp": 1717200000.25},
      {"recorded_at": JUNE_1.replace(microsecond=250000)}),
     ("epoch milliseconds", {"timestamp": 1717200000000}, {"recorded_at": JUNE_1}),
+    ("epoch seconds as text", {"timestamp": "1717200000"}, {"recorded_at": JUNE_1}),
+    ("an HTTP date", {"timestamp": "Sat, 01 Jun 2024 00:00:00 GMT"}, {"recorded_at": JUNE_1}),
+    ("an integer id", {"id": 1234567890123456789}, {"stat_id": "1234567890123456789"}),
+    ("custom as one object", {"custom": {"region": "eu", "latency_ms": 12.5}},
+     {"custom": (("region", "eu", None), ("latency_ms", "12.5", 12.5))}),
     ("naive ISO is UTC", {"timestamp": "2024-06-01T00:00:00"}, {"recorded_at": JUNE_1}),
     ("ISO with offset", {"timestamp": "2024-06-01T02:00:00+02:00"}, {"recorded_at": JUNE_1}),
     ("ISO with millis", {"timestamp": "2024-06-01T00:00:00.125Z"},
@@ -362,6 +368,14 @@ def test_parse_percent_refuses(value: Any, words: str) -> None:
     (1717200000, JUNE_1),
     (1717200000.0, JUNE_1),
     (1717200000000, JUNE_1),
+    (1717200000000000, JUNE_1),
+    (1717200000000000000, JUNE_1),
+    (1717200000123456789, JUNE_1.replace(microsecond=123456)),
+    ("1717200000", JUNE_1),
+    ("1717200000000", JUNE_1),
+    (" 1717200000.5 ", JUNE_1.replace(microsecond=500000)),
+    ("Sat, 01 Jun 2024 00:00:00 GMT", JUNE_1),
+    ("Sat, 01 Jun 2024 02:00:00 +0200", JUNE_1),
     (0, datetime(1970, 1, 1, tzinfo=UTC)),
 ])
 def test_parse_time_reads_iso_and_epoch_as_utc(value: Any, expected: datetime) -> None:
@@ -373,7 +387,7 @@ def test_parse_time_reads_iso_and_epoch_as_utc(value: Any, expected: datetime) -
 @pytest.mark.parametrize(("value", "words"), [
     (None, "missing"), (True, "not a time"), ("2024-13-01", "not an ISO 8601 time"),
     ("", "not an ISO 8601 time"), (math.nan, "not a time"), (1e300, "out of range"),
-    ({}, "not a time"),
+    ({}, "not a time"), ("Someday, 1 Jun", "not an ISO 8601 time"),
 ])
 def test_parse_time_refuses(value: Any, words: str) -> None:
     with pytest.raises(Invalid, match=words):

@@ -76,6 +76,10 @@ ODD = [
     {"custom": [{"name": "n", "value": 1.5e300}]}, {"custom": [{"name": "n", "value": -0.0}]},
     {"custom": ["not an object"]}, {"custom": [{"name": "é ü", "value": "ünï"}]},
     {"extra": "unknown fields are kept in raw"}, {"big": 2**70},
+    {"id": 2**63 + 5}, {"id": 2**70}, {"id": 7.0}, {"timestamp": "1717200000"},
+    {"timestamp": 1717200000123456}, {"timestamp": "Sat, 01 Jun 2024 00:00:00 GMT"},
+    {"custom": {"region": "eu", "n": 2}}, {"custom": {}}, {"custom": {" ": 1}},
+    {"custom": {"n": [1, 2]}},
 ]
 
 

@@ -150,6 +150,65 @@ def test_bot_reads_need_token_asks_a_user_token_on_every_bot_read(
         assert http.get("/bots").status_code == 200  # by default the reads are open
 
 
+def test_the_shape_flags_spell_every_record_otherwise_and_leave_the_data_alone(
+        service_factory: Factory) -> None:
+    plain = service_factory(bots=4, history_days=2, end=END)
+    other = service_factory(
+        bots=4, history_days=2, end=END, id_type="integer", stat_ids="integer",
+        time_format="epoch-ms", custom_shape="object",
+        field_names={"bot_id": "botId", "stat_id": "statId", "stat_time": "ts",
+                     "user_id": "userId", "server_id": "guildId", "webhook_id": "hookId"})
+    user_id, token = first_user(plain)
+    with client_for(plain) as a, client_for(other) as b:
+        for bot_id in plain.directory.bot_ids():
+            was, now = a.get(f"/bots/{bot_id}").json(), b.get(f"/bots/{bot_id}").json()
+            assert now["botId"] == int(bot_id) and now["owners"] == [int(o) for o in was["owners"]]
+            records = b.get(f"/bots/{bot_id}/stats").json()
+            assert b.get(f"/bots/{bot_id}/stat").json() == records[-1]
+            for old, new in zip(a.get(f"/bots/{bot_id}/stats").json(), records, strict=True):
+                assert new["statId"] == other.directory.shapes.stat_id(old["id"])
+                assert isinstance(new["statId"], int) and new["statId"] >= 2**53
+                assert new["ts"] == parse_ts(old["timestamp"]).timestamp() * 1000
+                assert new["custom"] == {c["name"]: c["value"] for c in old["custom"]}
+                assert new["guilds"] == old["guilds"] and new["bot_id"] == int(bot_id)
+        me = b.get("/users/@me", headers=bearer(token)).json()
+        assert me["userId"] == int(user_id) and "id" not in me
+        hooks = b.get(f"/users/{user_id}/webhooks", headers=bearer(token)).json()
+        assert all(isinstance(h["hookId"], int) and isinstance(h["bot_id"], int) for h in hooks)
+        servers = b.get(f"/users/{user_id}/servers", headers=bearer(token)).json()
+        assert all(isinstance(s["guildId"], int) for s in servers)
+    bare = service_factory(bots=2, history_days=2, stat_ids="hex", end=END)
+    hexed = bare.directory.stats(bare.directory.bot_ids()[0])
+    assert all(len(r["id"]) == 24 and int(r["id"], 16) >= 0 for r in hexed)
+    none = service_factory(bots=2, history_days=2, stat_ids="none", end=END)
+    assert all("id" not in r for r in none.directory.stats(none.directory.bot_ids()[0]))
+
+
+@pytest.mark.parametrize(("style", "status", "content_type", "body"), [
+    ("json", 404, "application/json", {"error": "unknown bot", "details": {"bot_id": "123"}}),
+    ("problem", 410, "application/problem+json",
+     {"type": "about:blank", "title": "Gone", "status": 410, "detail": "unknown bot"}),
+    ("text", 400, "text/plain", "unknown bot"),
+    ("empty", 422, None, ""),
+])
+def test_error_style_and_statuses_play_other_error_answers(
+        service_factory: Factory, style: str, status: int, content_type: str | None,
+        body: Any) -> None:
+    svc = service_factory(bots=2, history_days=2, error_style=style, not_found_status=status,
+                          auth_status=403, bot_reads_need_token=True)
+    token = next(iter(svc.directory.user_tokens().values()))
+    with client_for(svc) as http:
+        answer = http.get("/bots/123/stats", headers=bearer(token))
+        assert answer.status_code == status
+        if content_type is None:
+            assert answer.content == b""
+        else:
+            assert answer.headers["content-type"].startswith(content_type)
+            assert (answer.json() if "json" in content_type else answer.text) == body
+        refused = http.get("/bots")
+        assert refused.status_code == 403 and refused.headers["www-authenticate"] == "Bearer"
+
+
 @pytest.mark.parametrize(("param", "value"), [
     ("limit", "abc"), ("limit", "-1"), ("limit", "1.5"), ("limit", "1e3"), ("skip", ""),
     ("skip", "-5"), ("skip", " 3"),

@@ -18,7 +18,7 @@ from ._store import (
     writer,
 )
 from ._upkeep import Compaction, backup, compact, disk_bytes, restore
-from ._writes import CUSTOM_SCHEMA, STAT_SCHEMA, BotRow, Frames, write_batch
+from ._writes import CUSTOM_SCHEMA, STAT_SCHEMA, BotRow, Frames, held_rejects, write_batch
 
 __all__ = [
     "AdvisoryLocks",
@@ -41,6 +41,7 @@ __all__ = [
     "exists",
     "finish_run",
     "Frames",
+    "held_rejects",
     "literal",
     "last_commit",
     "live_bots",

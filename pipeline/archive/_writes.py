@@ -279,18 +279,31 @@ def _update_changed(con: duckdb.DuckDBPyConnection, checked: pl.DataFrame,
     return changed
 
 
+def _keyed_rejects(rows: list[dict[str, Any]]) -> pl.DataFrame:
+    """Rejects with their key: the same bad record seen again next run is the same reject."""
+    return pl.DataFrame(rows, schema={"endpoint": pl.String, "bot_id": pl.String,
+                                      "reason": pl.String, "raw": pl.String}).with_columns(
+        reject_key=pl.concat_str(
+            [pl.col("endpoint").str.replace(r"\?.*$", ""), pl.col("bot_id").fill_null(""),
+             pl.col("reason"), pl.col("raw").fill_null("")], separator="\x1f"
+        ).hash().cast(pl.String))
+
+
+def held_rejects(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]) -> list[bool]:
+    """Which of these rejects (endpoint, bot_id, reason, raw) the archive holds already: the
+    same record refused again."""
+    keys = _keyed_rejects(rows).select("reject_key")
+    held = {key for (key,) in run_with_frames(
+        con, "SELECT reject_key FROM keys_in SEMI JOIN rejects USING (reject_key)",
+        keys_in=keys)}
+    return [key in held for key in keys["reject_key"]]
+
+
 def _write_rejects(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]], run_id: str,
                    now: datetime) -> int:
     rejects_in = (
-        pl.DataFrame(rows, schema={"endpoint": pl.String, "bot_id": pl.String,
-                                   "reason": pl.String, "raw": pl.String})
-        .with_columns(
-            # The same bad record seen again next run is the same reject: kept once.
-            reject_key=pl.concat_str(
-                [pl.col("endpoint").str.replace(r"\?.*$", ""), pl.col("bot_id").fill_null(""),
-                 pl.col("reason"), pl.col("raw").fill_null("")], separator="\x1f"
-            ).hash().cast(pl.String),
-            run_id=pl.lit(run_id), seen_at=pl.lit(now))
+        _keyed_rejects(rows)
+        .with_columns(run_id=pl.lit(run_id), seen_at=pl.lit(now))
         .unique(subset="reject_key", keep="first")
     )
     new = pl.DataFrame(run_with_frames(

@@ -16,7 +16,9 @@ def _service_field_options(fn: Any) -> Any:
     can play a service that names them apart from the defaults (see `botstats probe`)."""
     for record, key, default in (("bot", "id", "id"), ("bot", "name", "name"),
                                  ("stat", "id", "id"), ("stat", "time", "timestamp"),
-                                 ("custom", "name", "name"), ("custom", "value", "value")):
+                                 ("custom", "name", "name"), ("custom", "value", "value"),
+                                 ("user", "id", "id"), ("server", "id", "id"),
+                                 ("webhook", "id", "id")):
         what = "a custom field's" if record == "custom" else f"a {record} record's"
         fn = click.option(f"--{record}-{key}-field", f"{record}_{key}_field", default=default,
                           show_default=True, help=f"The key of {what} {key}.")(fn)
@@ -46,6 +48,24 @@ _DIRECTORY: tuple[tuple[str, Any, Any, str], ...] = (
     ("events", _SHARE, 0.0, "Share of bots with planted events (spikes, drops, level shifts, "
                             "outages, counter resets; as many drift slowly), served as truth "
                             "by GET /_admin/events. 0 = none."),
+)
+# How the service spells what the interface leaves open, named as their `ServiceConfig` field
+# (choices in service.SHAPE_CHOICES, the default first).
+_SHAPES: tuple[tuple[str, Any, Any, str], ...] = (
+    ("id-type", click.Choice(["text", "integer"]), "text",
+     "Ids of bots, users, servers and webhooks (and references to them) as JSON text or "
+     "integers (64-bit)."),
+    ("stat-ids", click.Choice(["composite", "hex", "integer", "none"]), "composite",
+     "Stat ids as '<bot id>-<n>', 24 hex digits, 60-bit integers, or no id field at all."),
+    ("time-format", click.Choice(["iso", "epoch-s", "epoch-ms"]), "iso",
+     "Stat times as ISO 8601 text, or epoch seconds or milliseconds."),
+    ("custom-shape", click.Choice(["list", "object"]), "list",
+     "Custom fields as a list of {name, value} objects, or one object {name: value}."),
+    ("error-style", click.Choice(["json", "problem", "text", "empty"]), "json",
+     "Error bodies: {\"error\", \"details\"}, RFC 7807 problem+json, plain text, or none."),
+    ("not-found-status", click.Choice(["404", "400", "410", "422"]), "404",
+     "The status of an unknown bot or user (and of a bot without records at /stat)."),
+    ("auth-status", click.Choice(["401", "403"]), "401", "The status of refused credentials."),
 )
 _FAULTS: tuple[tuple[str, Any, Any, str], ...] = (
     ("rate-limit", _RATE, 0.0, "Requests/second over all clients (token bucket); excess gets "
@@ -107,6 +127,7 @@ def _table_options(table: tuple[tuple[str, Any, Any, str], ...]) -> Callable[[An
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
               help="Port to listen on; 0 picks a free one (the banner shows it).")
 @_table_options(_DIRECTORY)
+@_table_options(_SHAPES)
 @click.option("--end", type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%SZ"]),
               metavar="YYYY-MM-DD[THH:MM:SS]",
               help="Virtual clock at start, UTC (default: now, truncated to the hour).")
@@ -126,8 +147,11 @@ def serve_cmd(host: str, port: int, end: Any, credentials_file: str | None, acce
 
     try:
         faults = Faults(**{name: options.pop(name) for name in _names(_FAULTS)})
+        shapes = {name: options.pop(name) for name in _names(_SHAPES)}
+        shapes["not_found_status"] = int(shapes["not_found_status"])
+        shapes["auth_status"] = int(shapes["auth_status"])
         cfg = ServiceConfig(**{name: options.pop(name) for name in _names(_DIRECTORY)},
-                            end=end, faults=faults,
+                            **shapes, end=end, faults=faults,
                             field_names={name.removesuffix("_field"): value
                                          for name, value in options.items()})
     except InvalidSetting as exc:

@@ -16,7 +16,8 @@
     ├── StoreError                the DuckDB archive cannot be opened, locked or written
     │   ├── LockTimeout           another run holds the run lock
     │   └── QueryError            a `botstats sql` query failed to parse, bind or run (exit 2)
-    └── ExportError               trends/exports could not be written
+    ├── ExportError               trends/exports could not be written
+    └── IdsNotUnique              a field taken as an id repeats over different records
 
 Foreign errors (httpx, duckdb, polars, OS) are translated where they enter, with ``from exc``.
 Every message says what went wrong, where (URL, key, file) and what to do next.
@@ -127,3 +128,8 @@ class QueryError(StoreError):
 
 class ExportError(BotstatsError):
     """Trend datasets or parquet exports could not be written."""
+
+
+class IdsNotUnique(BotstatsError):
+    """The field a setting takes as records' id repeats over records that differ: keyed by it,
+    two records of the service would become one row, so nothing is written."""

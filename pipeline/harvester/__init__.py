@@ -4,8 +4,9 @@
 pages ``GET /bots`` (``_listing``, paged by the pure state machine in ``_pager``), hands bots
 to worker tasks (``_workers``) that read what is new of each bot's ``/stats`` (``_tail``, through
 ``_paged`` for lists the service pages), validates records into rows (``_records``, with
-``_shapes`` saying what records look like and when a field name is wrong), and writes them in
-batches (``_batch``). ``_removals`` judges whether a listing that lost bots is believed;
+``_shapes`` saying what records look like), refuses ids that would merge records (``_ids``), and
+writes them in batches (``_batch``). ``_verdict`` judges whether the run is complete, and words
+the advice for a wrong field; ``_removals`` whether a listing that lost bots is believed;
 ``_report`` is what a run did. ``_probe`` is ``botstats probe``: what the service does where the
 interface does not say.
 """

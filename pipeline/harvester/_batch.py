@@ -14,9 +14,10 @@ import polars as pl
 
 from .. import archive
 from ..archive import BotRow
+from ..core import FieldSettings, IdsNotUnique
 from ._pages import StatPage
 from ._report import HarvestReport
-from ._verdict import RecordTally
+from ._verdict import RunTally, judge
 
 T = TypeVar("T")
 log = logging.getLogger("botstats.harvest")
@@ -73,14 +74,31 @@ class Batch:
     """Rows waiting for the next write, kept column-wise (cheap to append, cheap to frame)."""
 
     def __init__(self, db: Db, report: HarvestReport, batch_rows: int, *,
-                 new_only: bool = False) -> None:
+                 new_only: bool = False, fields: FieldSettings | None = None) -> None:
         self.db = db
         self.new_only = new_only  # see _write_stats
         self.report = report
         self.batch_rows = batch_rows
+        self.fields = fields  # judged before each write (see flush)
         self._lock = asyncio.Lock()
-        self.tally = RecordTally()  # the whole run's, across batches
+        self.tally = RunTally()  # the whole run's, across batches
+        # Why the run stops writing: ids that would merge records (raised at its end), or a
+        # setting that fails the run (the message of its verdict).
+        self.refused: IdsNotUnique | None = None
+        self.dropped_for = ""
         self._reset()
+
+    @property
+    def halted(self) -> bool:
+        """Nothing more of this run is written: read no more."""
+        return self.refused is not None or bool(self.dropped_for)
+
+    def refuse(self, exc: IdsNotUnique) -> None:
+        """Keys that would merge records: the run stops, writes nothing but its evidence, and
+        fails with ``exc`` (the first one met)."""
+        if self.refused is None:
+            self.refused = exc
+        self.drop_rows()
 
     def _reset(self) -> None:
         self.stats: dict[str, list[Any]] = {k: [] for k in archive.STAT_SCHEMA}
@@ -90,10 +108,18 @@ class Batch:
         self.errors: list[dict[str, Any]] = []
         self.users: list[dict[str, Any]] = []
         self.snapshots: dict[str, list[dict[str, Any]]] = {}
+        self._again: list[tuple[int, str]] = []  # rejects (index, kind) perhaps refused before
         self.check: list[bool] = []  # per stat row: may its key be archived already?
         self.listed: dict[str, int] = {}  # per bot read: the length of its /stats list
         self._bot_ids: set[str] = set()
         self.distinct = True  # no stat key twice in this batch: the write need not dedupe
+
+    def drop_rows(self) -> None:
+        """Forget every row waiting to be written but the rejects and errors (the evidence of a
+        run failed by a setting, which the next run after the fix needs none of)."""
+        rejects, errors, again = self.rejects, self.errors, self._again
+        self._reset()
+        self.rejects, self.errors, self._again = rejects, errors, again
 
     @property
     def full(self) -> bool:
@@ -103,9 +129,10 @@ class Batch:
                 or len(self.bots) + len(self.rejects) + len(self.errors) >= BATCH_BOT_ROWS)
 
     def add_page(self, endpoint: str, bot_id: str, page: StatPage, *, checked: bool = True,
-                 listed: int | None = None) -> None:
+                 listed: int | None = None, again: bool = False) -> None:
         """A validated /stats page: its rows extend the columns (C-speed), its rejects are kept.
-        ``checked``: its keys may be archived already (else they are new for sure)."""
+        ``checked``: its keys may be archived already (else they are new for sure). ``again``:
+        the bot has records archived, so a reject may be one an earlier run kept."""
         if bot_id in self._bot_ids or len(set(page.stat_id)) < len(page):
             self.distinct = False
         self._bot_ids.add(bot_id)
@@ -125,14 +152,32 @@ class Batch:
         c["value_text"].extend(page.custom_text)
         c["value_num"].extend(page.custom_num)
         for reason, raw in page.rejects:
-            self.reject(endpoint, bot_id, reason, raw)
-        self.tally.keep("stat", len(page))
+            self.reject(endpoint, bot_id, reason, raw, again=again)
         if page.raw:
             self.tally.saw_fields("stat", page.raw[-1])  # the newest: one decode per bot
 
-    def reject(self, endpoint: str, bot_id: str | None, reason: str, raw: str) -> None:
-        self.tally.reject(reason, raw)
+    def reject(self, endpoint: str, bot_id: str | None, reason: str, raw: str,
+               kind: str | None = "stat", *, again: bool = False) -> None:
+        """A record (of ``kind``, for the run's verdict; None: a body, not a record) kept aside
+        in table rejects with its reason; ``again``: perhaps refused by an earlier run (see
+        :meth:`settle`)."""
+        if kind is not None:
+            self.tally.reject(kind, reason, raw)
+            if again:
+                self._again.append((len(self.rejects), kind))
         self.rejects.append({"endpoint": endpoint, "bot_id": bot_id, "reason": reason, "raw": raw})
+
+    async def settle(self) -> None:
+        """Take the rejects the archive holds already out of the verdict's tally: a bot whose
+        bad records come again (its newest is malformed, say) is no news of this run, whereas a
+        run that refuses what nothing archived yet (a wrong setting) is judged every time."""
+        if not self._again:
+            return
+        pending, self._again = self._again, []
+        held = await self.db.read(archive.held_rejects, [self.rejects[i] for i, _ in pending])
+        for (i, kind), known in zip(pending, held, strict=True):
+            if known:
+                self.tally.unreject(kind, self.rejects[i]["reason"])
 
     def error(self, endpoint: str, bot_id: str | None, exc: Exception) -> None:
         self.report.errors += 1
@@ -141,6 +186,14 @@ class Batch:
 
     async def flush(self) -> None:
         async with self._lock:
+            await self.settle()
+            if self.fields is not None and not self.halted:
+                verdict = judge(self.tally, self.fields)
+                if verdict is not None and verdict.setting:
+                    # A setting fails the run: what waits is keyed or read wrong. Stop here.
+                    self.dropped_for = verdict.message
+            if self.halted:
+                self.drop_rows()
             frames = archive.Frames(
                 stats=frame_of(self.stats, archive.STAT_SCHEMA).with_columns(
                     _check=pl.Series(self.check, dtype=pl.Boolean)),

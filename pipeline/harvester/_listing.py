@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Collection
 from typing import Any
 
 from .. import archive
@@ -18,6 +19,7 @@ from ..core import (
 )
 from ..interface import Client
 from ._batch import Batch, Db
+from ._ids import Identities, not_unique, repeated
 from ._pager import Pager
 from ._records import (
     Invalid,
@@ -39,15 +41,21 @@ async def list_directory(
 ) -> None:
     pager = Pager(page_size=settings.service.page_size)
     fields = settings.fields
+    identities = Identities(fields.bot_id)
     skip = 0
-    while not stop.is_set():
+    while not stop.is_set() and not buffer.halted:
         try:
             request = pager.next_request()
             if request is None:
                 break
             skip, limit = request
             page = await client.list_bots(limit=limit, skip=skip)
-            ids, rows = parse_page(page, skip, fields, buffer)
+            ids, rows = parse_page(page, skip, fields, buffer, pager.seen)
+            twice = repeated([r.bot_id for r, _ in rows], [r.raw for r, _ in rows]) or \
+                identities.clashes((r.bot_id, record) for r, record in rows)
+            if twice:
+                buffer.refuse(not_unique("bot_id", fields.bot_id, "GET /bots", twice))
+                return
             new = set(pager.feed(skip, ids))
         except SkipIgnored:
             raise  # the directory cannot be paged at all: the run fails, saying why
@@ -57,18 +65,21 @@ async def list_directory(
             endpoint = f"GET /bots?skip={skip}"
             if isinstance(exc, BadResponse) and exc.body is not None \
                     and not isinstance(exc, ListingUnstable):
-                buffer.reject(endpoint, None, f"page is not a JSON array: {exc}", exc.body)
+                buffer.reject(endpoint, None, f"page is not a JSON array: {exc}", exc.body,
+                          kind=None)
             buffer.error(endpoint, None, exc)
             report.message = f"listing stopped early: {exc}"
             if not pager.seen:
                 raise
             return
         # A bot the page repeats is read once (its last copy kept, at its first place).
-        fresh = list({r.bot_id: r for r in rows if r.bot_id in new}.values())
+        fresh = list({r.bot_id: r for r, _ in rows if r.bot_id in new}.values())
         fresh = [r for r in fresh if report.shard.owns(r.bot_id)]
         if not fresh:
             continue
         report.bots_seen += len(fresh)
+        if skip == 0:  # a few, to tell references to bots apart (see _verdict)
+            buffer.tally.known["bot"].update(r.bot_id for r in fresh)
         buffer.bots.extend(fresh)
         # --full reads every bot's /stats whatever is archived: no need to look.
         newest = {} if full else await db.read(archive.newest, [r.bot_id for r in fresh])
@@ -79,21 +90,25 @@ async def list_directory(
     report.listing_complete = pager.complete
 
 
-def parse_page(page: list[Any], skip: int, fields: FieldSettings,
-                buffer: Batch) -> tuple[list[str], list[BotRow]]:
-    """The bot ids of a listing page in order, and the valid bot rows; invalid ones rejected."""
+def parse_page(page: list[Any], skip: int, fields: FieldSettings, buffer: Batch,
+               seen: Collection[str] = ()) -> tuple[list[str], list[tuple[BotRow, Any]]]:
+    """The bot ids of a listing page in order, and the valid bot rows with their records;
+    invalid ones rejected. A record at a position the pager has read (``seen`` holds its id or
+    placeholder) is not counted again for the run's verdict."""
     ids: list[str] = []
-    rows: list[BotRow] = []
+    rows: list[tuple[BotRow, Any]] = []
     for position, record in enumerate(page):
         try:
             row = parse_bot(record, fields)
         except Invalid as exc:
-            buffer.reject(f"GET /bots?skip={skip}", None, str(exc), raw_text(record))
             # A placeholder keeps the page's positions right for the pager.
-            ids.append(f"\x00invalid:{skip + position}:{hash(raw_text(record))}")
+            placeholder = f"\x00invalid:{skip + position}:{hash(raw_text(record))}"
+            buffer.reject(f"GET /bots?skip={skip}", None, str(exc), raw_text(record),
+                          kind=None if placeholder in seen else "bot")
+            ids.append(placeholder)
             continue
         ids.append(row.bot_id)
-        rows.append(row)
+        rows.append((row, record))
         buffer.tally.saw_fields("bot", record)
-    buffer.tally.keep("bot", len(rows))
+    buffer.tally.keep("bot", sum(1 for row, _ in rows if row.bot_id not in seen))
     return ids, rows

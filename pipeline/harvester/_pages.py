@@ -241,14 +241,15 @@ def _decoders(fields: FieldSettings) -> tuple[msgspec.json.Decoder[Any],
         # field names: mypy cannot read a type held in a variable (valid-type below).
         custom = msgspec.defstruct(
             "CustomField", [("name", str), ("value", Scalar, None)],
-            rename={"name": fields.custom_name, "value": fields.custom_value}, gc=False)
+            rename={"name": fields.custom_name, "value": fields.custom_value}, gc=False,
+            forbid_unknown_fields=True)  # another key may hold the value: record by record
         record = msgspec.defstruct(
             "StatRecord",
-            [("stat_id", str), ("recorded_at", str | int | float), ("users", Count),
+            [("stat_id", str | int), ("recorded_at", str | int | float), ("users", Count),
              ("guilds", Count),
              ("shards", Count | None, None), ("memory_load", Percent | None, None),
              ("cpu_load", Percent | None, None), ("commands_executed", Count | None, None),
-             ("custom", list[custom] | None, None)],  # type: ignore[valid-type]
+             ("custom", list[custom] | dict[str, Scalar] | None, None)],  # type: ignore[valid-type]
             rename={"stat_id": fields.stat_id, "recorded_at": fields.stat_time}, gc=False)
     except (TypeError, ValueError):  # e.g. stat_time named like a count field
         return None
@@ -264,8 +265,10 @@ def _typed_page(records: list[Any], items: Sequence[Any],
     # time of reading each attribute of each record).
     (ids, times, users, guilds, shards, memory_load, cpu_load, commands_executed,
      customs) = zip(*map(astuple, records), strict=True)
-    keys = [i.strip() for i in ids]
-    if not all(keys):
+    keys = [i.strip() if type(i) is str else str(i) for i in ids]
+    # An integer id beyond 64 bits: msgspec keeps it whole where orjson reads a float (which
+    # is no id), so it goes record by record.
+    if not all(keys) or any(type(i) is int and not INT64_MIN <= i <= UINT64_MAX for i in ids):
         raise _Unusual
     try:
         # Aware ISO strings, the usual case, at C speed: a naive time fails the subtraction.
@@ -291,11 +294,14 @@ def _micros(times: list[Any]) -> list[int]:
 
 
 def _custom_columns(page: StatPage, customs: Sequence[Any]) -> None:
+    """Each record's custom fields (a list of typed items, or one object of name -> value) as
+    the page's custom rows."""
     rows = [position for position, items in enumerate(customs) if items for _ in items]
     if not rows:
         return
-    fields = [item for items in customs if items for item in items]
-    raw_names, values = zip(*map(astuple, fields), strict=True)
+    pairs = [pair for items in customs if items
+             for pair in (items.items() if type(items) is dict else map(astuple, items))]
+    raw_names, values = zip(*pairs, strict=True)
     names = [n.strip() for n in raw_names]
     # An empty name is refused, and a name repeated in one record keeps its last value: both
     # are the record-by-record path's to handle.

@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
+from urllib.parse import quote, urlencode
 
 from ..core import ApiError, ConfigError, Settings
 from ..interface import Client, Reply
+from ._probe_accepts import not_proposed, read_acceptance
 from ._probe_reading import (
     brief,
+    failed,
     items,
     read_bot_shape,
     read_limits,
@@ -29,14 +32,14 @@ from ._probe_reading import (
 from ._probe_report import (
     BIG_LIMIT,
     DEFAULT_MAX_REQUESTS,
+    ID_TRIES,
+    NO_ANSWER,
     STAT_BOTS,
     Finding,
     ProbeReport,
     Proposal,
 )
-from ._shapes import (
-    id_candidates,
-)
+from ._shapes import Candidate, decided_id, id_candidates
 
 
 class _Spent(Exception):
@@ -50,15 +53,38 @@ class _Prober:
         self.max_requests = max_requests
         self.replies: list[Reply] = []
         self.read_auth = "read"
+        self.seen: dict[str, list[Any]] = {}  # records read, by kind ("bot", "stat", ...)
+        self.ids: dict[str, set[str]] = {"bot": set(), "user": set()}  # known, for references
 
     async def get(self, path: str, params: dict[str, Any] | None = None, *,
                   auth: str | None = None, method: str = "GET", payload: Any = None) -> Reply:
         if self.client.stats.requests >= self.max_requests:
             raise _Spent(f"the request budget ({self.max_requests}, --max-requests) is spent")
-        reply = await self.client.fetch(method, path, params=params, auth=auth or self.read_auth,
-                                        payload=payload)
+        auth = auth or self.read_auth
+        try:
+            reply = await self.client.fetch(method, path, params=params, auth=auth,
+                                            payload=payload)
+        except ApiError as exc:  # no answer after every retry: a finding of "unknown"
+            query = f"?{urlencode(params)}" if params else ""
+            reply = Reply(method=method, url=f"{path}{query}", auth=auth, status=NO_ANSWER,
+                          headers={}, body=str(exc).split("\n", 1)[0], seconds=0.0)
         self.replies.append(reply)
         return reply
+
+    async def addressed(self, kind: str, records: list[Any], candidates: list[Candidate],
+                        auth: str | None = None) -> tuple[Candidate | None, list[Reply]]:
+        """The first candidate whose value (in the first record) the service's ``/<kind>s/<it>``
+        answers with that same record's value, and the reads made (at most ID_TRIES)."""
+        tried: list[Reply] = []
+        first = records[0] if records and isinstance(records[0], dict) else {}
+        for candidate in candidates[:ID_TRIES]:
+            value = str(first.get(candidate.field, "")).strip()
+            reply = await self.get(f"/{kind}s/{quote(value, safe='')}", auth=auth)
+            tried.append(reply)
+            got = reply.json() if reply.status == 200 else None
+            if isinstance(got, dict) and str(got.get(candidate.field, "")).strip() == value:
+                return candidate, tried
+        return None, tried
 
 
 async def probe(settings: Settings, *, max_requests: int = DEFAULT_MAX_REQUESTS,
@@ -72,6 +98,8 @@ async def probe(settings: Settings, *, max_requests: int = DEFAULT_MAX_REQUESTS,
         except _Spent as exc:
             report.stopped = str(exc)
         finally:
+            report.findings += read_acceptance(prober.seen, settings.fields, report.proposals)
+            report.proposals += not_proposed(settings, report.proposals, report.stopped)
             for proposal in report.proposals:
                 section, key = proposal.key.split(".", 1)
                 proposal.current = getattr(getattr(settings, section), key)
@@ -115,19 +143,22 @@ async def _probe(p: _Prober, settings: Settings, report: ProbeReport,
         raise ApiError(f"{brief(default)}: not the bot-listing service's answer to GET /bots. "
                        f"Check --base-url.")
     cap = await p.get("/bots", {"limit": BIG_LIMIT, "skip": 0})
-    page = items(cap)
+    page = items(cap) or items(default)
+    p.seen["bot"] = page
     after = (await p.get("/bots", {"limit": BIG_LIMIT, "skip": len(page)})
-             if page and len(page) < BIG_LIMIT else None)
-    candidates = id_candidates(page)
-    bot_field = candidates[0].field if candidates else None
+             if page and len(page) < BIG_LIMIT and not failed(cap) else None)
+    candidates = id_candidates(page, "bot")
+    bot_field, tried = await p.addressed("bot", page, candidates)
+    id_field = bot_field.field if bot_field else None
     skipped = await p.get("/bots", {"limit": 2, "skip": 1}) if len(page) >= 3 else None
     again = await p.get("/bots", {"limit": BIG_LIMIT, "skip": 0})
-    found, proposals = read_listing(default, cap, after, skipped, again, bot_field)
+    found, proposals = read_listing(default, cap, after, skipped, again, id_field)
     report.findings += found
     report.proposals += proposals
-    bot_ids = [str(r[bot_field]) for r in page if isinstance(r, dict) and bot_field in r]
-    one = await p.get(f"/bots/{bot_ids[0]}") if bot_ids else None
-    shape_found, shape_proposals = read_bot_shape(page, one, settings)
+    bot_ids = [str(r[id_field]).strip() for r in page
+               if id_field and isinstance(r, dict) and id_field in r]
+    p.ids["bot"].update(bot_ids)
+    shape_found, shape_proposals = read_bot_shape(page, candidates, bot_field, tried, settings)
     report.findings += shape_found
     report.proposals += shape_proposals
     await _probe_stats(p, settings, report, bot_ids)
@@ -146,21 +177,23 @@ async def _probe_stats(p: _Prober, settings: Settings, report: ProbeReport,
     whole: Reply | None = None
     bot_id = ""
     for bot_id in bot_ids[:STAT_BOTS]:
-        whole = await p.get(f"/bots/{bot_id}/stats")
+        whole = await p.get(f"/bots/{quote(bot_id, safe='')}/stats")
         if len(items(whole)) > 2:
             break
     if whole is None or not items(whole):
-        report.findings.append(Finding("stats", "records", "no bot read has stat records",
-                                       [brief(whole)] if whole else []))
+        why = ("no stat record was read" if bot_ids else
+               "no bot id was decided to read /stats with")
+        report.findings.append(Finding("stats", "records", why, [brief(whole)] if whole else []))
         for key in ("stat_id", "stat_time", "custom_name", "custom_value"):
-            report.proposals.append(Proposal(f"fields.{key}", None, "no stat record was read",
+            report.proposals.append(Proposal(f"fields.{key}", None, why,
                                              getattr(settings.fields, key)))
-        report.proposals.append(Proposal("service.stats_page_size", None,
-                                         "no stat record was read"))
+        report.proposals.append(Proposal("service.stats_page_size", None, why))
         return
-    path = f"/bots/{bot_id}/stats"
+    path = f"/bots/{quote(bot_id, safe='')}/stats"
     records = items(whole)
-    found, proposals, time_field = read_stat_shape(records, bot_id, whole, settings)
+    p.seen["stat"] = [(bot_id, records)]
+    found, proposals, time_field = read_stat_shape(
+        records, whole, settings, foreign=p.ids["bot"] | p.ids["user"])
     report.findings += found
     report.proposals += proposals
     id_field = next((x.value or None for x in proposals if x.key == "fields.stat_id"), None)
@@ -170,50 +203,81 @@ async def _probe_stats(p: _Prober, settings: Settings, report: ProbeReport,
         if len(items(two)) == 2:
             next_two = await p.get(path, {"limit": 2, "skip": 2})
             big = await p.get(path, {"limit": BIG_LIMIT, "skip": 0})
-    last = await p.get(f"/bots/{bot_id}/stat")
+    last = await p.get(f"/bots/{quote(bot_id, safe='')}/stat")
     found, proposals = read_stats_paging(whole, two, next_two, big, last, time_field, id_field)
     report.findings += found
     report.proposals += proposals
 
 
+# The user's lists: (path, [fields] key of their id, kind of record the id rules read).
+_USER_LISTS = (("bots", "bot_id", "bot"), ("servers", "server_id", "server"),
+               ("webhooks", "webhook_id", "webhook"))
+
+
 async def _probe_user(p: _Prober, settings: Settings, report: ProbeReport) -> None:
     fields = settings.fields
     if not settings.user_token:
-        report.findings.append(Finding("user lists", "paging", "not probed: no user token "
-                                       "(BOTSTATS_USER_TOKEN, --user-token)"))
-        report.proposals.append(Proposal("service.user_lists_page_size", None,
-                                         "no user token to read the user lists with"))
+        why = "no user token (BOTSTATS_USER_TOKEN, --user-token) to read the user with"
+        report.findings.append(Finding("user lists", "paging", f"not probed: {why}"))
+        for key in ("fields.user_id", "fields.server_id", "fields.webhook_id",
+                    "service.user_lists_page_size"):
+            report.proposals.append(Proposal(key, None, why))
         return
     me = await p.get("/users/@me", auth="user")
     record = me.json()
     if me.status != 200 or not isinstance(record, dict):
+        why = f"GET /users/@me answered {me.status}"
         report.findings.append(Finding("user lists", "the current user", f"answered "
                                        f"{me.status}", [brief(me)]))
+        for key in ("fields.user_id", "fields.server_id", "fields.webhook_id",
+                    "service.user_lists_page_size"):
+            report.proposals.append(Proposal(key, None, why))
         return
-    ids = id_candidates([record])
-    if ids:
-        report.proposals.append(Proposal("fields.user_id", ids[0].field, ids[0].why,
+    p.seen["user"] = [record]
+    candidates = id_candidates([record], "user", foreign=p.ids["bot"])
+    user_field, tried = await p.addressed("user", [record], candidates, auth="user")
+    if user_field is not None:
+        user_id = str(record[user_field.field]).strip()
+        p.ids["user"].add(user_id)
+        report.findings.append(Finding("user lists", "user id", f"'{user_field.field}' (GET "
+                                       f"/users/<it> answers with the current user)",
+                                       [brief(r) for r in tried]))
+        report.proposals.append(Proposal("fields.user_id", user_field.field,
+                                         "GET /users/<it> answers with the current user",
                                          fields.user_id))
-    user_id = str(record.get(ids[0].field)) if ids else "@me"
+    else:
+        user_id = "@me"
+        why = (f"GET /users/<it> answers with the current user for none of "
+               f"{', '.join(repr(c.field) for c in candidates)}" if candidates else
+               "no field of the user record has an id's shape")
+        report.findings.append(Finding("user lists", "user id", f"unknown: {why}",
+                                       [brief(r) for r in tried]))
+        report.proposals.append(Proposal("fields.user_id", None, why, fields.user_id))
     paged: tuple[str, int] | None = None
     decided_whole = False
-    for what, key in (("bots", None), ("servers", "server_id"), ("webhooks", "webhook_id")):
-        path = f"/users/{user_id}/{what}"
+    unknown = ""
+    for what, key, kind in _USER_LISTS:
+        path = f"/users/{quote(user_id, safe='@')}/{what}"
         whole = await p.get(path, auth="user")
         listed = items(whole)
-        if key is not None:
-            found = id_candidates(listed)
-            if found:
-                report.proposals.append(Proposal(f"fields.{key}", found[0].field, found[0].why,
-                                                 getattr(fields, key)))
-            else:
-                report.proposals.append(Proposal(f"fields.{key}", None, f"fewer than two "
-                                                 f"{what} read", getattr(fields, key)))
+        p.seen[{"bots": "user bot"}.get(what, kind)] = listed
+        if kind == "bot":
+            p.ids["bot"].update(str(r[fields.bot_id]) for r in listed
+                                if isinstance(r, dict) and fields.bot_id in r)
+        else:
+            report.proposals.append(_list_id(what, key, kind, whole, listed, p, fields))
+        if failed(whole):
+            unknown = unknown or brief(whole)
         if len(listed) < 2 or paged or decided_whole:
             continue
         one = await p.get(path, {"limit": 1, "skip": 0}, auth="user")
-        if len(items(one)) == 1:
+        if failed(one):
+            unknown = unknown or brief(one)
+        elif len(items(one)) == 1:
             big = await p.get(path, {"limit": BIG_LIMIT, "skip": 0}, auth="user")
+            if failed(big):
+                unknown = unknown or brief(big)
+                continue
             paged = (what, len(items(big)))
             report.findings.append(Finding("user lists", "paging", f"paged (limit=1 gave 1 of "
                                            f"{len(listed)} {what}); at most {paged[1]} a page",
@@ -231,7 +295,27 @@ async def _probe_user(p: _Prober, settings: Settings, report: ProbeReport) -> No
                                          "the user lists come whole"))
     else:
         report.proposals.append(Proposal("service.user_lists_page_size", None,
+                                         f"a read failed ({unknown})" if unknown else
                                          "no user list has two items to page"))
+
+
+def _list_id(what: str, key: str, kind: str, whole: Reply, listed: list[Any], p: _Prober,
+             fields: Any) -> Proposal:
+    """The id of a user's servers or webhooks: botstats' id rules over the list (references to
+    the bots and the user read are not ids)."""
+    current = getattr(fields, key)
+    if failed(whole):
+        return Proposal(f"fields.{key}", None, f"a read failed ({brief(whole)})", current)
+    if len(listed) < 2:
+        return Proposal(f"fields.{key}", None, f"fewer than two {what} read: too few to tell "
+                        f"an id", current)
+    found = id_candidates(listed, kind, foreign=p.ids["bot"] | p.ids["user"])
+    chosen = decided_id(found, kind)
+    if chosen is not None:
+        return Proposal(f"fields.{key}", chosen.field, chosen.why, current)
+    why = (f"several fields could be the id: {', '.join(repr(c.field) for c in found)}" if found
+           else f"no field of the {what} passes botstats' rules for an id")
+    return Proposal(f"fields.{key}", None, why, current)
 
 
 async def _probe_post(p: _Prober, settings: Settings, report: ProbeReport, bot_id: str) -> None:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from ..core import Settings
 from ..interface import Reply
-from ._probe_report import BIG_LIMIT, COUNTS, RATE_HEADERS, Finding, Proposal
+from ._probe_report import BIG_LIMIT, COUNTS, NO_ANSWER, RATE_HEADERS, Finding, Proposal
 from ._shapes import (
+    TIME_NAMES,
+    Candidate,
     custom_keys,
+    decided_id,
     id_candidates,
     name_candidates,
     time_candidates,
@@ -20,6 +23,10 @@ from ._shapes import (
 
 def brief(reply: Reply) -> str:
     """'GET http://x/bots?limit=5 -> 200, an array of 5' (the evidence of a finding)."""
+    auth = {"read": "", "none": " (no token)", "user": " (user token)", "bad": " (a bad token)",
+            "bot": " (bot key)"}[reply.auth]
+    if reply.status == NO_ANSWER:
+        return f"{reply.method} {reply.url}{auth} -> no answer: {reply.body[:120]}"
     data = reply.json()
     if isinstance(data, list):
         shape = f"an array of {len(data)}"
@@ -31,9 +38,19 @@ def brief(reply: Reply) -> str:
     else:
         text = " ".join(reply.body.split())
         shape = f"text {text[:60]!r}"
-    auth = {"read": "", "none": " (no token)", "user": " (user token)", "bad": " (a bad token)",
-            "bot": " (bot key)"}[reply.auth]
-    return f"{reply.method} {reply.url}{auth} -> {reply.status}, {shape}"
+    tries = " after every retry" if failed(reply) else ""
+    return f"{reply.method} {reply.url}{auth} -> {reply.status}{tries}, {shape}"
+
+
+def failed(reply: Reply | None) -> bool:
+    """A read that got no usable answer after its retries (no answer, a 5xx, a 429): it is
+    evidence of nothing, and what it was to show is unknown."""
+    return reply is not None and (reply.status in (NO_ANSWER, 429) or reply.status >= 500)
+
+
+def failed_read(*replies: Reply | None) -> Reply | None:
+    """The first of ``replies`` that :func:`failed`, if any."""
+    return next((r for r in replies if r is not None and failed(r)), None)
 
 
 def items(reply: Reply | None) -> list[Any]:
@@ -56,7 +73,11 @@ def read_listing(default: Reply, cap: Reply, after_cap: Reply | None, skipped: R
     page = items(cap)
     found.append(Finding("listing", "default page size", f"{len(items(default))} bots",
                          [brief(default)]))
-    if len(page) >= BIG_LIMIT:
+    if (failed_cap := failed_read(cap, after_cap)) is not None:
+        bad = brief(failed_cap)
+        found.append(Finding("listing", "page cap", "unknown: a read failed", [bad]))
+        proposals.append(Proposal("service.page_size", None, f"a read failed ({bad})"))
+    elif len(page) >= BIG_LIMIT:
         found.append(Finding("listing", "page cap", f"none up to {BIG_LIMIT}", [brief(cap)]))
         proposals.append(Proposal("service.page_size", BIG_LIMIT, f"no cap up to {BIG_LIMIT}"))
     elif after_cap is not None and items(after_cap):
@@ -71,7 +92,9 @@ def read_listing(default: Reply, cap: Reply, after_cap: Reply | None, skipped: R
         proposals.append(Proposal("service.page_size", None,
                                   f"no cap seen (the directory has {len(page)} bots); keep the "
                                   f"default"))
-    if skipped is not None:
+    if (failed_skip := failed_read(skipped, again)) is not None:
+        found.append(Finding("listing", "skip", "unknown: a read failed", [brief(failed_skip)]))
+    elif skipped is not None:
         got = ids_of(items(skipped), id_field)
         ids = ids_of(page, id_field)
         if got and got == ids[1:1 + len(got)]:
@@ -81,7 +104,7 @@ def read_listing(default: Reply, cap: Reply, after_cap: Reply | None, skipped: R
         else:
             result = "unclear: skip=1 returned neither the next bots nor the first ones"
         found.append(Finding("listing", "skip", result, [brief(skipped)]))
-    if again is not None:
+    if again is not None and not failed(again):
         same = ids_of(items(again), id_field) == ids_of(page, id_field)
         found.append(Finding("listing", "two reads of the head",
                              "agree" if same else "differ (the listing moves, or its order is "
@@ -109,24 +132,29 @@ def listing_order(records: Sequence[Any]) -> str:
     return "by no field of the records (the service's own order)"
 
 
-def read_bot_shape(records: Sequence[Any], one: Reply | None,
+def read_bot_shape(records: Sequence[Any], candidates: Sequence[Candidate],
+                   confirmed: Candidate | None, tried: Sequence[Reply],
                    settings: Settings) -> tuple[list[Finding], list[Proposal]]:
-    """Which fields of a bot record are its id and its name."""
+    """Which fields of a bot record are its id (a candidate of the id rules whose value ``GET
+    /bots/<it>`` answers with that bot: ``confirmed``, from the reads ``tried``) and its name."""
     fields = settings.fields
     found: list[Finding] = []
     proposals: list[Proposal] = []
-    ids = id_candidates(records)
-    if ids:
-        evidence = [brief(one)] if one is not None else []
-        confirmed = one is not None and one.status == 200
-        found.append(Finding("records", "bot id", f"'{ids[0].field}' ({ids[0].why}"
-                             + (", and GET /bots/<it> finds the bot)" if confirmed else ")"),
-                             evidence))
-        proposals.append(Proposal("fields.bot_id", ids[0].field, ids[0].why, fields.bot_id))
+    evidence = [brief(r) for r in tried]
+    if confirmed is not None:
+        found.append(Finding("records", "bot id", f"'{confirmed.field}' ({confirmed.why}, and "
+                             f"GET /bots/<it> answers with that bot)", evidence))
+        proposals.append(Proposal("fields.bot_id", confirmed.field, confirmed.why,
+                                  fields.bot_id))
     else:
-        proposals.append(Proposal("fields.bot_id", None, "no field is distinct in every bot "
-                                  "record read", fields.bot_id))
-    names = name_candidates(records, exclude=[ids[0].field] if ids else [])
+        why = ("no bot was read" if not records else
+               f"GET /bots/<it> answers with the bot for none of "
+               f"{', '.join(repr(c.field) for c in candidates)}" if candidates else
+               f"no field of the {len(records)} bot records passes botstats' rules for an id "
+               f"(in every record, unique, an id's shape, no reference to another resource)")
+        found.append(Finding("records", "bot id", f"unknown: {why}", evidence))
+        proposals.append(Proposal("fields.bot_id", None, why, fields.bot_id))
+    names = name_candidates(records, exclude=[confirmed.field] if confirmed else [])
     if names:
         found.append(Finding("records", "bot name", f"'{names[0].field}'"))
         proposals.append(Proposal("fields.bot_name", names[0].field, names[0].why,
@@ -137,37 +165,53 @@ def read_bot_shape(records: Sequence[Any], one: Reply | None,
     return found, proposals
 
 
-def read_stat_shape(records: Sequence[Any], bot_id: str, reply: Reply,
-                    settings: Settings) -> tuple[list[Finding], list[Proposal], str | None]:
-    """Which fields of a stat record are its id and time, the custom fields' keys, the types of
-    counts and loads; also returns the time field found (for the order of /stats)."""
+def read_stat_shape(records: Sequence[Any], reply: Reply, settings: Settings,
+                    foreign: Collection[str]) -> tuple[list[Finding], list[Proposal], str | None]:
+    """Which fields of a bot's stat records are their id and time (``foreign``: ids of bots and
+    users, which a stat's own id is not), the custom fields' keys, the types of counts and
+    loads; also returns the time field found (for the order of /stats)."""
     fields = settings.fields
     found: list[Finding] = []
     proposals: list[Proposal] = []
     evidence = [brief(reply)]
-    not_bot = [k for r in records[:1] if isinstance(r, dict) for k, v in r.items()
-               if str(v) == bot_id]
-    ids = id_candidates(records, exclude=not_bot)
-    if ids:
-        found.append(Finding("records", "stat id", f"'{ids[0].field}' ({ids[0].why})", evidence))
-        proposals.append(Proposal("fields.stat_id", ids[0].field, ids[0].why, fields.stat_id))
-    else:
-        found.append(Finding("records", "stat id", "none: no field is distinct in every record "
-                             "(botstats then keys records by bot and time)", evidence))
-        proposals.append(Proposal("fields.stat_id", "", "no field is distinct in every record: "
-                                  "key by sha1(bot id, time)", fields.stat_id))
     times = time_candidates(records)
-    time_field = times[0].field if times else None
-    if times:
-        others = ", ".join(f"'{c.field}'" for c in times[1:])
-        found.append(Finding("records", "stat time", f"'{times[0].field}' ({times[0].why} in "
+    time = times[0] if times and (len(times) == 1 or times[0].field in TIME_NAMES) else None
+    ids = id_candidates(records, "stat", foreign=foreign) if len(records) >= 2 else []
+    chosen = decided_id(ids, "stat")
+    if chosen is not None:
+        found.append(Finding("records", "stat id", f"'{chosen.field}' ({chosen.why})", evidence))
+        proposals.append(Proposal("fields.stat_id", chosen.field, chosen.why, fields.stat_id))
+    else:
+        unique_times = time is not None and len({str(r.get(time.field)) for r in records}) \
+            == len(records)
+        if len(records) < 2:
+            why = "fewer than 2 stat records read: too few to tell an id"
+        elif ids:
+            why = f"several fields could be the id: {', '.join(repr(c.field) for c in ids)}"
+        elif not unique_times:
+            why = ("no field is an id, and records share a time: they could not be told "
+                   "apart")
+        else:
+            why = ""
+        if why:
+            found.append(Finding("records", "stat id", f"unknown: {why}", evidence))
+            proposals.append(Proposal("fields.stat_id", None, why, fields.stat_id))
+        else:
+            found.append(Finding("records", "stat id", "none: no field passes botstats' rules "
+                                 "for an id (botstats then keys records by bot and time)",
+                                 evidence))
+            proposals.append(Proposal("fields.stat_id", "", "no field is an id: key by sha1(bot "
+                                      "id, time), unique in the records read", fields.stat_id))
+    if time is not None:
+        others = ", ".join(f"'{c.field}'" for c in times if c is not time)
+        found.append(Finding("records", "stat time", f"'{time.field}' ({time.why} in "
                              f"all {len(records)} records)" + (f"; also times: {others}" if others
                                                                else ""), evidence))
-        proposals.append(Proposal("fields.stat_time", times[0].field, times[0].why,
-                                  fields.stat_time))
+        proposals.append(Proposal("fields.stat_time", time.field, time.why, fields.stat_time))
     else:
-        proposals.append(Proposal("fields.stat_time", None, "no field reads as a time in every "
-                                  "record", fields.stat_time))
+        why = (f"several fields read as times: {', '.join(repr(c.field) for c in times)}"
+               if times else "no field reads as a time in every record")
+        proposals.append(Proposal("fields.stat_time", None, why, fields.stat_time))
     keys = custom_keys(records)
     if keys:
         found.append(Finding("records", "custom fields", f"items keyed '{keys[0]}' (name) and "
@@ -177,14 +221,20 @@ def read_stat_shape(records: Sequence[Any], bot_id: str, reply: Reply,
         proposals.append(Proposal("fields.custom_value", keys[1], "the other key of custom "
                                   "fields", fields.custom_value))
     else:
+        objects = any(isinstance(r.get("custom"), dict) and r["custom"] for r in records
+                      if isinstance(r, dict))
+        if objects:
+            found.append(Finding("records", "custom fields", "one object of name -> value (read "
+                                 "as it is)"))
+        why = ("custom fields come as one object: these keys are not used" if objects else
+               "no record read has custom fields")
         for key in ("custom_name", "custom_value"):
-            proposals.append(Proposal(f"fields.{key}", None, "no record read has custom fields",
-                                      getattr(fields, key)))
+            proposals.append(Proposal(f"fields.{key}", None, why, getattr(fields, key)))
     types = "; ".join(f"{name}: " + ", ".join(f"{kind} x{n}" for kind, n in
                                               value_types(records, name).items())
                       for name in COUNTS)
     found.append(Finding("records", "types of counts and loads", types))
-    return found, proposals, time_field
+    return found, proposals, time.field if time else None
 
 
 def read_stats_paging(whole: Reply, two: Reply | None, next_two: Reply | None,
@@ -196,7 +246,11 @@ def read_stats_paging(whole: Reply, two: Reply | None, next_two: Reply | None,
     proposals: list[Proposal] = []
     records = items(whole)
     first_two = items(two)
-    if two is None or len(records) <= 2:
+    if (failed_page := failed_read(two, next_two, big)) is not None:
+        bad = brief(failed_page)
+        found.append(Finding("stats", "paging", "unknown: a read failed", [bad]))
+        proposals.append(Proposal("service.stats_page_size", None, f"a read failed ({bad})"))
+    elif two is None or len(records) <= 2:
         found.append(Finding("stats", "paging", "cannot tell: the bot has too few records",
                              [brief(whole)]))
         proposals.append(Proposal("service.stats_page_size", None,

@@ -14,6 +14,12 @@ BIG_LIMIT = 1000  # asked to find a cap: a service returns at most its cap
 STAT_BOTS = 3  # bots tried for one with stat records
 
 
+ID_TRIES = 3  # id candidates tried with a read that addresses the record (GET /bots/<it>)
+
+
+NO_ANSWER = 0  # the status of a reply that never came (the connection failed every try)
+
+
 RATE_HEADERS = ("retry-after", "ratelimit", "x-ratelimit")
 
 
@@ -86,10 +92,13 @@ class ProbeReport:
             for p in decided:
                 now = "" if not p.changes else f"; now {_toml(p.current)}"
                 out.append(f"  {p.key.split('.', 1)[1]} = {_toml(p.value)}    # {p.why}{now}")
-        undecided = [p for p in self.proposals if not p.decided]
+        undecided: dict[str, list[str]] = {}  # why -> settings, one line per reason
+        for p in self.proposals:
+            if not p.decided:
+                undecided.setdefault(p.why, []).append(f"[{p.key.replace('.', '].', 1)}")
         if undecided:
             out += ["", "not decided (set them yourself if they matter)"]
-            out += [f"  [{p.key.replace('.', '].', 1)}: {p.why}" for p in undecided]
+            out += [f"  {', '.join(keys)}: {why}" for why, keys in undecided.items()]
         return out
 
 

@@ -14,10 +14,12 @@ in one place.
 
 from __future__ import annotations
 
+import email.utils
 import functools
 import hashlib
 import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -69,24 +71,56 @@ def _show(value: Any) -> str:
 
 
 def parse_time(value: Any, what: str = "timestamp") -> datetime:
-    """ISO 8601 (naive means UTC) or epoch seconds/milliseconds, to an aware UTC datetime."""
+    """A time as services send one, to an aware UTC datetime: ISO 8601 (naive means UTC), epoch
+    seconds, milliseconds, microseconds or nanoseconds (told apart by size: every one of them
+    is a date between 1973 and 5138 in exactly one unit), as a number or as numeric text, or an
+    RFC 2822 / HTTP date."""
     if isinstance(value, bool) or value is None:
         raise Invalid(f"{what} is missing" if value is None else f"{what} is not a time: {value}")
     if isinstance(value, int | float):
-        if not math.isfinite(value):
-            raise Invalid(f"{what} is not a time: {value}")
-        seconds = value / 1000 if abs(value) > 1e11 else value
-        try:
-            return datetime.fromtimestamp(seconds, UTC)
-        except (OverflowError, OSError, ValueError):
-            raise Invalid(f"{what} is out of range: {value}") from None
+        return _epoch(value, what)
     if isinstance(value, str):
+        text = value.strip()
+        if _EPOCH_TEXT.match(text):
+            return _epoch(float(text) if "." in text else int(text), what)
         try:
-            parsed = datetime.fromisoformat(value.strip())
+            parsed = datetime.fromisoformat(text)
         except ValueError:
-            raise Invalid(f"{what} is not an ISO 8601 time: {_show(value)}") from None
+            dated = _rfc2822(text)
+            if dated is None:
+                raise Invalid(f"{what} is not an ISO 8601 time: {_show(value)}") from None
+            parsed = dated
         return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
     raise Invalid(f"{what} is not a time: {_show(value)}")
+
+
+# Epoch numbers from 1e8 up in text ("1732560000", "1732560000123.5"); shorter digit strings
+# are left to ISO 8601 (e.g. "20241125", a basic-format date).
+_EPOCH_TEXT = re.compile(r"^-?\d{9,}(\.\d+)?$")
+# Units per second of each epoch unit, by the size where it starts (1e11 seconds is year 5138).
+_EPOCH_UNITS = ((1e17, 1e9), (1e14, 1e6), (1e11, 1e3), (0.0, 1.0))
+
+
+def _epoch(value: int | float, what: str) -> datetime:
+    if not math.isfinite(value):
+        raise Invalid(f"{what} is not a time: {value}")
+    per_second = next(units for size, units in _EPOCH_UNITS if abs(value) >= size)
+    try:
+        if isinstance(value, int):  # exact to the microsecond, even in nanoseconds
+            return EPOCH + timedelta(microseconds=value * 1_000_000 // int(per_second))
+        return datetime.fromtimestamp(value / per_second, UTC)
+    except (OverflowError, OSError, ValueError):
+        raise Invalid(f"{what} is out of range: {value}") from None
+
+
+def _rfc2822(text: str) -> datetime | None:
+    """'Tue, 15 Nov 1994 08:12:31 GMT' (HTTP dates and e-mail dates), or None."""
+    if not text[:1].isalpha():
+        return None
+    try:
+        return email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
 
 
 def parse_count(value: Any, name: str) -> int:
@@ -189,19 +223,27 @@ def parse_stat(record: Any, bot_id: str, fields: FieldSettings, *,
 
 
 def parse_custom(value: Any, fields: FieldSettings) -> tuple[tuple[str, str | None, float | None], ...]:
-    """Custom fields as (name, text, number); text is kept for every value, number when numeric."""
+    """Custom fields as (name, text, number); text is kept for every value, number when numeric.
+    They come as a list of objects keyed by ``[fields].custom_name`` and ``custom_value``, or as
+    one object of name -> value."""
     if value is None:
         return ()
-    if not isinstance(value, list):
-        raise Invalid(f"custom must be a list, got {_show(value)}")
-    out: dict[str, tuple[str, str | None, float | None]] = {}
-    for item in value:
-        if not isinstance(item, dict) or fields.custom_name not in item:
-            raise Invalid(f"custom field without '{fields.custom_name}': {_show(item)}")
-        name = _ident(item[fields.custom_name], f"custom field '{fields.custom_name}'")
-        raw = item.get(fields.custom_value)
-        out[name] = (name, *_custom_value(raw))  # a repeated name: the last one wins
-    return tuple(out.values())
+    if isinstance(value, dict):
+        pairs = [(_ident(name, "custom field name"), raw) for name, raw in value.items()]
+    elif isinstance(value, list):
+        pairs = []
+        for item in value:
+            if not isinstance(item, dict) or fields.custom_name not in item:
+                raise Invalid(f"custom field without '{fields.custom_name}': {_show(item)}")
+            if fields.custom_value not in item and len(item) > 1:
+                # Something else holds its value: a value taken as missing would be wrong.
+                raise Invalid(f"custom field without '{fields.custom_value}': {_show(item)}")
+            pairs.append((_ident(item[fields.custom_name], f"custom field '{fields.custom_name}'"),
+                          item.get(fields.custom_value)))
+    else:
+        raise Invalid(f"custom must be a list or an object, got {_show(value)}")
+    # A repeated name: the last one wins.
+    return tuple({name: (name, *_custom_value(raw)) for name, raw in pairs}.values())
 
 
 def _custom_value(value: Any) -> tuple[str | None, float | None]:
@@ -251,7 +293,10 @@ def raw_text(value: Any) -> str:
 
 
 def entity_id(record: Any, field: str, what: str) -> str:
-    """The id of a user, server or webhook record (for the snapshot tables)."""
-    if not isinstance(record, dict) or field not in record:
-        raise Invalid(f"{what} record without '{field}': {_show(record)}")
-    return _ident(record[field], f"{what} field '{field}'")
+    """The id of a user, server or webhook record (for the snapshot tables); ``what`` names the
+    record ("user", "server", ...) in the reason, worded as :func:`parse_bot` words its own."""
+    if not isinstance(record, dict):
+        raise Invalid(f"a {what} record must be a JSON object, got {_show(record)}")
+    if field not in record:
+        raise Invalid(f"missing {what} id field '{field}'")
+    return _ident(record[field], f"{what} id field '{field}'")

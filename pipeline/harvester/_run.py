@@ -27,24 +27,27 @@ import logging
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from .. import archive
 from ..archive import describe_fields, note_fields
 from ..core import (
+    ApiError,
     BotstatsError,
+    FieldSettings,
     Settings,
     Shard,
+    decode_json,
     new_run_id,
     redact_url,
 )
-from ..interface import Client, workers
+from ..interface import Client, RawArray, workers
 from ._batch import Batch, Db
 from ._listing import list_directory
 from ._removals import judge_removals
 from ._report import HarvestReport, ProgressFn
 from ._snapshot import snapshot_user
-from ._verdict import field_verdict
+from ._verdict import Verdict, checks, cut_check, cut_message, judge
 from ._workers import Workers, worker
 
 log = logging.getLogger("botstats.harvest")
@@ -103,8 +106,9 @@ async def _harvest(
     stop: threading.Event,
 ) -> None:
     buffer = Batch(db, report, settings.store.batch_rows,
-                    new_only=await db.call(archive.nothing_archived))
+                    new_only=await db.call(archive.nothing_archived), fields=settings.fields)
     known_live = await db.call(archive.live_bots, report.shard)  # before this run writes any bot
+    judged: Verdict | None = None
     async with Client(settings) as client:
         try:
             if settings.user_token and report.shard.leads:
@@ -121,12 +125,16 @@ async def _harvest(
                 for _ in pool.close():
                     await queue.put(None)
                 await asyncio.gather(*pool.tasks)
+            if not stop.is_set():
+                judged = await _judged(client, settings.fields, buffer)
         finally:
             report.requests = client.stats.requests
             report.retries = client.stats.retries
             await buffer.flush()
+    if buffer.refused is not None:
+        raise buffer.refused
     refused = ""
-    if report.listing_complete and not stop.is_set():
+    if report.listing_complete and not stop.is_set() and not buffer.halted:
         verdict = judge_removals(known_live, await db.call(archive.live_bots, report.shard,
                                                            report.started_at),
                                  report.bots_seen, settings.harvest.max_removed_share,
@@ -136,7 +144,9 @@ async def _harvest(
         else:
             refused = verdict.message
             log.warning("removals not believed: %s", refused)
-    drift = await db.call(note_fields, report, buffer.tally.fields, datetime.now(UTC))
+    # A run that wrote no record (failed for a setting) saw the fields of records it refused.
+    seen = {} if buffer.halted else buffer.tally.fields
+    drift = await db.call(note_fields, report, seen, datetime.now(UTC))
     if drift:
         report.new_fields = describe_fields(drift)
         log.warning("the service sends record fields this archive has not seen before: %s "
@@ -150,8 +160,63 @@ async def _harvest(
         report.message = report.message or " ".join(filter(None, (refused, failed)))
     else:
         report.status = "complete"
-    wrong_field = field_verdict(settings.fields, buffer.tally)
-    if wrong_field is not None and not stop.is_set():
-        report.status, report.message = "failed", wrong_field
+    if not stop.is_set():
+        _apply(report, judged, dropped=buffer.dropped_for)
+
+
+async def _judged(client: Client, fields: FieldSettings, buffer: Batch) -> Verdict | None:
+    """The run's verdict (``_verdict.judge``), with the reads its advice needs answered: does
+    the service answer ``/bots/<value>`` or ``/users/<value>`` with the record it was taken
+    from."""
+    await buffer.settle()
+    if (whole := cut_check(buffer.tally)) is not None:
+        buffer.tally.cut = await _read_past(client, *whole)
+    answers = {}
+    for check in checks(buffer.tally, fields):
+        read = client.bot if check.kind == "bot" else client.user
+        try:
+            record = await read(check.value)
+        except ApiError:
+            answers[check] = False
+            continue
+        answers[check] = str(record.get(check.field, "")).strip() == check.value
+    return judge(buffer.tally, fields, answers)
+
+
+async def _read_past(client: Client, bot_id: str, length: int, first: Any) -> str | None:
+    """Whether a bot's /stats, read whole as ``length`` records from ``first``, goes on past
+    them: ``?limit=length&skip=length`` answers records, not the same list again (a service
+    that ignores both) nor none. The message for :func:`judge` when it does."""
+    try:
+        more = await client.bot_stats_raw(bot_id, limit=length, skip=length)
+    except ApiError:
+        return None  # cannot tell
+    records = more.items if isinstance(more, RawArray) else more
+    if not records:
+        return None
+    try:
+        head = decode_json(bytes(records[0])) if isinstance(more, RawArray) else records[0]
+    except ValueError:
+        head = None
+    if head == first:
+        return None
+    return cut_message(bot_id, length, len(records))
+
+
+def _apply(report: HarvestReport, verdict: Verdict | None, dropped: str) -> None:
+    """The verdict over what the run decided so far (errors, the listing, removals): the worse
+    status wins, its message first when it fails the run."""
+    if verdict is None and dropped:  # the rows went, whatever the end says: never complete
+        verdict = Verdict("failed", dropped, setting=True)
+    if verdict is None:
+        return
+    if verdict.status == "failed":
+        report.status = "failed"
+        written = (" Nothing of this run was archived but its rejects and errors."
+                   if verdict.setting else "")
+        report.message = " ".join(filter(None, (verdict.message + written, report.message)))
+    elif report.status != "failed":
+        report.status = "partial"
+        report.message = " ".join(filter(None, (report.message, verdict.message)))
 
 

@@ -2,52 +2,88 @@
 time, its name, what a custom field's keys are, and what types the counts come as.
 
 Pure functions over decoded records (no I/O), shared by ``botstats probe`` (which reads a few
-records and proposes ``[fields]``) and the harvest (which, when a field name in config rejects
-nearly every record, says which field the records carry instead). A field is a candidate by its
-values (every record has one; an id is unique; a time reads as ISO 8601 or epoch seconds or
-milliseconds of a plausible date) and is ranked by its name.
+records and proposes ``[fields]``) and the harvest (which, when a field name in config refuses
+a kind of record, says which field the records carry instead). A field is a candidate by its
+values and its name: an id is in every record, unique, an id's shape and no reference to
+another resource (:func:`id_candidates`); a time reads as one kind of time of a plausible date
+in every record; names rank candidates.
 """
 
 from __future__ import annotations
 
+import email.utils
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 # Names seen for these fields in public APIs, best first: they rank candidates, never make one.
-ID_NAMES = ("id", "_id", "uuid", "key", "stat_id", "statId", "record_id", "bot_id", "botId",
-            "client_id")
 TIME_NAMES = ("timestamp", "created_at", "createdAt", "recorded_at", "time", "date", "ts",
               "posted_at", "updated_at")
-NAME_NAMES = ("name", "username", "title", "display_name", "displayName", "tag")
+NAME_NAMES = ("name", "display_name", "displayName", "title", "username", "tag")
 CUSTOM_NAME_NAMES = ("name", "key", "field", "label", "id")
 CUSTOM_VALUE_NAMES = ("value", "val", "data", "content")
-# Plausible epochs: 2000-01-01 .. 2100-01-01, in seconds or milliseconds.
+# A record's own id, by kind of record, best first (bots are Discord applications: client_id).
+OWN_ID_NAMES = {
+    "bot": ("id", "_id", "bot_id", "botId", "client_id", "clientId", "uuid", "snowflake", "key"),
+    "stat": ("id", "_id", "stat_id", "statId", "record_id", "recordId", "uuid", "key"),
+    "user": ("id", "_id", "user_id", "userId", "uid", "uuid", "snowflake", "key"),
+    "server": ("id", "_id", "server_id", "serverId", "guild_id", "guildId", "uuid", "snowflake",
+               "key"),
+    "webhook": ("id", "_id", "webhook_id", "webhookId", "hook_id", "hookId", "uuid", "key"),
+}
+# Words that name a resource: a field `<word>_id` / `<word>Id` of a word another kind owns is a
+# reference to that resource, not the record's own id.
+_RESOURCE_WORDS = {"bot": {"bot", "client", "application", "app"}, "stat": {"stat", "record"},
+                   "user": {"user", "owner", "author", "creator", "member", "account"},
+                   "server": {"server", "guild"}, "webhook": {"webhook", "hook"},
+                   "": {"parent", "channel", "team", "org", "organization", "target"}}
+_REFERENCE = re.compile(r"^(?P<word>[A-Za-z]+?)_?(?:id|Id|ID|_ids|Ids)$")
+# Fields named like these hold a name, a medium, a link or a figure, whatever their values.
+_NOT_ID_WORDS = ("name", "title", "tag", "avatar", "icon", "banner", "image", "picture", "photo",
+                 "splash", "url", "link", "website", "invite", "hash", "description", "prefix",
+                 "count", "points", "total", "load", "executed", "users", "guilds", "shards")
+MAX_ID_CHARS = 128
+# Plausible epochs: 2000-01-01 .. 2100-01-01, in seconds or milliseconds. (Microseconds and
+# nanoseconds are read too, but not guessed: a 64-bit snowflake id reads as nanoseconds.)
 EPOCH_LOW, EPOCH_HIGH = 946_684_800, 4_102_444_800
+_EPOCH_UNITS = (("seconds", 1), ("milliseconds", 10**3))
 _ISO_SHAPE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}:?\d{2})?$")
+_EPOCH_TEXT = re.compile(r"^\d{9,}(\.\d+)?$")
 
 
 def time_kind(value: Any) -> str | None:
-    """How ``value`` reads as a time: 'an ISO 8601 time', 'epoch seconds', 'epoch
-    milliseconds'; None when it does not (or is not a plausible date)."""
+    """How ``value`` reads as a time: 'an ISO 8601 time', 'epoch seconds' or 'epoch
+    milliseconds' ('... as text' when the number comes as text), 'an HTTP date'; None when it
+    does not, or is no plausible date (2000-2100). ``_records.parse_time`` reads them all."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
-        if EPOCH_LOW <= value <= EPOCH_HIGH:
-            return "epoch seconds"
-        if EPOCH_LOW * 1000 <= value <= EPOCH_HIGH * 1000:
-            return "epoch milliseconds"
+        for unit, scale in _EPOCH_UNITS:
+            if EPOCH_LOW * scale <= value <= EPOCH_HIGH * scale:
+                return f"epoch {unit}"
         return None
-    if isinstance(value, str) and _ISO_SHAPE.match(value.strip()):
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if _EPOCH_TEXT.match(text):
+        kind = time_kind(float(text))
+        return f"{kind} as text" if kind else None
+    if _ISO_SHAPE.match(text):
         try:
-            when = datetime.fromisoformat(value.strip())
+            when = datetime.fromisoformat(text)
         except ValueError:
             return None
         when = when if when.tzinfo else when.replace(tzinfo=UTC)
         return "an ISO 8601 time" if EPOCH_LOW <= when.timestamp() <= EPOCH_HIGH else None
+    if text[:1].isalpha():
+        try:
+            when = email.utils.parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            return None
+        return "an HTTP date" if EPOCH_LOW <= when.timestamp() <= EPOCH_HIGH else None
     return None
 
 
@@ -86,21 +122,73 @@ def time_candidates(records: Iterable[Any]) -> list[Candidate]:
     return sorted(out, key=lambda c: _rank(c.field, TIME_NAMES))
 
 
-def id_candidates(records: Iterable[Any], *, exclude: Iterable[str] = ()) -> list[Candidate]:
-    """Fields holding a non-empty string or integer, distinct in every record, best name first.
-    With a single record, only a field with an id's name qualifies."""
+def id_candidates(records: Iterable[Any], kind: str, *,
+                  foreign: Collection[str] = ()) -> list[Candidate]:
+    """Fields of ``kind`` records ("bot", "stat", "user", "server", "webhook") that may be their
+    own id, best first (the kind's id names, then the rest by name). A candidate
+
+    1. is in every record, a non-empty string without spaces (at most 128 characters) or a
+       JSON integer (a float, a boolean, a list or an object is no id);
+    2. is unique across the records, which must be two or more (one record proves nothing;
+       ``botstats probe`` asks the service instead, where the interface can address it);
+    3. looks like an id: no link or path, no time, and not named like a name, a medium or a
+       figure (``username``, ``avatar``, ``*_count`` ...);
+    4. is no reference to another resource: no value is among ``foreign`` (ids the caller knows
+       of bots, users ...), and it is not named ``<other resource>_id``.
+    """
     objects = _objects(records)
-    skip = set(exclude)
     out = []
     for name in _common_fields(objects):
         values = [r[name] for r in objects]
-        if name in skip or not all(_is_ident(v) for v in values):
+        if not all(_looks_like_id(v) for v in values) or not _named_like_an_id(name, kind):
             continue
-        if len(objects) > 1 and len({str(v) for v in values}) == len(values):
-            out.append(Candidate(name, f"distinct in all {len(objects)} records"))
-        elif len(objects) == 1 and name in ID_NAMES:
-            out.append(Candidate(name, "named like an id (one record seen)"))
-    return sorted(out, key=lambda c: _rank(c.field, ID_NAMES))
+        if any(str(v).strip() in foreign for v in values):
+            continue
+        if len(objects) == 1:
+            out.append(Candidate(name, "an id's shape (one record seen)"))
+        elif len({str(v).strip() for v in values}) == len(values):
+            out.append(Candidate(name, f"unique in all {len(objects)} records"))
+    return sorted(out, key=lambda c: _rank(c.field, OWN_ID_NAMES[kind]))
+
+
+def decided_id(candidates: Sequence[Candidate], kind: str) -> Candidate | None:
+    """The candidate to take without asking the service: the only one, or the best when it is
+    named like ``kind``'s id and the next is not. None: none, or too close to call."""
+    if len(candidates) == 1:
+        return candidates[0]
+    own = OWN_ID_NAMES[kind]
+    if candidates and candidates[0].field in own and candidates[1].field not in own:
+        return candidates[0]
+    return None
+
+
+def _looks_like_id(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    if not isinstance(value, str):
+        return False
+    text = value.strip()
+    # Digits may be an id or a time alike (a snowflake is in the range of epoch nanoseconds):
+    # only a date spelled as one is taken for a time here.
+    return (0 < len(text) <= MAX_ID_CHARS and not any(c.isspace() for c in text)
+            and "://" not in text and not text.startswith("/")
+            and time_kind(text) not in ("an ISO 8601 time", "an HTTP date"))
+
+
+def _named_like_an_id(name: str, kind: str) -> bool:
+    """Not named like a non-id (a name, a link, a figure), nor like another resource's id."""
+    if name in OWN_ID_NAMES[kind]:
+        return True
+    lowered = name.lower()
+    if any(word in lowered for word in _NOT_ID_WORDS) or name in TIME_NAMES:
+        return False
+    reference = _REFERENCE.match(name)
+    if reference is None:
+        return True
+    word = reference["word"].lower()
+    return not any(word in words for other, words in _RESOURCE_WORDS.items() if other != kind)
 
 
 def name_candidates(records: Iterable[Any], *, exclude: Iterable[str] = ()) -> list[Candidate]:
@@ -110,12 +198,6 @@ def name_candidates(records: Iterable[Any], *, exclude: Iterable[str] = ()) -> l
     out = [Candidate(n, "text in every record") for n in _common_fields(objects)
            if n in NAME_NAMES and n not in skip and all(isinstance(r[n], str) for r in objects)]
     return sorted(out, key=lambda c: _rank(c.field, NAME_NAMES))
-
-
-def _is_ident(value: Any) -> bool:
-    if isinstance(value, bool):
-        return False
-    return (isinstance(value, int) or (isinstance(value, str) and bool(value.strip())))
 
 
 def custom_keys(records: Iterable[Any], custom: str = "custom") -> tuple[str, str] | None:

@@ -20,10 +20,12 @@ from ..core import (
 )
 from ..interface import Client, RawArray, split_array
 from ._batch import Batch, first_line
+from ._ids import not_unique, repeated
 from ._paged import paged_list, read_paged
 from ._pages import StatPage, parse_stats, parse_stats_raw
 from ._records import Invalid, stat_key
 from ._report import HarvestReport
+from ._verdict import MISSING_CHECKS, STAT_READ, STATS_READ
 
 
 async def harvest_bot(
@@ -40,9 +42,11 @@ async def harvest_bot(
     page_size = settings.service.stats_page_size
     last_key = None
     listed: list[int] = []
+    read = STAT_READ
     try:
         if newest is not None and not full:
             # A bot with nothing archived skips this check: its /stats is needed anyway.
+            buffer.tally.request(read).tried += 1
             last = await client.bot_last_stat(bot_id)
             try:
                 last_key = stat_key(last, bot_id, fields)
@@ -51,23 +55,31 @@ async def harvest_bot(
             if last_key == newest.stat_id:
                 report.bots_up_to_date += 1
                 return
-        endpoint = f"GET /bots/{bot_id}/stats"
+        endpoint, read = f"GET /bots/{bot_id}/stats", STATS_READ
+        buffer.tally.request(read).tried += 1
         if page_size:
             records = await stats_pages(client, bot_id, page_size, fields,
                                          None if full else newest, listed)
         else:
             records = await client.bot_stats_raw(bot_id)
-    except NotFound:
-        return  # no records yet, or the bot left between the listing and now
+    except NotFound as exc:
+        # The bot left between the listing and now (or has no records, at some services): not
+        # an error alone, but counted, and the bot looked up (see _verdict: most answered 404).
+        buffer.tally.failed(read, "404", first_line(exc), bot_id)
+        await look_up(client, buffer, bot_id)
+        return
     except (SkipIgnored, ListingUnstable) as exc:
         buffer.error(endpoint, bot_id, exc)  # paging /stats failed: nothing of it is kept
+        buffer.tally.failed(read, type(exc).__name__, first_line(exc))
         return
     except BadResponse as exc:
         buffer.reject(endpoint, bot_id, f"not a JSON list of records: {first_line(exc)}",
-                      exc.body or "")
+                      exc.body or "", kind=None)
+        buffer.tally.failed(read, "a body that is not a JSON list", first_line(exc))
         return
     except ApiError as exc:
         buffer.error(endpoint, bot_id, exc)
+        buffer.tally.failed(read, str(exc.status or type(exc).__name__), first_line(exc))
         return
     report.bots_fetched += 1
     received_at = datetime.now(UTC)
@@ -88,14 +100,48 @@ async def harvest_bot(
             f"returned): the service seems to page /stats. Set [service].stats_page_size to its "
             f"page size (now {page_size}); the records read are archived and the bot is read "
             f"again next run."))
+    if len(set(page.stat_id)) < len(page) and (twice := repeated(page.stat_id, page.raw)):
+        field = ("stat_id", fields.stat_id) if fields.stat_id else ("stat_time", fields.stat_time)
+        buffer.refuse(not_unique(*field, endpoint, twice, derived=not fields.stat_id))
+        return
+    buffer.tally.read(page)
+    if not page_size and last_key is None and length:  # nothing showed whether it was cut
+        buffer.tally.read_whole(bot_id, length, first_record(records))
     checked = full or newest is None
     if newest is not None and not full:
         page, checked = newer(page, newest)
     buffer.add_page(endpoint, bot_id, page, checked=checked,
-                    listed=listed[0] if listed else length)
+                    listed=listed[0] if listed else length, again=newest is not None)
     # The body and the page's objects go as soon as the batch holds them (a bot's /stats may
     # be tens of MB): not kept alive through the batch's write.
     del records, page
+
+
+def first_record(records: RawArray | list[Any]) -> Any:
+    """The first record of a /stats answer, decoded (None when it does not decode)."""
+    if not isinstance(records, RawArray):
+        return records[0]
+    try:
+        return decode_json(bytes(records.items[0]))
+    except ValueError:
+        return None
+
+
+async def look_up(client: Client, buffer: Batch, bot_id: str) -> None:
+    """Whether ``GET /bots/<id>`` finds a bot whose records answered 404, for the first few:
+    a service that answers 404 for a bot without records still finds the bot, while ids that
+    do not address bots find nothing (see _verdict)."""
+    found = buffer.tally.bots_found
+    if len(found) >= MISSING_CHECKS:
+        return
+    try:
+        await client.bot(bot_id)
+    except NotFound:
+        found.append(False)
+    except ApiError:
+        return  # cannot tell
+    else:
+        found.append(True)
 
 
 # How far from where the last read ended the newest archived record is looked for in a whole

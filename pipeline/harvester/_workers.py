@@ -54,7 +54,7 @@ async def worker(
 ) -> None:
     while (item := await queue.get()) is not None:
         pool.grow()
-        if stop.is_set():
+        if stop.is_set() or buffer.halted:
             continue  # drain: the lister stops feeding, the queue empties, None arrives
         bot_id, newest = item
         await harvest_bot(client, settings, report, buffer, bot_id, newest, full)

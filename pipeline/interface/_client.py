@@ -49,7 +49,14 @@ from ..core import (
 )
 from ._call import Call, ClientStats
 from ._concurrency import Gate, adaptive_control
-from ._failures import Failures, after_attempts, json_kind, parse_retry_after, reason_of
+from ._failures import (
+    RETRY_STATUSES,
+    Failures,
+    after_attempts,
+    json_kind,
+    parse_retry_after,
+    reason_of,
+)
 from ._payloads import RawArray, Reply, page_query, segment, split_array
 from ._transport import NEVER_SENT, TRANSIENT, Lanes, env_proxy
 
@@ -207,10 +214,12 @@ class Client:
     async def fetch(self, method: str, path: str, *, params: dict[str, Any] | None = None,
                     auth: str = "read", payload: Any = None) -> Reply:
         """One request and its answer whatever the status, for looking at what the service does
-        (``botstats probe``): only a 429 is retried, after its Retry-After (else the backoff),
-        up to [retry].attempts and never longer than [retry].max_retry_after; transport failures
-        raise as elsewhere. ``auth``: "read" (what bot reads send), "none", "user" (the user
-        token), "bad" (a token no service issued), "bot" (the bot API key)."""
+        (``botstats probe``). A 429 is retried after its Retry-After (else the backoff); a GET
+        answered 500/502/503/504 or cut off in transit is retried as the harvest retries it; up
+        to [retry].attempts and never longer than [retry].max_retry_after. A transport failure
+        after the last try raises as elsewhere; a status is the answer. ``auth``: "read" (what
+        bot reads send), "none", "user" (the user token), "bad" (a token no service issued),
+        "bot" (the bot API key)."""
         headers_of: dict[str, Callable[[], dict[str, str]]] = {
             "read": lambda: self._read_auth(path) or {},
             "none": dict,
@@ -221,7 +230,8 @@ class Client:
         headers = headers_of[auth]()
         request = self._request(method, path, params=params, headers=headers or None,
                                 json=payload)
-        call = Call(request, dict, idempotent=method == "GET", auth_hint="")
+        idempotent = method == "GET"
+        call = Call(request, dict, idempotent=idempotent, auth_hint="")
         retry = self.settings.retry
         waited: list[dict[str, str]] = []  # the headers of each 429 waited out
         for attempt in range(1, retry.attempts + 1):
@@ -233,22 +243,38 @@ class Client:
                 response = await self._send(request)
             except httpx.TransportError as exc:
                 self.stats.transport_errors += 1
-                raise self._failures.transport_error(call, exc, attempt) from exc
-            if response.status_code != 429:
-                break
-            self.stats.rate_limited += 1
-            wait = parse_retry_after(response.headers.get("Retry-After"))
-            wait = min(retry.backoff_max, retry.backoff_base * 2 ** attempt) if wait is None else wait
-            if attempt == retry.attempts or wait > retry.max_retry_after:
-                break
+                if attempt == retry.attempts or not isinstance(
+                        exc, TRANSIENT if idempotent else NEVER_SENT):
+                    raise self._failures.transport_error(call, exc, attempt) from exc
+                wait = self._fetch_wait(None, attempt)
+            else:
+                status = response.status_code
+                if status != 429 and not (idempotent and status in RETRY_STATUSES):
+                    break
+                if status == 429:
+                    self.stats.rate_limited += 1
+                else:
+                    self.stats.server_errors += 1
+                wait = self._fetch_wait(response, attempt)
+                if attempt == retry.attempts or wait > retry.max_retry_after:
+                    break
+                if status == 429:
+                    waited.append(dict(response.headers))
             self.stats.retries += 1
             self.stats.waited_seconds += wait
-            waited.append(dict(response.headers))
             await asyncio.sleep(wait)
         return Reply(method=method, url=redact_url(str(request.url)), auth=auth,
                      status=response.status_code, headers=dict(response.headers),
                      body=self._failures.body(response),
                      seconds=time.monotonic() - started, limited=tuple(waited))
+
+    def _fetch_wait(self, response: httpx.Response | None, attempt: int) -> float:
+        """Seconds before :meth:`fetch` tries again after ``attempt``: what the answer asks
+        (Retry-After), else the backoff of [retry] (``response`` None: it never came)."""
+        retry = self.settings.retry
+        asked = None if response is None else parse_retry_after(
+            response.headers.get("Retry-After"))
+        return min(retry.backoff_max, retry.backoff_base * 2 ** attempt) if asked is None else asked
 
     # --- plumbing ------------------------------------------------------------------------------
     async def _send(self, request: httpx.Request) -> httpx.Response:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
+from typing import Any
 
 DEFAULT_BOTS = 200
 DEFAULT_SEED = 1
@@ -22,13 +23,31 @@ SECONDS_PER_DAY = 86_400
 # The record keys the interface leaves open, named as botstats' [fields] names them, as the
 # interface's examples spell them.
 FIELD_DEFAULTS = {"bot_id": "id", "bot_name": "name", "stat_id": "id", "stat_time": "timestamp",
-                  "custom_name": "name", "custom_value": "value"}
+                  "custom_name": "name", "custom_value": "value", "user_id": "id",
+                  "server_id": "id", "webhook_id": "id"}
 # The other keys of a bot and a stat record, which a renamed field must not take over.
 BOT_KEYS = ("username", "prefix", "short_description", "library", "tags", "owners", "created_at",
             "server_count", "shard_count", "points", "monthly_points", "certified", "invite",
             "website", "avatar")
 STAT_KEYS = ("bot_id", "users", "guilds", "shards", "memory_load", "cpu_load",
              "commands_executed", "custom")
+USER_KEYS = ("username", "avatar", "bio", "created_at", "bot_ids")
+SERVER_KEYS = ("name", "member_count", "owner_id", "tags")
+WEBHOOK_KEYS = ("bot_id", "url", "events", "created_at")
+# The other keys of each record, which a renamed field must not take over.
+_OTHER_KEYS = {"bot": BOT_KEYS, "stat": STAT_KEYS, "custom": (), "user": USER_KEYS,
+               "server": SERVER_KEYS, "webhook": WEBHOOK_KEYS}
+# How the service spells what the interface leaves open (ServiceConfig's shape block): the
+# allowed values of each setting, the default first.
+SHAPE_CHOICES: dict[str, tuple[Any, ...]] = {
+    "id_type": ("text", "integer"),
+    "stat_ids": ("composite", "hex", "integer", "none"),
+    "time_format": ("iso", "epoch-s", "epoch-ms"),
+    "custom_shape": ("list", "object"),
+    "error_style": ("json", "problem", "text", "empty"),
+    "not_found_status": (404, 400, 410, 422),
+    "auth_status": (401, 403),
+}
 
 
 class InvalidSetting(ValueError):
@@ -141,6 +160,19 @@ class ServiceConfig:
     # FIELD_DEFAULTS names them ({"stat_time": "created_at", "stat_id": "_id"}), so it can play
     # a service that names them apart from the defaults.
     field_names: dict[str, str] = field(default_factory=dict)
+    # How it spells the rest of what the interface leaves open (choices in SHAPE_CHOICES):
+    # bot/user/server/webhook ids (and references to them) as text or JSON integers; stat ids
+    # as "<bot>-<n>", 24 hex digits, 60-bit integers or none at all; stat times as ISO 8601 or
+    # epoch seconds/milliseconds; custom fields as a list of {name, value} or one object; error
+    # bodies as {"error", "details"}, RFC 7807 problem+json, plain text or nothing; the status
+    # of an unknown bot or user (404 by default) and of refused credentials (401).
+    id_type: str = "text"
+    stat_ids: str = "composite"
+    time_format: str = "iso"
+    custom_shape: str = "list"
+    error_style: str = "json"
+    not_found_status: int = 404
+    auth_status: int = 401
     end: datetime | None = None  # the virtual clock at start (UTC); None = now, truncated to the hour
     faults: Faults = field(default_factory=Faults)
     # Planted events (issue 23): the share of bots with one to three labelled events (spikes,
@@ -171,15 +203,20 @@ class ServiceConfig:
                self.bot_reads_need_token, "a boolean")
         unknown = sorted(set(self.field_names) - set(FIELD_DEFAULTS))
         _check(not unknown, "field_names", unknown, f"keys among {', '.join(FIELD_DEFAULTS)}")
-        for record, others in (("bot", BOT_KEYS), ("stat", STAT_KEYS), ("custom", ())):
-            pair = [key for key in FIELD_DEFAULTS if key.startswith(f"{record}_")]
-            for key in pair:
+        for record, others in _OTHER_KEYS.items():
+            keys = [key for key in FIELD_DEFAULTS if key.startswith(f"{record}_")]
+            for key in keys:
                 value = self.field_name(key)
                 _check(isinstance(value, str) and bool(value.strip()) and value not in others,
                        f"{key}_field", value,
                        "a non-empty name" + (f" other than {', '.join(others)}" if others else ""))
-            _check(self.field_name(pair[0]) != self.field_name(pair[1]), f"{pair[1]}_field",
-                   self.field_name(pair[1]), f"a name apart from {pair[0]}_field")
+            if len(keys) == 2:
+                _check(self.field_name(keys[0]) != self.field_name(keys[1]), f"{keys[1]}_field",
+                       self.field_name(keys[1]), f"a name apart from {keys[0]}_field")
+        for name, allowed in SHAPE_CHOICES.items():
+            value = getattr(self, name)
+            _check(value in allowed and type(value) is type(allowed[0]), name, value,
+                   "one of " + ", ".join(map(str, allowed)))
         if self.end is not None:
             _check(isinstance(self.end, datetime), "end", self.end, "a datetime or None")
         _check(isinstance(self.faults, Faults), "faults", self.faults, "a Faults instance")
@@ -193,16 +230,6 @@ class ServiceConfig:
     @property
     def interval_seconds(self) -> int:
         return SECONDS_PER_DAY // self.stats_per_day
-
-    def renames(self) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
-        """How the bot, stat and custom-field keys are spelled apart from the defaults
-        (default -> served), each empty when the defaults hold."""
-        renamed = ({key: self.field_name(f"{record}_{name}") for key, name in keys}
-                   for record, keys in (("bot", (("id", "id"), ("name", "name"))),
-                                        ("stat", (("id", "id"), ("timestamp", "time"))),
-                                        ("custom", (("name", "name"), ("value", "value")))))
-        bot, stat, custom = ({k: v for k, v in r.items() if k != v} for r in renamed)
-        return bot, stat, custom
 
     def field_name(self, key: str) -> str:
         """How this service spells the record key ``key`` of FIELD_DEFAULTS."""

@@ -56,6 +56,7 @@ from ._data import (
 )
 from ._events import plan, truth
 from ._json import dumps
+from ._shapes import Shapes
 
 USER_TOKEN_PREFIX = "utok_"
 BOT_KEY_PREFIX = "bkey_"
@@ -118,7 +119,7 @@ class Directory:
         self._rendered = _Memo(RENDERED_STATS_MAX_BOTS, RENDERED_STATS_MAX_BYTES)
         self._tails: dict[int, _Tail] = {}
         self._tail_bytes = 0
-        self._bot_names, self._stat_names, self._custom_names = config.renames()
+        self.shapes = Shapes.of(config)
 
     # --- clock -------------------------------------------------------------------------
     def last_slot(self) -> int:
@@ -290,14 +291,11 @@ class Directory:
             record["server_count"] = last["guilds"]
             if last["shards"] is not None:
                 record["shard_count"] = last["shards"]
-        return _renamed(record, self._bot_names) if self._bot_names else record
+        return self.shapes.served("bot", record)
 
     def _served(self, record: Record) -> Record:
-        """A stat record with its keys as this service spells them."""
-        if self._custom_names and isinstance(record.get("custom"), list):
-            record["custom"] = [_renamed(item, self._custom_names) if isinstance(item, dict)
-                                else item for item in record["custom"]]
-        return _renamed(record, self._stat_names) if self._stat_names else record
+        """A stat record as this service spells it (:class:`Shapes`)."""
+        return self.shapes.stat(record)
 
     def _bot_last_slot(self, index: int) -> int:
         last = self.last_slot()
@@ -328,7 +326,7 @@ class Directory:
                 malform(record, kind, slot)
             out.append((kind, record))
         out.extend((None, _copy_stat(p[2])) for p in posted[j:])
-        if self._stat_names or self._custom_names:
+        if self.shapes.stats_differ:
             out = [(kind, self._served(record)) for kind, record in out]
         return out
 
@@ -510,7 +508,7 @@ class Directory:
     def user_record(self, user: int) -> Record:
         record = dict(self._user_profile(user).record)
         record["bot_ids"] = [self._profile(i).id for i in self._user_bot_indices(user)]
-        return record
+        return self.shapes.served("user", record)
 
     def user_bots(self, user: int) -> list[Record]:
         return [self._bot_record(i) for i in self._user_bot_indices(user)]
@@ -519,12 +517,14 @@ class Directory:
         users = self._user_count
         others = [self._user_profile((user + k) % users).id for k in (1, 2, 3)
                   if (user + k) % users != user]
-        return make_servers(self._seed, self._user_profile(user), others, self.timeline)
+        return [self.shapes.served("server", r) for r in
+                make_servers(self._seed, self._user_profile(user), others, self.timeline)]
 
     def user_webhooks(self, user: int) -> list[Record]:
         # Webhooks point at the user's original bots; one may outlive its bot under churn.
         bots = [self._profile(i).id for i in range(user, self._base, self._user_count)]
-        return make_webhooks(self._seed, self._user_profile(user), bots, self.timeline)
+        return [self.shapes.served("webhook", r) for r in
+                make_webhooks(self._seed, self._user_profile(user), bots, self.timeline)]
 
     # --- credentials -------------------------------------------------------------------
     def _user_token(self, user: int) -> str:
@@ -723,11 +723,6 @@ class _Memo:
             while len(self._entries) > self.max_entries or self.bytes > self.max_bytes:
                 _, (_, _, dropped) = self._entries.popitem(last=False)
                 self.bytes -= dropped
-
-
-def _renamed(record: Record, names: dict[str, str]) -> Record:
-    """``record`` with the keys in ``names`` renamed, in the same order."""
-    return {names.get(key, key): value for key, value in record.items()}
 
 
 def _repeated(position: int, every: int) -> int:

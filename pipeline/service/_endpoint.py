@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Mapping
 from functools import wraps
+from http import HTTPStatus
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
+from ._config import ServiceConfig
 from ._directory import Directory
 from ._faults import FaultInjector
 from ._json import JSONResponse
@@ -52,9 +55,34 @@ def _interface(endpoint: Endpoint) -> Endpoint:
         replaced = await injector.before()
         if replaced is not None:
             return replaced
-        return await endpoint(request)
+        response = await endpoint(request)
+        if response.status_code < 400:
+            return response
+        return _restyled(response, _directory(request).config)
 
     return wrapper
+
+
+def _restyled(response: Response, config: ServiceConfig) -> Response:
+    """An error of an endpoint (always ``{"error", "details"}``) in the style and with the
+    status this service uses (``error_style``, ``not_found_status``, ``auth_status``)."""
+    status = {404: config.not_found_status, 401: config.auth_status}.get(
+        response.status_code, response.status_code)
+    style = config.error_style
+    if style == "json" and status == response.status_code:
+        return response
+    said = json.loads(bytes(response.body))
+    headers = {k: v for k, v in response.headers.items()
+               if k.lower() not in ("content-length", "content-type")}
+    if style == "json":
+        return JSONResponse(said, status_code=status, headers=headers)
+    if style == "problem":  # RFC 7807
+        return JSONResponse({"type": "about:blank", "title": HTTPStatus(status).phrase,
+                             "status": status, "detail": said["error"]}, status_code=status,
+                            headers=headers, media_type="application/problem+json")
+    if style == "text":
+        return PlainTextResponse(said["error"], status_code=status, headers=headers)
+    return Response(b"", status_code=status, headers=headers)
 
 
 def _query_int(request: Request, name: str, default: int) -> int | JSONResponse:
