@@ -7,7 +7,7 @@ RUFF = $(BIN)/ruff
 MYPY = $(BIN)/mypy
 PYTEST = $(BIN)/python -m pytest
 
-.PHONY: demo test chromium bench bench-harvest bench-trends bench-forecast bench-concurrency bench-directory bench-anomalies bench-shards lint clean
+.PHONY: demo test chromium bench bench-harvest bench-trends bench-forecast bench-concurrency bench-directory bench-anomalies bench-pacing bench-scale bench-shards lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,7 +38,7 @@ test: $(VENV)/.dev lint chromium
 chromium:
 	.ci/chromium
 
-bench: bench-harvest bench-trends bench-forecast bench-concurrency bench-anomalies bench-shards
+bench: bench-harvest bench-trends bench-forecast bench-concurrency bench-anomalies bench-pacing bench-shards
 
 bench-harvest: $(VENV)/.bench
 	$(BIN)/python bench/harvest.py
@@ -57,6 +57,12 @@ bench-directory: $(VENV)/.dev
 
 bench-anomalies: $(VENV)/.dev
 	$(BIN)/python bench/anomalies.py
+
+bench-pacing: $(VENV)/.dev
+	$(BIN)/python bench/pacing.py
+
+bench-scale: $(VENV)/.dev
+	$(BIN)/python bench/scale.py
 
 # Needs Debian's postgresql-15 (.ci/test-deps installs it): the bench starts a throwaway cluster.
 bench-shards: $(VENV)/.dev

@@ -5,16 +5,18 @@ it (``POST /_admin/warm``: its own first pass over every bot's history, which an
 has made before a client asks), brings it one interval forward (every bot gets one new record:
 10,000 new records), runs the hourly job (harvest + trends, what `botstats run` does) in a child
 process and measures it: wall time, CPU, bytes written, peak RSS, and the archive's size on disk
-against its data's own size. Two cases:
-``/stats`` paged (``serve --stats-page-size 100``, ``[service].stats_page_size = 100``) and
-unpaged; both run on copies of the same archive, each against its own service (same seed).
+against its data's own size. Three cases:
+``/stats`` paged oldest first (``serve --stats-page-size 100``, ``[service].stats_page_size =
+100``), paged newest first (``--stats-order newest`` too; botstats is not told the order) and
+unpaged; each runs on a copy of the same archive, against its own service (same seed).
 
 The archives: 1M and 10M are harvested from the embedded service (10,000 bots, 100 and 1,000
 days of history, one record a day); 100M is the 10M one's service history plus 90M older
 records (ten a day for 900 days before it) written synthetically through the storage layer.
 Ratios are against the 1M run of the same case. Targets (issue "An archive that lives for
-years"): paged, 10M within 1.3x of 1M on every measure and 100M within 1.5x; unpaged, bytes
-written and trends time within 1.3x; size on disk at most 1.15x the data's own size.
+years"; issue "Any service, told the truth" for newest first): paged either way, 10M within
+1.3x of 1M on every measure and 100M within 1.5x; unpaged, bytes written and trends time within
+1.3x; size on disk at most 1.15x the data's own size.
 
     .venv/bin/python bench/scale.py                      # 1m, 10m and 100m: about an hour
     .venv/bin/python bench/scale.py --sizes 1m,10m       # the harvested ones only
@@ -45,6 +47,9 @@ REPO = Path(__file__).resolve().parent.parent
 SERVICE_END = "2026-11-01T00:00:00Z"
 PAGE = 100
 TARGETS = {"paged_10m": 1.3, "paged_100m": 1.5, "unpaged": 1.3, "disk_vs_data": 1.15}
+# Case -> (/stats page size, the order the service lists a bot's records in).
+CASES = {"paged": (PAGE, "oldest"), "newest": (PAGE, "newest"), "unpaged": (0, "oldest")}
+PAGED = ("paged", "newest")
 # Size name -> (days of service history, synthetic records per bot before it).
 SIZES: dict[str, tuple[int, int]] = {
     "1k": (10, 0), "10k": (100, 0), "100k": (100, 900),
@@ -72,9 +77,9 @@ class Run:
     status: str = ""
 
 
-def service_args(bots: int, days: int, page: int) -> list[str]:
+def service_args(bots: int, days: int, page: int, order: str = "oldest") -> list[str]:
     return ["--bots", str(bots), "--history-days", str(days), "--stats-per-day", "1",
-            "--end", SERVICE_END, "--stats-page-size", str(page)]
+            "--end", SERVICE_END, "--stats-page-size", str(page), "--stats-order", order]
 
 
 def settings_for(work: Path, base_url: str, page: int) -> Any:
@@ -210,7 +215,7 @@ def measure(size: str, case: str, work: Path, svc: Service, page: int, log: Path
 
 
 def ratios(runs: list[Run]) -> None:
-    for case in ("paged", "unpaged"):
+    for case in CASES:
         rows = [r for r in runs if r.case == case]
         if not rows:
             continue
@@ -223,13 +228,13 @@ def ratios(runs: list[Run]) -> None:
 
 def verdicts(runs: list[Run]) -> list[str]:
     out = []
-    for case in ("paged", "unpaged"):
+    for case in CASES:
         rows = [r for r in runs if r.case == case]
         for r in rows[1:]:
-            if case == "paged":
+            if case in PAGED:
                 limit = TARGETS["paged_100m"] if r.size in ("100m", "100k") else TARGETS["paged_10m"]
                 worst = max(r.ratios[m] for m in ("seconds", "cpu_s", "written_mb", "peak_rss_mb"))
-                out.append(f"paged {r.size}: worst ratio {worst:.2f} (target <= {limit}) "
+                out.append(f"{case} {r.size}: worst ratio {worst:.2f} (target <= {limit}) "
                            f"{'MET' if worst <= limit else 'MISSED'}")
             else:
                 worst = max(r.ratios["written_mb"], r.ratios["trends_s"])
@@ -250,13 +255,15 @@ def render(runs: list[Run], bots: int) -> str:
              f"{time.strftime('%Y-%m-%d')}", "",
              f"{'case':<8} {'size':<5} {'records':>12} {'new':>7} {'wall s':>7} {'cpu s':>7} "
              f"{'written MB':>10} {'RSS MB':>7} {'harvest s':>9} {'trends s':>8} {'reqs':>6} "
+             f"{'reqs/bot':>8} "
              f"{'disk MB':>8} {'data MB':>8}  ratios vs first size (wall/cpu/written/rss/trends)"]
     for r in runs:
         ratio = "/".join(f"{r.ratios.get(m, 0):.2f}" for m in MEASURES)
         lines.append(f"{r.case:<8} {r.size:<5} {r.records:>12,} {r.new_records:>7,} "
                      f"{r.seconds:>7.1f} {r.cpu_s:>7.1f} {r.written_mb:>10.1f} "
                      f"{r.peak_rss_mb:>7.0f} {r.harvest_s:>9.1f} {r.trends_s:>8.1f} "
-                     f"{r.requests:>6,} {r.disk_mb:>8.0f} {r.data_mb:>8.0f}  {ratio}")
+                     f"{r.requests:>6,} {r.requests / bots:>8.2f} {r.disk_mb:>8.0f} "
+                     f"{r.data_mb:>8.0f}  {ratio}")
     return "\n".join(lines + [""] + verdicts(runs))
 
 
@@ -265,7 +272,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--sizes", default="1m,10m,100m",
                    help=f"comma-separated, in order, from {', '.join(SIZES)}")
     p.add_argument("--bots", type=int, default=10_000)
-    p.add_argument("--cases", default="paged,unpaged")
+    p.add_argument("--cases", default=",".join(CASES),
+                   help=f"comma-separated, from {', '.join(CASES)}")
     p.add_argument("--work", help="work folder (default: a temporary one, removed after)")
     p.add_argument("--json", help="also write the results to this file")
     p.add_argument("--keep", action="store_true",
@@ -291,6 +299,9 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         raise SystemExit(f"unknown size(s) {unknown}; choose from {', '.join(SIZES)}")
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
+    if set(cases) - set(CASES):
+        raise SystemExit(f"unknown case(s) {sorted(set(cases) - set(CASES))}; choose from "
+                         f"{', '.join(CASES)}")
     root = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="botstats-scale-"))
     runs: list[Run] = []
     try:
@@ -310,11 +321,11 @@ def main(argv: list[str] | None = None) -> None:
                     build_svc.close()
                 (base / ".built").touch()
             for case in cases:
-                page = PAGE if case == "paged" else 0
+                page, order = CASES[case]
                 work = root / size / case
                 shutil.rmtree(work, ignore_errors=True)
                 shutil.copytree(base, work)
-                svc = Service(service_args(args.bots, days, page),
+                svc = Service(service_args(args.bots, days, page, order),
                               root / size / f"service-{case}.log")
                 try:
                     print(f"{size}: measuring the hourly job, {case} /stats", flush=True)

@@ -16,6 +16,8 @@ them on a schedule and ``cli`` is the ``botstats`` command. Names load when firs
 
 import lazy_loader
 
+import pipeline._allocator  # noqa: F401  (sets polars' allocator before anything loads polars)
+
 __version__ = "0.2.0"
 
 __getattr__, __dir__, _names = lazy_loader.attach_stub(__name__, __file__)

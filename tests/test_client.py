@@ -9,6 +9,7 @@ Two real servers on loopback, no mocks of httpx:
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import http.server
 import json
 import socket
@@ -47,8 +48,8 @@ from pipeline.interface._client import (
     ClientStats,
     RawArray,
     env_proxy,
-    parse_retry_after,
 )
+from pipeline.interface._ratelimit import parse_retry_after
 from pipeline.service import Faults, ServiceConfig, serve_in_thread
 
 USER_TOKEN = "user-token-s3cret"
@@ -356,10 +357,106 @@ def test_faulty_service_is_survived_by_retries() -> None:
     assert out.stats.requests == len(ids) + out.stats.retries
 
 
-def _rate_limited_service(rate: float) -> Any:
+def _rate_limited_service(rate: float, **faults: Any) -> Any:
     config = ServiceConfig(bots=20, seed=3, history_days=1, stats_per_day=1, max_page_size=100,
-                           faults=Faults(rate_limit=rate))
+                           faults=Faults(rate_limit=rate, **faults))
     return serve_in_thread(config, host="127.0.0.1", port=0)
+
+
+@pytest.mark.parametrize(("family", "told"), [
+    ("ratelimit", 1.0),  # RateLimit-Reset: 1, no Retry-After
+    ("ratelimit-policy", 1.0),  # RateLimit: "default";r=0;t=1
+    ("x-reset-delta", 1.0),  # X-RateLimit-Reset: 1
+])
+def test_a_429_without_retry_after_waits_the_reset_its_headers_tell(family: str,
+                                                                     told: float) -> None:
+    # A bucket of one request refilled at 2 a second: the second request at once is a 429
+    # whose headers tell the quota resets in a second (whole seconds, rounded up).
+    with _rate_limited_service(2.0, rate_burst=1, rate_limit_headers=family) as svc:
+        ids = sorted(svc.directory.bot_ids())[:3]
+
+        async def some_bots(c: Client) -> list[Any]:
+            return await asyncio.gather(*(c.bot(i) for i in ids))
+
+        out = call(make_settings(svc.base_url, attempts=10), some_bots)
+    assert out.error is None, out.error
+    assert out.stats.rate_limited > 0
+    # Each refused request waited exactly what it was told: no jittered backoff, no more.
+    assert out.stats.waited_seconds == pytest.approx(told * out.stats.rate_limited)
+
+
+# Each family of rate-limit headers on a 429, made from the time now, and the wait it tells:
+# (least, most) seconds. Exact where the headers give seconds; a date or a Unix time names a
+# moment, so the wait is what is left of it when the answer is read (the least leaves a second
+# for a busy machine). The jittered backoff without them is at most 0.05 s (make_settings).
+RATE_LIMIT_FAMILIES: dict[str, tuple[Callable[[float], dict[str, str]], float, float]] = {
+    "Retry-After seconds": (lambda now: {"Retry-After": "1"}, 1.0, 1.0),
+    "Retry-After HTTP-date": (
+        lambda now: {"Retry-After": email.utils.formatdate(now + 2, usegmt=True)}, 0.5, 2.0),
+    "X-RateLimit-Reset-After": (
+        lambda now: {"X-RateLimit-Limit": "5", "X-RateLimit-Remaining": "0",
+                     "X-RateLimit-Reset-After": "0.25"}, 0.25, 0.25),
+    "X-RateLimit-Reset Unix time": (
+        lambda now: {"X-RateLimit-Limit": "5", "X-RateLimit-Remaining": "0",
+                     "X-RateLimit-Reset": str(int(now) + 2)}, 0.5, 2.0),
+    "X-RateLimit-Reset Unix time in ms": (
+        lambda now: {"X-RateLimit-Remaining": "0",
+                     "X-RateLimit-Reset": str(int(now * 1000) + 1500)}, 0.5, 1.5),
+    "X-RateLimit-Reset seconds": (
+        lambda now: {"X-RateLimit-Limit": "5", "X-RateLimit-Remaining": "0",
+                     "X-RateLimit-Reset": "1"}, 1.0, 1.0),
+    "RateLimit-Limit/-Remaining/-Reset": (
+        lambda now: {"RateLimit-Limit": "5", "RateLimit-Remaining": "0", "RateLimit-Reset": "1"},
+        1.0, 1.0),
+    "RateLimit-Reset, remaining not told": (lambda now: {"RateLimit-Reset": "1"}, 1.0, 1.0),
+    "RateLimit and RateLimit-Policy": (
+        lambda now: {"RateLimit": '"default";r=0;t=1',
+                     "RateLimit-Policy": '"default";q=5;w=1'}, 1.0, 1.0),
+    "RateLimit, the older dictionary": (
+        lambda now: {"RateLimit": "limit=5, remaining=0, reset=1"}, 1.0, 1.0),
+}
+
+
+@pytest.mark.parametrize("family", list(RATE_LIMIT_FAMILIES))
+def test_a_429_waits_what_each_family_of_rate_limit_headers_tells(
+        scripted: Callable[..., Scripted], family: str) -> None:
+    headers, least, most = RATE_LIMIT_FAMILIES[family]
+    server = scripted(Reply(status=429, body={"error": "slow down"}, headers=headers(time.time())),
+                      Reply(body={"id": "b1"}))
+    out = call(make_settings(server.base_url), lambda c: c.bot("b1"))
+    assert out.error is None and out.value == {"id": "b1"}, out.error
+    assert (out.stats.rate_limited, server.count("GET")) == (1, 2)
+    # What the client waited is what the headers told, not its jittered backoff.
+    assert least - 1e-6 <= out.stats.waited_seconds <= most + 1e-6, out.stats.waited_seconds
+
+
+def test_answers_that_succeed_steer_the_pace_with_their_headers(
+        scripted: Callable[..., Scripted]) -> None:
+    # A policy of 1 a second is a ceiling from the first answer that states it; a remaining
+    # quota down to its last request slows the pace before any 429.
+    policy = scripted(Reply(body={"id": "b1"}, headers={"RateLimit-Policy": '"d";q=1;w=1'}))
+
+    async def thrice(c: Client) -> tuple[float | None, float]:
+        for _ in range(3):
+            await c.bot("b1")
+        return c.gate.pace.rate(time.monotonic()), c.stats.throttled_seconds
+
+    out = call(make_settings(policy.base_url), thrice)
+    assert out.value[0] == 1.0 and out.value[1] > 0  # the third request waited its turn
+    quota = scripted(*(Reply(body={"id": "b1"}, headers={"RateLimit-Limit": "10",
+                                                          "RateLimit-Remaining": str(left),
+                                                          "RateLimit-Reset": "1"})
+                       for left in (9, 8, 1)))
+
+    async def three(c: Client) -> list[bool]:
+        paced = []
+        for _ in range(3):
+            await c.bot("b1")
+            paced.append(c.gate.pace.paced)
+        return paced
+
+    out = call(make_settings(quota.base_url), three)
+    assert out.value == [False, False, True] and out.stats.rate_limited == 0
 
 
 def test_rate_limited_service_is_waited_out_with_retry_after() -> None:

@@ -15,6 +15,7 @@ from pipeline.core._settings import Settings, load_settings
 from pipeline.harvester._run import harvest
 from pipeline.harvester._workers import Workers
 from pipeline.interface._concurrency import START, AimdLimit, Gate, adaptive_control, workers
+from pipeline.interface._pacing import Pace
 from pipeline.service import RunningService
 
 
@@ -88,21 +89,29 @@ def test_a_server_error_halves_the_window_once_a_round() -> None:
     assert limit.window == 1  # never below one
 
 
-def test_a_429_paces_just_under_the_rate_that_was_getting_through() -> None:
+def test_a_429_leaves_the_window_to_the_pace_and_ends_its_doubling() -> None:
     limit = AimdLimit(ceiling=32)
-    assert limit.send_delay(0.0) == 0.0  # no pace until the service asks for one
-    for i in range(100):  # 100 successes in the last second
-        limit.on_success(i / 100, 0.001)
-    limit.on_rate_limited(1.0)
-    assert limit.rate == pytest.approx(90.0)
-    limit.on_rate_limited(1.1)  # within the cooldown: the same event
-    assert limit.rate == pytest.approx(90.0)
-    # Paced: each request reserves its turn 1/rate after the previous one.
-    assert limit.send_delay(2.0) == 0.0
-    assert limit.send_delay(2.0) == pytest.approx(1 / 90)
-    # Growth is additive in time: 1% of the pace set at the cut per second.
-    limit.on_success(12.0, 0.001)
-    assert limit.rate == pytest.approx(90.0 + 0.9 * 11)
+    answer = Round(limit)
+    answer(0.050)
+    assert answer(0.050) == 16 and limit.slow_start
+    limit.on_rate_limited(1.0)  # the pace's business (tests/test_pacing.py)
+    assert limit.window == 16 and not limit.slow_start
+
+
+def test_a_fixed_concurrency_is_paced_too_one_request_at_a_time() -> None:
+    gate = Gate(None, Pace(budget=200))
+
+    async def request() -> float:
+        sent = await gate.acquire()
+        gate.release(sent, 200)
+        return sent
+
+    async def main() -> list[float]:
+        return list(await asyncio.gather(*(request() for _ in range(5))))
+
+    sent = sorted(asyncio.run(main()))
+    assert gate.paced_seconds > 0  # four of them waited for their turn
+    assert all(later > earlier for earlier, later in zip(sent, sent[1:], strict=False))
 
 
 def test_the_setting_chooses_the_control() -> None:

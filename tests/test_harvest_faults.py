@@ -36,7 +36,7 @@ from pipeline.cli import cli
 from pipeline.core._settings import Settings, load_settings
 from pipeline.harvester._report import EXIT_CODES
 from pipeline.harvester._run import harvest
-from pipeline.harvester._tail import stats_pages
+from pipeline.harvester._tail import OrderHint, stats_pages
 from pipeline.interface._client import Client
 from pipeline.service import MALFORMATIONS, Directory
 
@@ -393,7 +393,8 @@ def test_paged_stats_that_only_the_lenient_decoder_reads_come_back_whole(tmp_pat
 
         async def read() -> Any:
             async with Client(settings) as client:
-                return await stats_pages(client, "b1", 4, settings.fields, None, [])
+                return await stats_pages(client, "b1", 4, settings.fields, None, None,
+                                         OrderHint(), [])
 
         records = asyncio.run(read())
     finally:

@@ -3,6 +3,7 @@ and the only part of the package the docs show."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -55,6 +56,25 @@ def test_importing_the_package_loads_nothing_heavy() -> None:
     code = "import sys, pipeline; pipeline.harvest; print('pipeline.harvester._run' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
+
+
+def _polars_allocator(env: dict[str, str]) -> dict[str, str]:
+    """jemalloc's options as polars runs with them after `import pipeline`, from the statistics
+    jemalloc prints at exit (asked for after pipeline set its default, before polars loads)."""
+    code = ("import os, pipeline; os.environ['_RJEM_MALLOC_CONF'] += ',stats_print:true'; "
+            "import polars; polars.DataFrame({'a': [1]})")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env=env)
+    found = re.findall(r"opt\.(narenas|muzzy_decay_ms): (\d+)", out.stdout + out.stderr)
+    return dict(found)
+
+
+def test_polars_runs_with_the_allocator_settings_that_keep_the_trends_step_small() -> None:
+    # One jemalloc arena, freed pages returned at once (docs/design.md, "Memory"); a setting
+    # the user made is kept as it is.
+    env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
+    assert _polars_allocator(env) == {"narenas": "1", "muzzy_decay_ms": "0"}
+    assert _polars_allocator(env | {"_RJEM_MALLOC_CONF": "narenas:3"})["narenas"] == "3"
 
 
 # `pipeline.<name>` in prose and code, and imports from inside the package, in the docs.

@@ -115,6 +115,37 @@ def test_stats_page_size_pages_stats_like_the_listing(service_factory: Factory) 
     assert len(everything) == 20
 
 
+def test_stats_order_newest_lists_a_bots_records_newest_first_paged_or_whole(
+        service_factory: Factory) -> None:
+    oldest = service_factory(bots=3, history_days=40, seed=5)
+    whole = service_factory(bots=3, history_days=40, seed=5, stats_order="newest")
+    paged = service_factory(bots=3, history_days=40, seed=5, stats_order="newest",
+                            stats_page_size=7)
+    bot_id = oldest.directory.listing()[0]["id"]
+    with client_for(oldest) as http:
+        everything = http.get(f"/bots/{bot_id}/stats").json()
+    with client_for(whole) as http:
+        assert http.get(f"/bots/{bot_id}/stats").json() == everything[::-1]
+        assert http.get(f"/bots/{bot_id}/stat").json() == everything[-1]  # the newest either way
+    with client_for(paged) as http:
+        stats = f"/bots/{bot_id}/stats"
+        pages = [http.get(stats, params={"limit": 7, "skip": k}).json() for k in range(0, 49, 7)]
+        assert [r for page in pages for r in page] == everything[::-1] and pages[-1] == []
+        assert http.get(stats, params={"limit": 5, "skip": 38}).json() == everything[1::-1]
+        assert http.get(f"/bots/{bot_id}/stat").json() == everything[-1]
+    # Past the service's tail of encoded records, and after a post (pages built another way).
+    paged.directory.advance(1)
+    key = paged.directory.bot_key(bot_id)
+    with client_for(paged) as http:
+        posted = http.post(f"/bots/{bot_id}/stats", json={"users": 1, "guilds": 2},
+                           headers={"Authorization": key}).json()
+        first = http.get(f"/bots/{bot_id}/stats", params={"limit": 3}).json()
+        deep = http.get(f"/bots/{bot_id}/stats", params={"limit": 3, "skip": 39}).json()
+    assert first[0] == posted and first[2] == everything[-1]
+    assert deep == everything[2::-1]  # 42 records now: the posted, the new, then these
+    assert len(everything) == 40
+
+
 def test_user_lists_page_size_pages_a_users_lists(service_factory: Factory) -> None:
     whole = service_factory(bots=60, history_days=1, users=5)
     paged = service_factory(bots=60, history_days=1, users=5, user_lists_page_size=2)
@@ -505,6 +536,57 @@ def test_rate_limit_answers_429_with_retry_after(service_factory: Factory) -> No
     assert limited.status_code == 429
     assert int(limited.headers["Retry-After"]) >= 1
     assert assert_error(limited, 429)["details"]["retry_after"] == int(limited.headers["Retry-After"])
+
+
+# What each family says of a bucket of 4 tokens refilled at 2 a second: with 2.5 tokens left
+# after a request, and on a 429 a quarter of a second before the next token.
+_NOW = 1_800_000_000.25
+_QUOTA_HEADERS = {
+    "retry-after": ({}, {"Retry-After": "1"}),
+    "retry-after-date": ({}, {"Retry-After": "Fri, 15 Jan 2027 08:00:01 GMT"}),
+    "x-reset-after": (
+        {"X-RateLimit-Limit": "4", "X-RateLimit-Remaining": "2", "X-RateLimit-Reset-After": "0.750"},
+        {"X-RateLimit-Limit": "4", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset-After": "0.250"}),
+    "x-reset-epoch": (
+        {"X-RateLimit-Limit": "4", "X-RateLimit-Remaining": "2", "X-RateLimit-Reset": "1800000001"},
+        {"X-RateLimit-Limit": "4", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "1800000001"}),
+    "x-reset-delta": (
+        {"X-RateLimit-Limit": "4", "X-RateLimit-Remaining": "2", "X-RateLimit-Reset": "1"},
+        {"X-RateLimit-Limit": "4", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "1"}),
+    "ratelimit": (
+        {"RateLimit-Limit": "4", "RateLimit-Remaining": "2", "RateLimit-Reset": "1"},
+        {"RateLimit-Limit": "4", "RateLimit-Remaining": "0", "RateLimit-Reset": "1"}),
+    "ratelimit-policy": (
+        {"RateLimit-Policy": '"default";q=2;w=1', "RateLimit": '"default";r=2;t=1'},
+        {"RateLimit-Policy": '"default";q=2;w=1', "RateLimit": '"default";r=0;t=1'}),
+    "none": ({}, {}),
+}
+
+
+@pytest.mark.parametrize("family", list(_QUOTA_HEADERS))
+def test_each_family_of_rate_limit_headers_tells_the_buckets_state(family: str) -> None:
+    from pipeline.service._quota import TokenBucket, quota_headers
+
+    bucket = TokenBucket(2.0, 4.0)
+    bucket.tokens = 2.5
+    passed, limited = _QUOTA_HEADERS[family]
+    assert quota_headers(family, bucket, 0.0, now=_NOW) == passed
+    bucket.tokens = 0.5
+    assert quota_headers(family, bucket, 0.25, now=_NOW) == limited
+
+
+def test_a_rate_limited_service_sends_its_family_of_headers_on_every_answer(
+        service_factory: Factory) -> None:
+    svc = service_factory(bots=5, history_days=1, rate_limit=0.5, rate_burst=2,
+                          rate_limit_headers="ratelimit")
+    with client_for(svc) as http:
+        answers = [http.get("/bots") for _ in range(3)]
+    assert [a.status_code for a in answers] == [200, 200, 429]
+    assert [a.headers["RateLimit-Remaining"] for a in answers] == ["1", "0", "0"]
+    assert {a.headers["RateLimit-Limit"] for a in answers} == {"2"}
+    assert int(answers[2].headers["RateLimit-Reset"]) >= 1 and "Retry-After" not in answers[2].headers
+    with pytest.raises(ValueError, match="rate_limit_headers"):
+        Faults(rate_limit_headers="x-ratelimit")
 
 
 def test_error_rate_answers_5xx_with_json_html_or_empty_bodies(service_factory: Factory) -> None:

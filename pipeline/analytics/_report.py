@@ -91,10 +91,14 @@ def gather(settings: Settings, bot_ids: list[str], days: int) -> dict[str, pl.Da
     mine = pl.col("bot_id").is_in(bot_ids)
     models = forecast.latest(scans["bot_forecast"].filter(mine)).unique(
         ["bot_id", "metric"]).select(forecast.MODEL_COLUMNS)
+    # The newest day first, then its rows: a filter on the day itself reads only the files and
+    # row groups that hold it, where `day == day.max()` read every bot's every day first.
+    newest = {name: pl.lit(scans[name].select(pl.col("day").max()).collect().item(), pl.Date)
+              for name in ("movers", "bot_ranks")}
     frames = {
         "directory": scans["directory_daily"].filter(recent).sort("day"),
-        "movers": scans["movers"].filter(pl.col("day") == pl.col("day").max()),
-        "ranks": scans["bot_ranks"].filter(pl.col("day") == pl.col("day").max()),
+        "movers": scans["movers"].filter(pl.col("day") == newest["movers"]),
+        "ranks": scans["bot_ranks"].filter(pl.col("day") == newest["bot_ranks"]),
         "anomalies": scans["anomalies"].filter(recent),
         "over": health.over_usual(scans["bot_daily"], last=stats_day, top=TOP),
         "hot": scans["bot_daily"].filter(pl.col("day") >= week).group_by("bot_id").agg(

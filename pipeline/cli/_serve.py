@@ -40,11 +40,13 @@ _DIRECTORY: tuple[tuple[str, Any, Any, str], ...] = (
     ("max-page-size", click.IntRange(min=1), 100,
      "Most bots GET /bots returns; a larger limit is silently capped."),
     ("stats-page-size", _COUNT, 0, "0: GET /bots/:id/stats sends the whole list. N: it pages "
-                                   "with limit (default and cap N) and skip, oldest first."),
+                                   "with limit (default and cap N) and skip, in --stats-order."),
     ("user-lists-page-size", _COUNT, 0, "0: a user's bots, servers and webhooks come whole. N: "
                                         "they page with limit (default and cap N) and skip."),
     ("bot-reads-need-token", bool, False, "GET /bots, /bots/:id, /stats and /stat want "
                                           "Authorization: Bearer <user token> too (401 without)."),
+    ("stats-order", click.STRING, "oldest", "How GET /bots/:id/stats orders a bot's records, "
+                                            "paged or whole: oldest or newest first."),
     ("events", _SHARE, 0.0, "Share of bots with planted events (spikes, drops, level shifts, "
                             "outages, counter resets; as many drift slowly), served as truth "
                             "by GET /_admin/events. 0 = none."),
@@ -69,7 +71,7 @@ _SHAPES: tuple[tuple[str, Any, Any, str], ...] = (
 )
 _FAULTS: tuple[tuple[str, Any, Any, str], ...] = (
     ("rate-limit", _RATE, 0.0, "Requests/second over all clients (token bucket); excess gets "
-                               "429 + Retry-After. 0 = off."),
+                               "429 (+ the headers of --rate-limit-headers). 0 = off."),
     ("error-rate", _SHARE, 0.0, "Probability of a random 500/502/503 with a JSON, HTML or "
                                 "empty body."),
     ("latency-ms", _RATE, 0.0, "Delay added to every interface response, in milliseconds."),
@@ -98,6 +100,11 @@ _FAULTS: tuple[tuple[str, Any, Any, str], ...] = (
                                    "in half (Content-Encoding: gzip)."),
     ("body-fault-times", _COUNT, 0, "/stats answers per bot the stall and gzip faults spoil "
                                     "before answering whole. 0 = every one."),
+    ("rate-burst", _RATE, 0.0, "Requests the --rate-limit bucket holds (its burst). 0 = a "
+                               "second's worth."),
+    ("rate-limit-headers", click.STRING, "retry-after",
+     "How a rate-limited answer tells the limit: retry-after, retry-after-date, x-reset-after, "
+     "x-reset-epoch, x-reset-delta, ratelimit, ratelimit-policy or none (docs/service.md)."),
     ("hostile-names", bool, False, "Every 4th bot's name and custom field names hold markup, "
                                    "a </script>, an SVG onload and template expressions."),
 )

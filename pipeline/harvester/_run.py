@@ -47,6 +47,7 @@ from ._listing import list_directory
 from ._removals import judge_removals
 from ._report import HarvestReport, ProgressFn
 from ._snapshot import snapshot_user
+from ._tail import OrderHint
 from ._verdict import Verdict, checks, cut_check, cut_message, judge
 from ._workers import Workers, worker
 
@@ -116,8 +117,9 @@ async def _harvest(
             tasks = workers(settings.service.concurrency, settings.service.max_connections)
             queue: asyncio.Queue[tuple[str, archive.Newest | None] | None] = asyncio.Queue(
                 maxsize=tasks * 4)
+            order = OrderHint()  # how the service orders /stats, once a read has seen it
             pool = Workers(lambda: worker(client, settings, report, buffer, queue, full, stop,
-                                            on_progress, pool), tasks, client.gate.control)
+                                            on_progress, pool, order), tasks, client.gate.control)
             pool.grow()
             try:
                 await list_directory(client, settings, report, buffer, db, queue, full, stop)

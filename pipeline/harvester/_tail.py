@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, overload
 
 from .. import archive
 from ..core import (
@@ -22,9 +23,11 @@ from ..interface import Client, RawArray, split_array
 from ._batch import Batch, first_line
 from ._ids import not_unique, repeated
 from ._paged import paged_list, read_paged
+from ._pager import Pager
 from ._pages import StatPage, parse_stats, parse_stats_raw
-from ._records import Invalid, stat_key
+from ._records import EPOCH, ONE_US, Invalid, parse_time, stat_key
 from ._report import HarvestReport
+from ._tail_read import ANCHOR_WINDOW, Mark, Order, TailRead
 from ._verdict import MISSING_CHECKS, STAT_READ, STATS_READ
 
 
@@ -36,12 +39,13 @@ async def harvest_bot(
     bot_id: str,
     newest: archive.Newest | None,
     full: bool,
+    order: OrderHint,
 ) -> None:
     fields = settings.fields
     endpoint = f"GET /bots/{bot_id}/stat"
     page_size = settings.service.stats_page_size
     last_key = None
-    listed: list[int] = []
+    listed: list[int | None] = []
     read = STAT_READ
     try:
         if newest is not None and not full:
@@ -59,7 +63,7 @@ async def harvest_bot(
         buffer.tally.request(read).tried += 1
         if page_size:
             records = await stats_pages(client, bot_id, page_size, fields,
-                                         None if full else newest, listed)
+                                        None if full else newest, last_key, order, listed)
         else:
             records = await client.bot_stats_raw(bot_id)
     except NotFound as exc:
@@ -83,21 +87,26 @@ async def harvest_bot(
         return
     report.bots_fetched += 1
     received_at = datetime.now(UTC)
+    cut = None
     if isinstance(records, RawArray):
         length = len(records.items)
-        start = 0 if full or newest is None else after_newest(records.items, newest, bot_id,
-                                                                 fields)
-        body, items = (records.body, records.items) if not start else \
-            subarray(records.items[start:])
+        part = slice(None) if full or newest is None or page_size else \
+            new_part(records.items, newest, last_key, bot_id, fields)
+        body, items = (records.body, records.items) if part == slice(None) else \
+            subarray(records.items[part])
+        if not page_size and newest is not None and not full:
+            cut = cut_newest_first(records.items, part, newest, last_key, bot_id, fields)
         page = parse_stats_raw(body, items, bot_id, fields, received_at=received_at)
         del body, items  # see below
     else:
         page = parse_stats(records, bot_id, fields, received_at=received_at)
         length = len(records)
     if last_key is not None and not page_size and not holds(page, last_key, bot_id, fields):
+        cut = (f"{endpoint} lacks the bot's newest record ({last_key}, which GET "
+               f"/bots/{bot_id}/stat returned)")
+    if cut is not None:
         buffer.error(endpoint, bot_id, BadResponse(
-            f"{endpoint} lacks the bot's newest record ({last_key}, which GET /bots/{bot_id}/stat "
-            f"returned): the service seems to page /stats. Set [service].stats_page_size to its "
+            f"{cut}: the service seems to page /stats. Set [service].stats_page_size to its "
             f"page size (now {page_size}); the records read are archived and the bot is read "
             f"again next run."))
     if len(set(page.stat_id)) < len(page) and (twice := repeated(page.stat_id, page.raw)):
@@ -115,6 +124,25 @@ async def harvest_bot(
     # The body and the page's objects go as soon as the batch holds them (a bot's /stats may
     # be tens of MB): not kept alive through the batch's write.
     del records, page
+
+
+def new_part(items: Sequence[Any], newest: archive.Newest, last_key: str | None, bot_id: str,
+             fields: FieldSettings) -> slice:
+    """The records of a whole /stats list newer than the bot's newest archived one (the
+    anchor), whichever way the list is ordered: all of them when the anchor is not found. The
+    list's length at the last read says where to look (that far from its oldest end), so an
+    hourly run decodes what is new, not the bot's whole history; the list's first record
+    being the newest (``GET /stat``'s) says it is newest first."""
+    if not newest.listed or not items:
+        return slice(None)
+    if _list_order(items, last_key, bot_id, fields) is Order.NEWEST_FIRST:
+        around = len(items) - newest.listed
+        at = _find(items, newest.stat_id, around - ANCHOR_WINDOW, around + ANCHOR_WINDOW,
+                   bot_id, fields)
+        return slice(None) if at is None else slice(0, at)
+    at = _find(items, newest.stat_id, newest.listed - ANCHOR_WINDOW,
+               newest.listed + ANCHOR_WINDOW, bot_id, fields)
+    return slice(None) if at is None else slice(at + 1, None)
 
 
 def first_record(records: RawArray | list[Any]) -> Any:
@@ -144,26 +172,84 @@ async def look_up(client: Client, buffer: Batch, bot_id: str) -> None:
         found.append(True)
 
 
-# How far from where the last read ended the newest archived record is looked for in a whole
-# /stats list: records dropped or inserted before it shift it by as many places.
-_ANCHOR_WINDOW = 8
+def cut_newest_first(items: Sequence[Any], part: slice, newest: archive.Newest,
+                     last_key: str | None, bot_id: str, fields: FieldSettings) -> str | None:
+    """Why a whole newest-first /stats list looks cut (None: it does not): it lacks the bot's
+    newest archived record, and even its last (oldest) record is newer. A service that pages
+    newest first sends its first page when asked for the whole list; read so, the records
+    between that page and the archive would be lost without a word."""
+    if part != slice(None) or len(items) < 2:
+        return None
+    if _list_order(items, last_key, bot_id, fields) is not Order.NEWEST_FIRST:
+        return None
+    oldest = mark_of(bytes(items[-1]), bot_id, fields)
+    if oldest.at is None or oldest.at <= newest.recorded_at or \
+            _find(items, newest.stat_id, 0, len(items), bot_id, fields) is not None:
+        return None
+    return (f"GET /bots/{bot_id}/stats lists {len(items)} records newest first, all newer than "
+            f"the bot's newest archived record ({newest.stat_id})")
 
 
-def after_newest(items: list[Any], newest: archive.Newest, bot_id: str,
-                  fields: FieldSettings) -> int:
-    """Where the records after the bot's newest archived one start in a whole /stats list (0:
-    not found, decode them all). The list's length at the last read says where to look, so an
-    hourly run decodes what is new, not the bot's whole history."""
-    if not newest.listed:
-        return 0
-    lo = max(0, newest.listed - _ANCHOR_WINDOW)
-    for i in range(lo, min(len(items), newest.listed + _ANCHOR_WINDOW)):
-        try:
-            if stat_key(decode_json(bytes(items[i])), bot_id, fields) == newest.stat_id:
-                return i + 1
-        except (Invalid, ValueError):
-            continue
-    return 0
+def _list_order(items: Sequence[Any], last_key: str | None, bot_id: str,
+                fields: FieldSettings) -> Order:
+    """Newest first when the list opens with ``GET /stat``'s record and does not end with it."""
+    if last_key is None or len(items) < 2:
+        return Order.UNKNOWN
+    first = mark_of(bytes(items[0]), bot_id, fields).key
+    last = mark_of(bytes(items[-1]), bot_id, fields).key
+    if first == last_key and last != last_key:
+        return Order.NEWEST_FIRST
+    return Order.OLDEST_FIRST if last == last_key else Order.UNKNOWN
+
+
+def _find(items: Sequence[Any], key: str, lo: int, hi: int, bot_id: str,
+          fields: FieldSettings) -> int | None:
+    """Where the record keyed ``key`` lies in ``items[lo:hi]`` (bounds clipped); None: not there."""
+    for i in range(max(0, lo), min(len(items), hi)):
+        if mark_of(bytes(items[i]), bot_id, fields).key == key:
+            return i
+    return None
+
+
+def mark_of(text: bytes, bot_id: str, fields: FieldSettings) -> Mark:
+    """A record's key and time as the tail reads them; None for what it does not give."""
+    try:
+        record = decode_json(text)
+    except ValueError:
+        return Mark(None, None)
+    try:
+        key: str | None = stat_key(record, bot_id, fields)
+    except Invalid:
+        key = None
+    try:
+        at: int | None = (parse_time(record[fields.stat_time]) - EPOCH) // ONE_US
+    except (Invalid, KeyError, TypeError):
+        at = None
+    return Mark(key, at)
+
+
+class _Marks(Sequence[Mark]):
+    """A page's marks, each decoded when first looked at."""
+
+    def __init__(self, texts: list[bytes], bot_id: str, fields: FieldSettings) -> None:
+        self._texts, self._bot_id, self._fields = texts, bot_id, fields
+        self._marks: dict[int, Mark] = {}
+
+    def __len__(self) -> int:
+        return len(self._texts)
+
+    @overload
+    def __getitem__(self, index: int) -> Mark: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Mark]: ...
+    def __getitem__(self, index: int | slice) -> Mark | Sequence[Mark]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self._texts)
+        if index not in self._marks:
+            self._marks[index] = mark_of(self._texts[index], self._bot_id, self._fields)
+        return self._marks[index]
 
 
 def subarray(items: list[Any]) -> tuple[bytes, list[Any]]:
@@ -200,21 +286,45 @@ def holds(page: StatPage, key: str, bot_id: str, fields: FieldSettings) -> bool:
     return False
 
 
+class OrderHint:
+    """How the service orders /stats, as the run's reads have seen it. The first read from a
+    tail settles it and reads that start meanwhile wait for that one (a request or two, once a
+    run), so every other read tries the right end first."""
+
+    def __init__(self) -> None:
+        self.order = Order.UNKNOWN
+        self._settling: asyncio.Event | None = None
+
+    async def hint(self) -> tuple[Order, bool]:
+        """The order to try first, and whether this read is the one that settles it."""
+        if self.order is Order.UNKNOWN and self._settling is None:
+            self._settling = asyncio.Event()
+            return Order.UNKNOWN, True
+        if self._settling is not None:
+            await self._settling.wait()
+        return self.order, False
+
+    def settle(self, seen: Order) -> None:
+        """What the settling read saw; unknown leaves the next read to settle it."""
+        settling, self._settling = self._settling, None
+        if seen is not Order.UNKNOWN:
+            self.order = seen
+        if settling is not None:
+            settling.set()
+
+
 async def stats_pages(client: Client, bot_id: str, page_size: int, fields: FieldSettings,
-                       newest: archive.Newest | None, listed: list[int]) -> RawArray | list[Any]:
+                      newest: archive.Newest | None, last_key: str | None, order: OrderHint,
+                      listed: list[int | None]) -> RawArray | list[Any]:
     """A bot's /stats list from a service that pages it, as one list; records are told apart by
-    their JSON text, valid or not. ``listed`` receives the length of the list.
+    their JSON text, valid or not. ``listed`` receives the length of the list (None: the read
+    did not reach its end).
 
-    With the bot's newest archived record known, the read starts a few records before where
-    the last read ended and walks back until a page holds that record, so an hourly run reads
-    what is new, a few records before it and an empty page; the records before are not read.
-    """
-
-    read: dict[tuple[int, int], list[bytes]] = {}  # the page tail_start stood on, read once
+    With the bot's newest archived record known, only the pages where what is new lies are
+    read (:class:`~._tail_read.TailRead`), whichever way the service orders the list; ``order``
+    is the run's hint of that order, and learns what this read saw."""
 
     async def texts(limit: int, skip: int) -> list[bytes]:
-        if (limit, skip) in read:
-            return read.pop((limit, skip))
         page = await client.bot_stats_raw(bot_id, limit=limit, skip=skip)
         if isinstance(page, RawArray):
             return [bytes(item) for item in page.items]
@@ -222,39 +332,40 @@ async def stats_pages(client: Client, bot_id: str, page_size: int, fields: Field
         # ASCII JSON, which that decoder reads back as it was.
         return [json.dumps(r, separators=(",", ":")).encode() for r in page]
 
-    what = f"GET /bots/{bot_id}/stats"
-    tail = None
-    if newest is not None and newest.listed:
-        tail = await tail_start(texts, page_size, newest, bot_id, fields, read)
-    start = tail or 0
-    pager = paged_list(what, "records", "stats_page_size", page_size, start=start,
-                        reread_head=tail is None)
-    kept = await read_paged(texts, lambda text: text.decode("utf-8", "replace"), pager)
-    listed.append(start + len(kept))
-    body = b"[" + b",".join(kept) + b"]"
+    def walk(start: int, whole: bool) -> Pager:
+        return paged_list(f"GET /bots/{bot_id}/stats", "records", "stats_page_size", page_size,
+                          start=start, reread_head=whole)
+
+    if newest is None:  # a first read, or --full: the whole list
+        kept = await read_paged(texts, _text_key, walk(0, True))
+        listed.append(len(kept))
+        return _joined(kept)
+    hint, settles = await order.hint()
+    read = TailRead(page_size, newest.stat_id, newest.recorded_at, last_key, newest.listed,
+                    walk, hint)
+    kept = []
+    try:
+        while (request := read.next_request()) is not None:
+            skip, limit = request
+            items = await texts(limit, skip)
+            keys = [_text_key(item) for item in items]
+            new = set(read.feed(skip, keys, _Marks(items, bot_id, fields)))
+            for item, item_key in zip(items, keys, strict=True):
+                if item_key in new:
+                    new.discard(item_key)  # a record twice in one page is kept once
+                    kept.append(item)
+    finally:
+        if settles:
+            order.settle(read.found)
+    listed.append(None if read.found is Order.NEWEST_FIRST and not read.whole
+                  else read.start + len(kept))
+    return _joined(kept)
+
+
+def _text_key(text: bytes) -> str:
+    return text.decode("utf-8", "replace")
+
+
+def _joined(texts: list[bytes]) -> RawArray | list[Any]:
+    body = b"[" + b",".join(texts) + b"]"
     return split_array(body) or decode_json(body)
-
-
-async def tail_start(texts: Callable[[int, int], Awaitable[list[bytes]]], page_size: int,
-                      newest: archive.Newest, bot_id: str, fields: FieldSettings,
-                      read: dict[tuple[int, int], list[bytes]]) -> int | None:
-    """Where to start reading a paged /stats list so that the first page holds the bot's newest
-    archived record: a few records before where the last read ended, further back (a page, two,
-    four...) while the record is not there (records inserted or dropped before it). The page it
-    stands on is left in ``read`` for the pager. None: not found even at 0; read it all."""
-    assert newest.listed
-    back = min(page_size, _ANCHOR_WINDOW)
-    while True:
-        start = max(0, newest.listed - back)
-        page = await texts(page_size, start)
-        read[(page_size, start)] = page
-        for text in page:
-            try:
-                if stat_key(decode_json(text), bot_id, fields) == newest.stat_id:
-                    return start
-            except (Invalid, ValueError):
-                continue
-        if start == 0:
-            return None
-        del read[(page_size, start)]
-        back = page_size if back < page_size else back * 2

@@ -14,7 +14,7 @@ from ..core import (
 from ..interface import AimdLimit, Client
 from ._batch import Batch
 from ._report import HarvestReport, ProgressFn
-from ._tail import harvest_bot
+from ._tail import OrderHint, harvest_bot
 
 
 class Workers:
@@ -51,13 +51,14 @@ async def worker(
     stop: threading.Event,
     on_progress: ProgressFn | None,
     pool: Workers,
+    order: OrderHint,
 ) -> None:
     while (item := await queue.get()) is not None:
         pool.grow()
         if stop.is_set() or buffer.halted:
             continue  # drain: the lister stops feeding, the queue empties, None arrives
         bot_id, newest = item
-        await harvest_bot(client, settings, report, buffer, bot_id, newest, full)
+        await harvest_bot(client, settings, report, buffer, bot_id, newest, full, order)
         if buffer.full:  # after every bot, those with nothing new too: they add a bot row
             await buffer.flush()
         if on_progress is not None:

@@ -6,9 +6,11 @@ failure worded as an error of :mod:`pipeline.core`. Records come back as the ser
 interpreting them is the harvest's business.
 
 Modules: ``_client`` (endpoints and retries), ``_call`` (a call's retry state and the counters),
-``_transport`` (connections, bodies, proxies), ``_failures`` (errors worded, Retry-After),
-``_payloads`` (bodies: arrays split undecoded, replies, the stat payload), ``_concurrency``
-(how many requests to keep in flight when ``[service].concurrency = "auto"``).
+``_transport`` (connections, bodies, proxies), ``_failures`` (errors worded), ``_payloads``
+(bodies: arrays split undecoded, replies, the stat payload), ``_ratelimit`` (what an answer's
+rate-limit headers say), ``_pacing`` (requests a second, steered by them), ``_concurrency``
+(the gate every request crosses: the pace, and how many requests to keep in flight when
+``[service].concurrency = "auto"``).
 """
 
 import lazy_loader

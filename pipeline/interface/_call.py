@@ -19,7 +19,8 @@ class ClientStats:
     ``requests`` counts every HTTP attempt (retries included); ``retries`` the attempts that
     were repeats; ``rate_limited``/``server_errors``/``transport_errors``/``bad_responses`` the
     failed attempts by kind; ``waited_seconds`` the time slept between retries (backoff and
-    Retry-After); ``throttled_seconds`` the time spent waiting for the request budget.
+    Retry-After); ``throttled_seconds`` the time requests waited for their turn in the pace
+    (the request budget, or the service's rate limit).
     """
 
     requests: int = 0

@@ -28,7 +28,6 @@ from types import TracebackType
 from typing import Any, Literal, overload
 
 import httpx
-from aiolimiter import AsyncLimiter
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -49,15 +48,10 @@ from ..core import (
 )
 from ._call import Call, ClientStats
 from ._concurrency import Gate, adaptive_control
-from ._failures import (
-    RETRY_STATUSES,
-    Failures,
-    after_attempts,
-    json_kind,
-    parse_retry_after,
-    reason_of,
-)
+from ._failures import RETRY_STATUSES, Failures, after_attempts, json_kind, reason_of
+from ._pacing import Pace
 from ._payloads import RawArray, Reply, page_query, segment, split_array
+from ._ratelimit import NOTHING_SAID, RateLimit, read_rate_limit
 from ._transport import NEVER_SENT, TRANSIENT, Lanes, env_proxy
 
 log = logging.getLogger("botstats.client")
@@ -94,12 +88,12 @@ class Client:
             (lambda: httpx.AsyncHTTPTransport(verify=tls, limits=one, proxy=proxy)),
             size=svc.max_connections, keep=svc.max_keepalive, wait=svc.timeout,
         )
-        # One request per 1/budget seconds, no burst: a budget is a promise to the service.
-        budget = svc.request_budget
-        self._limiter = AsyncLimiter(1, 1.0 / budget) if budget > 0 else None
-        # [service].concurrency = "auto": every attempt waits for its place in the adaptive
-        # window and pace (pipeline.concurrency); a fixed number is kept by the caller's workers.
-        self.gate = Gate(adaptive_control(svc.concurrency, svc.max_connections))
+        # Every attempt waits at the gate for its turn in the pace (the service's rate limit,
+        # and [service].request_budget: one request per 1/budget seconds, no burst, a promise to
+        # the service) and, with [service].concurrency = "auto", for its place in the adaptive
+        # window; a fixed number in flight is kept by the caller's workers.
+        self.gate = Gate(adaptive_control(svc.concurrency, svc.max_connections),
+                         Pace(budget=svc.request_budget))
         # The service may echo a credential back in an error; never pass it on.
         self._redactor = Redactor([settings.user_token.get(), settings.bot_key.get()], patterns=())
         self._failures = Failures(settings, self.stats, self._redactor)
@@ -235,8 +229,6 @@ class Client:
         retry = self.settings.retry
         waited: list[dict[str, str]] = []  # the headers of each 429 waited out
         for attempt in range(1, retry.attempts + 1):
-            if self._limiter is not None:
-                await self._limiter.acquire()
             self.stats.requests += 1
             started = time.monotonic()
             try:
@@ -270,10 +262,10 @@ class Client:
 
     def _fetch_wait(self, response: httpx.Response | None, attempt: int) -> float:
         """Seconds before :meth:`fetch` tries again after ``attempt``: what the answer asks
-        (Retry-After), else the backoff of [retry] (``response`` None: it never came)."""
+        (Retry-After, else the reset of a spent quota: :mod:`._ratelimit`), else the backoff of
+        [retry] (``response`` None: it never came)."""
         retry = self.settings.retry
-        asked = None if response is None else parse_retry_after(
-            response.headers.get("Retry-After"))
+        asked = None if response is None else read_rate_limit(response.headers).retry_wait()
         return min(retry.backoff_max, retry.backoff_base * 2 ** attempt) if asked is None else asked
 
     # --- plumbing ------------------------------------------------------------------------------
@@ -281,12 +273,13 @@ class Client:
         """One attempt through the gate (its place in the window and the pace) and a lane."""
         gate = self.gate
         sent = await gate.acquire()
+        self.stats.throttled_seconds = gate.paced_seconds
         try:
             response = await self._lanes.send(request)
         except BaseException as exc:
             gate.release(sent, timeout=isinstance(exc, httpx.TimeoutException))
             raise
-        gate.release(sent, response.status_code)
+        gate.release(sent, response.status_code, rate_limit_of(response))
         return response
 
     def _request(self, method: str, path: str, *, params: dict[str, Any] | None = None,
@@ -406,10 +399,6 @@ class Client:
 
     async def _attempt(self, call: Call, attempt: int) -> Any:
         call.retryable, call.retry_after = False, None
-        if self._limiter is not None:
-            started = time.monotonic()
-            await self._limiter.acquire()
-            self.stats.throttled_seconds += time.monotonic() - started
         self.stats.requests += 1
         try:
             response = await self._send(call.request)
@@ -448,3 +437,13 @@ class Client:
         return data
 
 
+# The names that start every header of a rate limit (lowercased, as httpx gives them).
+_RATE_LIMIT_NAMES = ("retry-after", "ratelimit", "x-ratelimit")
+
+
+def rate_limit_of(response: httpx.Response) -> RateLimit:
+    """What ``response``'s headers say about the rate limit; most answers say nothing, and are
+    told so by one pass over their header names."""
+    if not any(name.startswith(_RATE_LIMIT_NAMES) for name in response.headers.keys()):
+        return NOTHING_SAID
+    return read_rate_limit(response.headers)

@@ -17,11 +17,10 @@ so every rule is a unit test; :class:`Gate` is the thin async loop the client se
   against our CPU per answer: many in flight pay) from loopback (our CPU bounds the answers:
   more in flight only costs more per request), and it does not move when other processes
   slow the machine down, which makes every latency look worse than the link is.
-- **The pace** (requests per second) is unlimited until the service answers 429: a rate limit
-  is about requests per second, which no window can hold on a fast link. Then the pace is set
-  just under the rate that was getting through (successes in the last second), and grows
-  slowly (a small step per second: additive increase) until the next 429 cuts it again
-  (multiplicative decrease, at most once per ``rate_cooldown``).
+- **The pace** (requests per second) is :class:`~._pacing.Pace`'s: the gate asks it for each
+  request's turn and tells it every answer, with what the answer's headers said about the
+  rate limit. A rate limit is about requests per second, which no window can hold on a fast
+  link; a fixed concurrency is paced too.
 """
 
 from __future__ import annotations
@@ -32,41 +31,34 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ._pacing import Pace
+from ._ratelimit import NOTHING_SAID, RateLimit
+
 START = 8  # the window at start: a fixed concurrency that serves a nearby service well
-RATE_WINDOW = 1.0  # seconds of successes that tell the rate getting through
 
 
 @dataclass
 class AimdLimit:
-    """The adaptive window and pace; feed it every answer, ask it how much may be sent."""
+    """The adaptive window; feed it every answer, ask it how much may be in flight."""
 
     ceiling: int
     start: int = START
     backoff: float = 0.5  # the window after a 5xx or a timeout, as a share of what it was
-    rate_backoff: float = 0.9  # the pace after a 429, as a share of the rate getting through
-    rate_growth: float = 0.01  # pace added per second, as a share of the pace set at the cut
-    rate_cooldown: float = 0.5  # seconds between two cuts of the pace
     tolerance: float = 4.0  # a round's mean latency may reach this times the best one ...
     slack: float = 0.002  # ... plus this many seconds (jitter on a fast link is not load)
     gain: float = 2.0  # the window may reach this times what keeps our CPU busy
     retreat: float = 0.8  # the window after a round that says it is too wide (not below start)
     limit: float = field(init=False)
-    rate: float | None = None  # requests per second once paced; None = no pace
     slow_start: bool = True
     # The best latency of the run: a window of recent answers would forget it as the window
     # grows and latency with it, and take the grown latency for the link's own.
     _best_latency: float = float("inf")
-    _successes: deque[float] = field(default_factory=deque, repr=False)
     _round_answers: int = 0
     _round_latency: float = 0.0
     _round_cut: bool = False
     _rounds: int = 0
     _round_cpu: float | None = None  # our CPU seconds when the round began
     cpu_per_answer: float | None = None  # our CPU seconds per answer, smoothed over rounds
-    _last_rate_cut: float = float("-inf")
-    _rate_step: float = 0.0
-    _rate_updated: float = 0.0
-    _next_send: float = float("-inf")
 
     def __post_init__(self) -> None:
         self.start = max(1, min(self.start, self.ceiling))
@@ -82,25 +74,12 @@ class AimdLimit:
         """An answer that is not a sign of load (2xx, and 4xx other than 429). ``cpu``: the CPU
         seconds this process has used so far (``time.process_time()``)."""
         self._best_latency = min(self._best_latency, latency)
-        self._successes.append(now)
-        while self._successes and self._successes[0] < now - RATE_WINDOW:
-            self._successes.popleft()
-        if self.rate is not None:
-            self.rate += self._rate_step * max(0.0, now - self._rate_updated)
-            self._rate_updated = now
         self._round_latency += latency
         self._answered(now, cpu)
 
     def on_rate_limited(self, now: float, cpu: float | None = None) -> None:
-        """A 429: pace just under what was getting through."""
+        """A 429: the pace's business, not the window's; it ends the doubling all the same."""
         self.slow_start = False
-        if now - self._last_rate_cut >= self.rate_cooldown:
-            recent = sum(1 for t in self._successes if t >= now - RATE_WINDOW) / RATE_WINDOW
-            through = min(self.rate, recent) if self.rate is not None else recent
-            self.rate = max(1.0, self.rate_backoff * through)
-            self._rate_step = self.rate_growth * self.rate
-            self._rate_updated = now
-            self._last_rate_cut = now
         self._answered(now, cpu)
 
     def on_overload(self, now: float, cpu: float | None = None) -> None:
@@ -110,14 +89,6 @@ class AimdLimit:
             self.limit = max(1.0, self.limit * self.backoff)
             self._round_cut = True
         self._answered(now, cpu)
-
-    def send_delay(self, now: float) -> float:
-        """Seconds to wait before sending one more request (0 unless paced); reserves its turn."""
-        if self.rate is None:
-            return 0.0
-        at = max(now, self._next_send)
-        self._next_send = at + 1.0 / self.rate
-        return at - now
 
     def needs_cpu(self) -> bool:
         """Whether the next answer ends a round, the only time the CPU clock is read."""
@@ -164,29 +135,42 @@ class AimdLimit:
 
 
 class Gate:
-    """What a request waits for before it is sent: a free place in the window and its turn in
-    the pace. ``control`` None: a gate that never waits (a fixed concurrency is kept by the
-    harvest's workers instead). Every request crosses it, so it is a counter and a queue of
-    waiters, not a lock and a condition (a fifth of a request's CPU on loopback)::
+    """What a request waits for before it is sent: a free place in the window (``control``;
+    None: a fixed concurrency, kept by the harvest's workers instead) and its turn in the
+    ``pace``. Every request crosses it, so the window is a counter and a queue of waiters, not a
+    lock and a condition (a fifth of a request's CPU on loopback), and an unpaced turn costs
+    nothing; a paced one waits behind a lock, one request at a time::
 
         sent = await gate.acquire()
         ... send ...
-        gate.release(sent, status)        # or timeout=True; neither: it teaches nothing
+        gate.release(sent, status, said)    # or timeout=True; neither: it teaches nothing
     """
 
-    def __init__(self, control: AimdLimit | None,
+    def __init__(self, control: AimdLimit | None, pace: Pace | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.control = control
+        self.pace = pace or Pace()
         self._clock = clock
         self._in_flight = 0
         self._waiting: deque[asyncio.Future[None]] = deque()
+        self._turn = asyncio.Lock()
         self.peak = 0  # the most requests in flight at once
+        self.paced_seconds = 0.0  # what requests waited for their turn in the pace, in all
 
     async def acquire(self) -> float:
         """Wait for a place and for the pace; the time the request goes out."""
         control = self.control
-        if control is None:
-            return 0.0
+        if control is not None:
+            await self._place(control)
+        try:
+            await self._paced()
+        except asyncio.CancelledError:
+            if control is not None:
+                self._free()
+            raise
+        return self._clock()
+
+    async def _place(self, control: AimdLimit) -> None:
         if self._in_flight < control.window and not self._waiting:
             self._in_flight += 1
         else:
@@ -199,22 +183,30 @@ class Gate:
                     self._free()  # handed a place, then cancelled: pass it on
                 raise
         self.peak = max(self.peak, self._in_flight)
-        delay = control.send_delay(self._clock())
-        if delay > 0:
-            try:
-                await asyncio.sleep(delay)
-            except asyncio.CancelledError:
-                self._free()
-                raise
-        return self._clock()
 
-    def release(self, sent: float, status: int | None = None, *, timeout: bool = False) -> None:
-        """The request sent at ``sent`` ended: with ``status``, a ``timeout``, or neither (a
-        connection error, a cancellation), which teaches the control nothing."""
+    async def _paced(self) -> None:
+        """Wait for this request's turn in the pace (none unless the pace is limited)."""
+        pace = self.pace
+        if not pace.paced:
+            return
+        async with self._turn:
+            # Asked again after each sleep: a cut meanwhile makes the turn later.
+            while (delay := pace.wait(self._clock())) > 0:
+                self.paced_seconds += delay
+                await asyncio.sleep(delay)
+            pace.sent(self._clock())
+
+    def release(self, sent: float, status: int | None = None, said: RateLimit = NOTHING_SAID,
+                *, timeout: bool = False) -> None:
+        """The request sent at ``sent`` ended: with ``status`` and what its headers ``said``
+        about the rate limit, a ``timeout``, or neither (a connection error, a cancellation),
+        which teaches the controls nothing."""
+        now = self._clock()
+        if status is not None:
+            self.pace.on_answer(now, status, said, sent)
         control = self.control
         if control is None:
             return
-        now = self._clock()
         cpu = time.process_time() if control.needs_cpu() else None
         if status == 429:
             control.on_rate_limited(now, cpu)

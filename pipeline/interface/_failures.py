@@ -4,9 +4,7 @@ and the wait a Retry-After asks for."""
 
 from __future__ import annotations
 
-import email.utils
 import json
-from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -24,6 +22,7 @@ from ..core import (
     redact_url,
 )
 from ._call import Call, ClientStats
+from ._ratelimit import read_rate_limit
 from ._transport import NEVER_SENT, CutBody
 
 MAX_BODY_BYTES = 1_000_000  # raw body kept on an error (BadResponse.body etc.)
@@ -63,27 +62,6 @@ def reason_of(exc: BaseException | None) -> str:
     if exc is not None and exc.__cause__ is not None:
         return type(exc.__cause__).__name__
     return type(exc).__name__ if exc else "?"
-
-
-def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
-    """Seconds to wait from a Retry-After header (delta-seconds or HTTP-date); None if absent
-    or unreadable, so the caller falls back to its own backoff."""
-    if value is None or not value.strip():
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        if when.tzinfo is None:  # HTTP-dates are GMT; be lenient with ones that omit it
-            when = when.replace(tzinfo=UTC)
-        seconds = (when - (now or datetime.now(UTC))).total_seconds()
-    if seconds != seconds:  # NaN
-        return None
-    return max(0.0, seconds)
 
 
 class Failures:
@@ -149,14 +127,15 @@ class Failures:
         status = response.status_code
         head = f"{call.where} answered {status} {response.reason_phrase}"
         said = self.service_said(response)
-        retry_after = parse_retry_after(response.headers.get("Retry-After"))
+        told = read_rate_limit(response.headers)
+        retry_after = told.retry_wait()
         limit = self._settings.retry.max_retry_after
         fields = self.error_fields(call, response)
         extra: dict[str, Any] = {"retry_after": retry_after} if cls is RateLimited else {}
         if retry and retry_after is not None and retry_after > limit:
             # Waiting that long would stall the run; the operator decides instead.
             return cls(
-                f"{head}{said} asking to wait {retry_after:g} s (Retry-After), more than "
+                f"{head}{said} asking to wait {retry_after:g} s ({told.told_by}), more than "
                 f"[retry].max_retry_after = {limit:g} s, so gave up at once{after_attempts(attempt)}; "
                 f"{advice}, or raise [retry].max_retry_after.",
                 **extra, **fields,

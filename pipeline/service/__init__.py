@@ -12,7 +12,9 @@ It stands alone, like a third-party service would: nothing here imports the rest
     serve(cfg, host, port, credentials_file)            blocking, for ``botstats serve``
 
 Modules: ``_config`` (value classes), ``_data`` (on-demand records), ``_directory`` (state),
-``_shapes`` (how records are spelled: keys, id and time formats), ``_payload`` (POST validation), ``_faults`` (429/latency/5xx), ``_json`` (orjson bodies),
+``_shapes`` (how records are spelled: keys, id and time formats), ``_payload`` (POST
+validation), ``_faults`` (429/latency/5xx), ``_quota`` (the rate limit's token bucket and its
+headers), ``_json`` (orjson bodies),
 ``_app`` (HTTP), ``_server``.
 """
 

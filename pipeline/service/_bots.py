@@ -71,14 +71,20 @@ def _try_dumps(content: Any) -> bytes | None:
         return None
 
 
+def _in_order(directory: Directory, records: list[Record]) -> list[Record]:
+    """A bot's records (oldest first) in the order its /stats lists them."""
+    return records[::-1] if directory.config.stats_order == "newest" else records
+
+
 def _render_stats(directory: Directory, index: int,
                   records: list[Record]) -> tuple[StatsBodies, int]:
+    listed = _in_order(directory, records)
     if directory.is_bad_json(index):
         # A body cut in half: a strict prefix of a JSON array is never valid JSON.
-        text = json.dumps(records, separators=(",", ":"))
+        text = json.dumps(listed, separators=(",", ":"))
         stats: bytes | None = text[: max(1, len(text) // 2)].encode("utf-8")
     else:
-        stats = _try_dumps(records)
+        stats = _try_dumps(listed)
     last = _try_dumps(records[-1]) if records else None
     bodies = StatsBodies(stats, last, bool(records))
     return bodies, len(stats or b"") + len(last or b"") + 200
@@ -104,13 +110,14 @@ async def get_stats(request: Request) -> Response:
             return paging
         limit, skip = paging
         limit = min(limit, cap)
-        items = directory.stats_tail(index, skip, limit)
+        items = directory.stats_tail(index, skip, limit,
+                                     newest_first=directory.config.stats_order == "newest")
         if items is not None:
             return _json_body(b"[" + b",".join(items) + b"]")
-        return JSONResponse(directory.served_stats(index)[skip:skip + limit])
+        return JSONResponse(_in_order(directory, directory.served_stats(index))[skip:skip + limit])
     bodies: StatsBodies = directory.rendered_stats(index, _render_stats)
     if bodies.stats is None:
-        return JSONResponse(directory.served_stats(index))
+        return JSONResponse(_in_order(directory, directory.served_stats(index)))
     fault = directory.body_fault(index)
     if fault == "stall":
         return _stalling_body(bodies.stats, directory.config.faults.stall_seconds)

@@ -31,6 +31,10 @@ BOT_KEYS = ("username", "prefix", "short_description", "library", "tags", "owner
             "website", "avatar")
 STAT_KEYS = ("bot_id", "users", "guilds", "shards", "memory_load", "cpu_load",
              "commands_executed", "custom")
+# The families of headers a rate-limited service tells its limit with (see _quota.py).
+RATE_LIMIT_HEADERS = ("retry-after", "retry-after-date", "x-reset-after", "x-reset-epoch",
+                      "x-reset-delta", "ratelimit", "ratelimit-policy", "none")
+STATS_ORDERS = ("oldest", "newest")
 USER_KEYS = ("username", "avatar", "bio", "created_at", "bot_ids")
 SERVER_KEYS = ("name", "member_count", "owner_id", "tags")
 WEBHOOK_KEYS = ("bot_id", "url", "events", "created_at")
@@ -104,6 +108,10 @@ class Faults:
     # How many /stats answers per bot the body faults (stall, gzip cut) spoil before it is
     # answered whole; 0 = every one.
     body_fault_times: int = 0
+    # The rate limit's bucket and how it is told (22b): the tokens the bucket holds (0: a
+    # second's worth, at least 1), and the family of headers it answers with (RATE_LIMIT_HEADERS).
+    rate_burst: float = 0.0
+    rate_limit_headers: str = "retry-after"
     # Planted events (issue 23): every 4th bot's name, and its custom fields' names, are
     # hostile strings (markup, a script end tag, an SVG onload, template expressions).
     hostile_names: bool = False
@@ -131,6 +139,10 @@ class Faults:
         _check(isinstance(self.redirect_to, str) and (
             not self.redirect_to or self.redirect_to.startswith(("http://", "https://"))),
             "redirect_to", self.redirect_to, "'' or an http(s) URL", "Faults.")
+        _check(_is_number(self.rate_burst) and self.rate_burst >= 0, "rate_burst",
+               self.rate_burst, "a finite number >= 0 (0 = a second's worth)", "Faults.")
+        _check(self.rate_limit_headers in RATE_LIMIT_HEADERS, "rate_limit_headers",
+               self.rate_limit_headers, f"one of {', '.join(RATE_LIMIT_HEADERS)}", "Faults.")
 
     def active(self) -> dict[str, object]:
         """The fault fields that are switched on, for logs and the health endpoint."""
@@ -149,7 +161,7 @@ class ServiceConfig:
     stats_per_day: int = DEFAULT_STATS_PER_DAY
     max_page_size: int = DEFAULT_MAX_PAGE_SIZE
     # 0: GET /bots/:id/stats sends the whole list. N: it pages like GET /bots (`limit`, default
-    # and cap N; `skip`), oldest first, as a service may: the interface leaves it open.
+    # and cap N; `skip`), in stats_order, as a service may: the interface leaves it open.
     stats_page_size: int = 0
     # The same for a user's bots, servers and webhooks (0: whole lists).
     user_lists_page_size: int = 0
@@ -175,6 +187,9 @@ class ServiceConfig:
     auth_status: int = 401
     end: datetime | None = None  # the virtual clock at start (UTC); None = now, truncated to the hour
     faults: Faults = field(default_factory=Faults)
+    # How GET /bots/:id/stats orders a bot's records, paged or whole (22b): "oldest" first, or
+    # "newest" first as some services do (GET /stat is the newest record either way).
+    stats_order: str = "oldest"
     # Planted events (issue 23): the share of bots with one to three labelled events (spikes,
     # drops, level shifts, outages, counter resets; as many again drift slowly, which is not
     # an event), served as truth by GET /_admin/events. 0 = the series' own unlabelled noise.
@@ -217,6 +232,8 @@ class ServiceConfig:
             value = getattr(self, name)
             _check(value in allowed and type(value) is type(allowed[0]), name, value,
                    "one of " + ", ".join(map(str, allowed)))
+        _check(self.stats_order in STATS_ORDERS, "stats_order", self.stats_order,
+               f"one of {', '.join(STATS_ORDERS)}")
         if self.end is not None:
             _check(isinstance(self.end, datetime), "end", self.end, "a datetime or None")
         _check(isinstance(self.faults, Faults), "faults", self.faults, "a Faults instance")

@@ -357,11 +357,13 @@ class Directory:
             self._rendered.put(index, version, value, size)
         return value
 
-    def stats_tail(self, index: int, skip: int, limit: int) -> list[bytes] | None:
+    def stats_tail(self, index: int, skip: int, limit: int, *,
+                   newest_first: bool = False) -> list[bytes] | None:
         """The bot's served records ``skip``..``skip + limit`` (those there are), each encoded
         as in a /stats body, when they lie among its newest records; None otherwise (or for a
         bot with posted stats, a bad-JSON bot, or a replaced ``served_stats``): build the page
-        from ``served_stats``. A ``skip`` below 0 counts from the end (-1: the newest)."""
+        from ``served_stats``. A ``skip`` below 0 counts from the end (-1: the newest).
+        ``newest_first``: positions count from the newest record, and the page is in that order."""
         if (getattr(self.served_stats, "__func__", None) is not Directory.served_stats
                 or self.is_bad_json(index)):
             return None
@@ -370,13 +372,20 @@ class Directory:
                 return None
             tail = self._tail(index, self._bot_last_slot(index))
             first = tail.count - len(tail.items)
+            if newest_first:
+                # Position p from the newest is position count - 1 - p from the oldest.
+                end = tail.count - skip
+                if end <= 0:
+                    return []
+                skip, limit = max(0, end - limit), min(limit, end)
             if skip < 0:
                 skip = max(0, tail.count + skip)
             if skip >= tail.count:
                 return []
             if skip < first:
                 return None
-            return list(tail.items)[skip - first:skip - first + limit]
+            items = list(tail.items)[skip - first:skip - first + limit]
+            return items[::-1] if newest_first else items
 
     def warm(self) -> int:
         """Make every live bot's stats tail now (a whole pass over each history), so that

@@ -52,13 +52,18 @@ def _interface(endpoint: Endpoint) -> Endpoint:
             query = f"?{request.url.query}" if request.url.query else ""
             return RedirectResponse(target.rstrip("/") + request.url.path + query, 307)
         injector: FaultInjector = request.app.state.faults
+        limited, quota = injector.rate_limited()
+        if limited is not None:
+            return limited
         replaced = await injector.before()
-        if replaced is not None:
-            return replaced
-        response = await endpoint(request)
-        if response.status_code < 400:
-            return response
-        return _restyled(response, _directory(request).config)
+        if replaced is None:
+            response = await endpoint(request)
+            if response.status_code >= 400:
+                response = _restyled(response, _directory(request).config)
+        else:
+            response = replaced
+        response.headers.update(quota)
+        return response
 
     return wrapper
 

@@ -9,35 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import math
-import time
 from random import Random
 
 from starlette.responses import Response
 
 from ._config import Faults
 from ._json import JSONResponse
+from ._quota import TokenBucket, quota_headers
 
 _REASONS = {500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable"}
-
-
-class TokenBucket:
-    """``rate`` tokens per second, holding at most ``max(1, rate)``: a one-second burst."""
-
-    def __init__(self, rate: float) -> None:
-        self.rate = rate
-        self.capacity = max(1.0, rate)
-        self.tokens = self.capacity
-        self.updated = time.monotonic()
-
-    def take(self) -> float:
-        """Take a token: 0.0 if there was one, else the seconds until there is."""
-        now = time.monotonic()
-        self.tokens = min(self.capacity, self.tokens + (now - self.updated) * self.rate)
-        self.updated = now
-        if self.tokens >= 1:
-            self.tokens -= 1
-            return 0.0
-        return (1 - self.tokens) / self.rate
 
 
 class FaultInjector:
@@ -45,24 +25,32 @@ class FaultInjector:
 
     def __init__(self, faults: Faults, seed: int) -> None:
         self.faults = faults
-        self.bucket = TokenBucket(faults.rate_limit) if faults.rate_limit > 0 else None
+        self.bucket = (TokenBucket(faults.rate_limit, faults.rate_burst)
+                       if faults.rate_limit > 0 else None)
         # Seeded, so a single client sees a reproducible sequence of faults.
         self.rng = Random(f"{seed}:faults")
         self.rejected = 0
         self.injected = 0
 
+    def rate_limited(self) -> tuple[Response | None, dict[str, str]]:
+        """The 429 that replaces the endpoint's answer (None: a token was there), and the
+        rate-limit headers the answer carries either way."""
+        if self.bucket is None:
+            return None, {}
+        wait = self.bucket.take()
+        headers = quota_headers(self.faults.rate_limit_headers, self.bucket, wait)
+        if not wait:
+            return None, headers
+        self.rejected += 1
+        return JSONResponse(
+            {"error": "rate limited: too many requests",
+             "details": {"retry_after": max(1, math.ceil(wait)),
+                         "limit_per_second": self.faults.rate_limit}},
+            status_code=429, headers=headers), headers
+
     async def before(self) -> Response | None:
-        """A response that replaces the endpoint's (429 or 5xx), or None to go on."""
+        """A response that replaces the endpoint's (5xx), or None to go on."""
         faults = self.faults
-        if self.bucket is not None:
-            wait = self.bucket.take()
-            if wait > 0:
-                self.rejected += 1
-                retry_after = max(1, math.ceil(wait))
-                return JSONResponse(
-                    {"error": "rate limited: too many requests",
-                     "details": {"retry_after": retry_after, "limit_per_second": faults.rate_limit}},
-                    status_code=429, headers={"Retry-After": str(retry_after)})
         if faults.latency_ms > 0 or faults.latency_jitter_ms > 0:
             delay_ms = faults.latency_ms + self.rng.uniform(0, faults.latency_jitter_ms)
             await asyncio.sleep(delay_ms / 1000)

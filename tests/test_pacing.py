@@ -1,0 +1,252 @@
+"""Rate limits told by the service: every family of headers read (``read_rate_limit``), the pace
+they steer (``Pace``) on a simulated clock, and the pace against a simulated token bucket that
+speaks each family, in simulated time (a seeded event loop: the figures are the same on any
+machine, however busy)."""
+
+from __future__ import annotations
+
+import heapq
+import random
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from pipeline.interface._pacing import COOLDOWN, Pace
+from pipeline.interface._ratelimit import NOTHING_SAID, RateLimit, read_rate_limit
+from pipeline.service._config import RATE_LIMIT_HEADERS
+from pipeline.service._quota import quota_headers
+
+NOW = datetime(2026, 11, 25, 12, 0, 0, tzinfo=UTC)
+EPOCH = NOW.timestamp()
+
+
+# --- the headers, read ------------------------------------------------------------------------
+@pytest.mark.parametrize(("headers", "said"), [
+    ({}, NOTHING_SAID),
+    ({"Retry-After": "2"}, RateLimit(wait=2.0, told_by="Retry-After")),
+    ({"retry-after": "Wed, 25 Nov 2026 12:00:30 GMT"}, RateLimit(wait=30.0, told_by="Retry-After")),
+    ({"Retry-After": "soon"}, NOTHING_SAID),
+    # Discord: the reset in seconds, to the millisecond.
+    ({"X-RateLimit-Limit": "5", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset-After": "0.25"},
+     RateLimit(remaining=0, limit=5, reset=0.25, told_by="X-RateLimit-Reset-After")),
+    # GitHub: a Unix time; elsewhere seconds from now; a Unix time in milliseconds.
+    ({"X-RateLimit-Limit": "5000", "X-RateLimit-Remaining": "12",
+      "X-RateLimit-Reset": str(int(EPOCH) + 600)},
+     RateLimit(remaining=12, limit=5000, reset=600.0, told_by="X-RateLimit-Reset")),
+    ({"X-RateLimit-Remaining": "3", "X-RateLimit-Reset": "60"},
+     RateLimit(remaining=3, reset=60.0, told_by="X-RateLimit-Reset")),
+    ({"X-RateLimit-Reset": str(int(EPOCH * 1000) + 1500)},
+     RateLimit(reset=1.5, told_by="X-RateLimit-Reset")),
+    # The IETF draft's fields; a limit listing its policies after it; GitLab's Unix time.
+    ({"RateLimit-Limit": "10", "RateLimit-Remaining": "3", "RateLimit-Reset": "1"},
+     RateLimit(remaining=3, limit=10, reset=1.0, told_by="RateLimit-Reset")),
+    ({"RateLimit-Limit": "10, 10;w=1, 100;w=60", "RateLimit-Remaining": "9",
+      "RateLimit-Reset": "1"},
+     RateLimit(remaining=9, limit=10, reset=1.0, rate=100 / 60, told_by="RateLimit-Reset")),
+    ({"RateLimit-Remaining": "0", "RateLimit-Reset": str(int(EPOCH) + 40)},
+     RateLimit(remaining=0, reset=40.0, told_by="RateLimit-Reset")),
+    # Its newer single fields: the most restrictive service limit, the least policy rate.
+    ({"RateLimit": '"burst";r=3;t=1, "daily";r=800;t=3600',
+      "RateLimit-Policy": '"burst";q=100;w=60, "daily";q=1000;w=86400'},
+     RateLimit(remaining=3, reset=1.0, rate=1000 / 86400, told_by="RateLimit")),
+    ({"RateLimit": '"a";r=0;t=5, "b";r=0;t=50'}, RateLimit(remaining=0, reset=50.0,
+                                                        told_by="RateLimit")),
+    ({"RateLimit": '"q,;\\"x";r=7'}, RateLimit(remaining=7)),  # quoted separators do not split
+    ({"RateLimit": "limit=100, remaining=50, reset=5"},  # an older draft's dictionary
+     RateLimit(remaining=50, limit=100, reset=5.0, told_by="RateLimit")),
+    # Retry-After gives the wait whatever else is said; RateLimit is read before the others.
+    ({"Retry-After": "7", "RateLimit": '"d";r=0;t=1', "X-RateLimit-Remaining": "9"},
+     RateLimit(wait=7.0, remaining=0, reset=1.0, told_by="Retry-After")),
+    # Malformed values are ignored, as the draft says they must be.
+    ({"RateLimit-Remaining": "-1", "RateLimit-Reset": "NaN", "X-RateLimit-Remaining": "many"},
+     NOTHING_SAID),
+    ({"RateLimit-Policy": '"p";q=10;w=0'}, NOTHING_SAID),
+], ids=lambda value: None)
+def test_every_family_of_rate_limit_headers_is_read(headers: dict[str, str],
+                                                     said: RateLimit) -> None:
+    import httpx
+
+    assert read_rate_limit(httpx.Headers(headers), NOW) == said
+
+
+@pytest.mark.parametrize(("said", "wait"), [
+    (RateLimit(wait=3.0, remaining=0, reset=1.0), 3.0),  # Retry-After first
+    (RateLimit(remaining=0, reset=1.0), 1.0),  # a spent quota: until it resets
+    (RateLimit(reset=2.0), 2.0),  # remaining not told
+    (RateLimit(remaining=4, reset=1.0), None),  # a quota not spent says nothing of a retry
+    (NOTHING_SAID, None),
+])
+def test_a_refused_request_waits_what_the_answer_says(said: RateLimit, wait: float | None) -> None:
+    assert said.retry_wait() == wait
+
+
+# --- the pace, on a simulated clock --------------------------------------------------------------
+def answers(pace: Pace, start: float, seconds: float, per_second: float, status: int = 200,
+            said: RateLimit = NOTHING_SAID) -> float:
+    """``per_second`` answers for ``seconds`` from ``start``; the time after the last."""
+    step = 1 / per_second
+    t = start
+    while t < start + seconds:
+        pace.on_answer(t, status, said)
+        t += step
+    return t
+
+
+def test_unpaced_until_the_service_pushes_back() -> None:
+    pace = Pace()
+    answers(pace, 0.0, 2.0, 500)
+    assert not pace.paced and pace.wait(2.0) == 0.0
+
+
+def test_a_429_paces_under_the_rate_getting_through_and_recovers_it_within_seconds() -> None:
+    pace = Pace()
+    t = answers(pace, 0.0, 2.0, 100)
+    pace.on_answer(t, 429, RateLimit(wait=1.0))
+    assert pace.rate(t) == pytest.approx(90, rel=0.02)  # 0.9 of the 100/s getting through
+    pace.on_answer(t + COOLDOWN / 2, 429, NOTHING_SAID)  # answers to requests sent before it
+    assert pace.rate(t + COOLDOWN / 2) == pytest.approx(90, rel=0.02)
+    assert pace.rate(t + 2.5) == pytest.approx(100, rel=0.02)  # back where it was cut from
+    assert pace.rate(t + 6) > 110  # and on, the longer nothing pushes back
+
+
+def test_a_pace_cut_too_far_by_a_burst_of_429s_is_found_again_within_seconds() -> None:
+    pace = Pace()
+    t = answers(pace, 0.0, 3.0, 100)
+    for n in range(12):  # a burst of 429s, each after the cooldown: the pace falls to a third
+        pace.on_answer(t + n * COOLDOWN * 1.01, 429, NOTHING_SAID)
+    low = t + 12 * COOLDOWN * 1.01
+    assert pace.rate(low) < 35
+    assert pace.rate(low + 8) > 100  # within seconds, not a run
+
+
+def test_the_pace_slows_before_the_quota_is_spent() -> None:
+    pace = Pace()
+    t = answers(pace, 0.0, 1.0, 100, said=RateLimit(remaining=40, limit=50, reset=1.0))
+    assert not pace.paced  # plenty left
+    pace.on_answer(t, 200, RateLimit(remaining=1, limit=50, reset=1.0))
+    assert pace.paced and pace.rate(t) == pytest.approx(97, rel=0.02)
+
+
+def test_the_pace_never_runs_far_ahead_of_what_got_through() -> None:
+    pace = Pace()
+    t = answers(pace, 0.0, 2.0, 100)
+    pace.on_answer(t, 429, NOTHING_SAID)
+    assert pace.rate(t + 60) == pytest.approx(150, rel=0.02)  # 1.5 times the best second, not thousands
+
+
+def test_the_request_budget_and_a_stated_policy_are_ceilings() -> None:
+    assert Pace(budget=5).rate(0.0) == 5 and Pace(budget=5).paced
+    pace = Pace(budget=50)
+    pace.on_answer(0.0, 200, RateLimit(rate=10.0))
+    assert pace.rate(1.0) == 10  # RateLimit-Policy: 10 a second
+    t = answers(pace, 1.0, 2.0, 100)
+    pace.on_answer(t, 429, NOTHING_SAID)
+    assert pace.rate(t) == 10
+
+
+def test_turns_come_an_interval_apart_and_a_late_one_does_not_delay_the_next() -> None:
+    pace = Pace(budget=4)
+    assert pace.wait(10.0) == 0.0
+    pace.sent(10.0)
+    assert pace.wait(10.1) == pytest.approx(0.15)
+    pace.sent(10.3)  # its turn was 10.25: woken late, it leaves the next turn where it was
+    assert pace.wait(10.3) == pytest.approx(0.2)
+    pace.sent(12.0)  # after a pause, the turns start again from it: no burst to make up for it
+    assert pace.wait(12.0) == pytest.approx(0.25)
+
+
+# --- the pace against a token bucket, in simulated time ----------------------------------------
+@dataclass
+class Bucket:
+    """The embedded service's token bucket, on the simulated clock."""
+
+    rate: float
+    capacity: float
+    tokens: float = 0.0
+    updated: float = 0.0
+
+    def take(self, now: float) -> float:
+        self.tokens = min(self.capacity, self.tokens + (now - self.updated) * self.rate)
+        self.updated = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return 0.0
+        return (1 - self.tokens) / self.rate
+
+    def full_in(self) -> float:
+        return max(0.0, self.capacity - self.tokens) / self.rate
+
+
+def simulate(family: str, *, rate: float = 100.0, burst: float = 5.0, workers: int = 8,
+             seconds: float = 60.0, seed: int = 1) -> tuple[float, float]:
+    """Workers sending through one pace (one turn at a time, as the gate gives them) to a
+    bucket answering in ``family``; each refused request waits what its answer says (the
+    jittered backoff when it says nothing). Returns (successes a second over ``rate``, the
+    share of requests answered 429)."""
+    rng = random.Random(seed)
+    pace = Pace()
+    bucket = Bucket(rate, burst, tokens=burst)
+    events: list[tuple[float, int, str, int, int]] = []  # (time, order, kind, worker, attempt)
+    queue: list[tuple[int, int]] = []  # workers waiting for their turn
+    order = 0
+    turn_pending = False
+
+    def at(time: float, kind: str, worker: int = 0, attempt: int = 1) -> None:
+        nonlocal order
+        order += 1
+        heapq.heappush(events, (time, order, kind, worker, attempt))
+
+    for worker in range(workers):
+        at(0.0, "ready", worker)
+    ok = limited = 0
+    answered: dict[int, tuple[int, dict[str, str]]] = {}
+    sent: dict[int, float] = {}
+    while events:
+        now, _, kind, worker, attempt = heapq.heappop(events)
+        if now > seconds:
+            break
+        if kind == "ready":
+            queue.append((worker, attempt))
+            if not turn_pending:
+                turn_pending = True
+                at(now, "turn")
+        elif kind == "turn":
+            wait = pace.wait(now)
+            if wait > 0:
+                at(now + wait, "turn")
+                continue
+            worker, attempt = queue.pop(0)
+            pace.sent(now)
+            sent[worker] = now
+            latency = 0.002 * (0.5 + rng.random())
+            at(now + latency / 2, "served", worker, attempt)
+            turn_pending = bool(queue)
+            if queue:
+                at(now, "turn")
+        elif kind == "served":
+            refused = bucket.take(now)
+            answered[worker] = (429 if refused else 200,
+                                quota_headers(family, bucket, refused, now=EPOCH + now))  # type: ignore[arg-type]
+            at(now + 0.001 * (0.5 + rng.random()), "answer", worker, attempt)
+        else:
+            status, headers = answered.pop(worker)
+            said = read_rate_limit(headers, NOW + timedelta(seconds=now))
+            pace.on_answer(now, status, said, sent[worker])
+            if status == 429:
+                limited += 1
+                told = said.retry_wait()
+                wait = told if told is not None else rng.uniform(0, 0.25 * 2 ** (attempt - 1))
+                at(now + wait, "ready", worker, attempt + 1)
+            else:
+                ok += 1
+                at(now + 0.0005, "ready", worker)  # the client's own work on the answer
+    return ok / seconds / rate, limited / max(ok + limited, 1)
+
+
+@pytest.mark.parametrize("family", RATE_LIMIT_HEADERS)
+def test_a_token_bucket_with_a_small_burst_is_paced_at_its_rate_in_every_family(
+        family: str) -> None:
+    share, refused = simulate(family)
+    assert share >= 0.85, f"{share:.1%} of the allowed rate"
+    assert refused <= 0.02, f"{refused:.2%} of requests answered 429"
