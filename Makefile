@@ -7,7 +7,7 @@ RUFF = $(BIN)/ruff
 MYPY = $(BIN)/mypy
 PYTEST = $(BIN)/python -m pytest
 
-.PHONY: demo test chromium bench bench-harvest bench-trends bench-forecast bench-concurrency bench-directory bench-anomalies bench-pacing bench-scale lint clean
+.PHONY: demo test chromium bench bench-harvest bench-trends bench-forecast bench-concurrency bench-directory bench-anomalies bench-pacing bench-scale bench-shards lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,7 +38,7 @@ test: $(VENV)/.dev lint chromium
 chromium:
 	.ci/chromium
 
-bench: bench-harvest bench-trends bench-forecast bench-concurrency bench-anomalies bench-pacing
+bench: bench-harvest bench-trends bench-forecast bench-concurrency bench-anomalies bench-pacing bench-shards
 
 bench-harvest: $(VENV)/.bench
 	$(BIN)/python bench/harvest.py
@@ -63,6 +63,11 @@ bench-pacing: $(VENV)/.dev
 
 bench-scale: $(VENV)/.dev
 	$(BIN)/python bench/scale.py
+
+# Needs Debian's postgresql-15 (.ci/test-deps installs it): the bench starts a throwaway cluster.
+bench-shards: $(VENV)/.dev
+	.ci/test-deps
+	$(BIN)/python bench/shards.py
 
 # ruff over the repository, mypy over the package (its settings: pyproject.toml). One command a
 # line, so each one's exit code stops make.

@@ -204,3 +204,21 @@ def test_anomalies_bench_holds_the_shipped_detector_to_the_planted_truth(tmp_pat
     assert methods["robust z"]["false_alarms_per_1000"] > 10 * max(
         shipped["false_alarms_per_1000"], 1.0)
     assert "targets: precision yes; recall_spike yes" in proc.stdout
+
+
+def test_shards_bench_measures_one_and_two_workers(tmp_path: Path) -> None:
+    from _postgres_support import cluster
+
+    out = tmp_path / "shards.json"
+    proc = _bench("bench/shards.py", "--bots", "30", "--days", "1", "--workers", "1,2",
+                  "--catalog", cluster().dsn(), "--work", str(tmp_path), "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    cases = {(c["workers"], c["case"]): c for c in json.loads(out.read_text())}
+    assert set(cases) == {(1, "first"), (1, "hourly"), (2, "first"), (2, "hourly"),
+                          (2, "alone")}
+    assert all(c["exits"] == [0] * len(c["exits"]) for c in cases.values())
+    # Every record once, whatever the workers (each N has a service of the same data).
+    assert cases[(1, "first")]["records"] == cases[(2, "first")]["records"] > 0
+    assert cases[(1, "hourly")]["records"] == cases[(2, "hourly")]["records"] > 0
+    assert 0 < cases[(2, "alone")]["records"] < cases[(2, "hourly")]["records"]
+    assert "| 2 | hourly |" in proc.stdout

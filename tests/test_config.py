@@ -142,7 +142,9 @@ def test_secrets_come_from_the_environment_and_never_print() -> None:
     assert s.user_token.get() == "utok_secret1" and s.bot_key.get() == "bkey_secret2"
     shown = repr(s) + str(as_dict(s))
     assert "utok_secret1" not in shown and "bkey_secret2" not in shown
-    assert as_dict(s)["secrets"] == {"user_token": "set", "bot_key": "set"}
+    assert as_dict(s)["secrets"] == {"user_token": "set", "bot_key": "set",
+                                     "catalog_password": "unset", "s3_key_id": "unset",
+                                     "s3_secret": "unset", "s3_session_token": "unset"}
     assert repr(Secret("x")) == "Secret('***')"
 
 

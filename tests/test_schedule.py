@@ -197,6 +197,29 @@ def test_cron_passes_on_a_db_given_as_a_flag(tmp_path: Path, monkeypatch: pytest
     assert f"--db {tmp_path / 'x' / 'a.duckdb'} run" in result.output
 
 
+def test_cron_for_a_shards_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["cron", "--shard", "2/4"], env={"BOTSTATS_CONFIG": ""})
+    assert result.exit_code == 0, result.output
+    out = result.output
+    line = next(x for x in out.splitlines() if x.startswith("0 * * * * "))
+    assert line.endswith(f"run --shard 2/4 >> {tmp_path / 'data' / 'botstats-shard-2.log'} 2>&1")
+    assert "ExecStart=" in out and "run --shard 2/4\n" in out
+    assert "/etc/systemd/system/botstats-shard-2.service" in out
+    assert "Unit=botstats-shard-2.service" in out
+    assert "enable --now botstats-shard-2.timer" in out
+    bad = CliRunner().invoke(cli, ["cron", "--shard", "4/4"], env={"BOTSTATS_CONFIG": ""})
+    assert bad.exit_code == 2 and "K counts from 0 to N-1" in bad.output
+    # A catalog given as a flag is passed on, its password not (it belongs in botstats.env).
+    shared = CliRunner().invoke(cli, ["cron", "--shard", "0/4", "--catalog",
+                                      "postgresql://botstats:pw-Zr41@db:5432/botstats"],
+                                env={"BOTSTATS_CONFIG": "", "BOTSTATS_STORE_DATA_PATH": "/lake"})
+    assert shared.exit_code == 0, shared.output
+    assert "--catalog 'user=botstats dbname=botstats host=db port=5432' run --shard 0/4" \
+        in shared.output
+    assert "pw-Zr41" not in shared.output
+
+
 def test_schedule_dry_run_lists_the_next_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(cli, ["schedule", "--dry-run", "--harvest-cron", "0 9 * * 1-5",

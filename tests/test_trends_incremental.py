@@ -369,10 +369,11 @@ def test_changes_since_a_watermark(trend_archive: Settings) -> None:
                     "FROM bot_stats WHERE bot_id = 'gamma' LIMIT 1")
         later = queries.changes_since(con, everything.watermark)
         assert later.first_day == date(2025, 1, 28) and later.watermark > everything.watermark
-        # A run that rewrote records: their earlier day is unknown, so from the beginning.
-        con.execute("INSERT INTO harvest_runs (run_id, started_at, status, mode, stats_updated) "
-                    "VALUES ('r2', now(), 'complete', 'full', 1)")
-        assert queries.changes_since(con, everything.watermark).first_day == date(2025, 1, 25)
+        # A record rewritten to a later day: the day it moved from is counted too.
+        con.execute("UPDATE bot_stats SET recorded_at = '2025-02-02 01:00:00+00' "
+                    "WHERE stat_id = 'late'")
+        moved = queries.changes_since(con, later.watermark)
+        assert moved.first_day == date(2025, 1, 28) and moved.watermark > later.watermark
         with pytest.raises(ValueError):
             queries.changes_since(con, "yesterday")
 

@@ -108,7 +108,8 @@ def attach_sql(settings: Settings) -> str:
     ``duckdb`` CLI, another program)."""
     from ..archive import ArchivePaths, attach_statements
 
-    return ";\n".join(attach_statements(ArchivePaths.of(settings), read_only=True)) + ";"
+    return ";\n".join(attach_statements(ArchivePaths.of(settings), read_only=True,
+                                         reveal=False)) + ";"
 
 
 

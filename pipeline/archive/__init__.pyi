@@ -3,7 +3,8 @@
 from ._drift import describe_fields, drift_since, note_fields
 from ._legacy import ConvertReport, convert
 from ._migrations import sql_dir
-from ._queries import Newest, changes_since, newest, nothing_archived
+from ._postgres import ARCHIVE, TRENDS, AdvisoryLocks, session_name, shard_key
+from ._queries import Newest, changes_since, last_commit, newest, nothing_archived
 from ._runs import begin_run, finish_run, live_bots, mark_removed
 from ._sql import literal, now_utc
 from ._store import (
@@ -20,6 +21,8 @@ from ._upkeep import Compaction, backup, compact, disk_bytes, restore
 from ._writes import CUSTOM_SCHEMA, STAT_SCHEMA, BotRow, Frames, held_rejects, write_batch
 
 __all__ = [
+    "AdvisoryLocks",
+    "ARCHIVE",
     "ArchivePaths",
     "attach_statements",
     "backup",
@@ -40,6 +43,7 @@ __all__ = [
     "Frames",
     "held_rejects",
     "literal",
+    "last_commit",
     "live_bots",
     "mark_removed",
     "Newest",
@@ -50,9 +54,12 @@ __all__ = [
     "open_archive",
     "reader",
     "restore",
+    "session_name",
+    "shard_key",
     "sql_dir",
     "STAT_SCHEMA",
     "table_counts",
+    "TRENDS",
     "write_batch",
     "writer",
 ]

@@ -14,6 +14,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from ._commit import RunCounts, committing
 from ._sql import run_with_frames
 
 
@@ -31,10 +32,16 @@ def describe_fields(fields: list[tuple[str, str]]) -> str:
     return "; ".join(f"{kind} records: {', '.join(names)}" for kind, names in by_kind.items())
 
 
-def note_fields(con: duckdb.DuckDBPyConnection, run_id: str, seen: dict[str, set[str]],
+def note_fields(con: duckdb.DuckDBPyConnection, report: RunCounts, seen: dict[str, set[str]],
                 now: datetime) -> list[tuple[str, str]]:
-    """Remember the fields ``seen`` by run ``run_id``; return those that are drift (new, and
-    not the baseline of an archive that knew no fields yet)."""
+    """Remember the fields ``seen`` by the run of ``report``; return those that are drift (new,
+    and not the baseline of an archive that knew no fields yet). In a transaction of the run
+    (``committing``), so two workers noting the same new field keep it once."""
+    return committing(con, report, lambda c, _: _note(c, report.run_id, seen, now))
+
+
+def _note(con: duckdb.DuckDBPyConnection, run_id: str, seen: dict[str, set[str]],
+          now: datetime) -> list[tuple[str, str]]:
     known = {(k, f) for k, f in con.execute("SELECT kind, field FROM record_fields").fetchall()}
     new = new_fields(known, seen)
     if not new:

@@ -9,6 +9,7 @@ import duckdb
 import polars as pl
 
 from ._sql import run_with_frames
+from ._store import ALIAS
 
 
 @dataclass(frozen=True)
@@ -47,27 +48,51 @@ class Changes:
     watermark: str | None  # pass it to the next call (None: the archive has no records yet)
 
 
-def changes_since(con: duckdb.DuckDBPyConnection, watermark: str | None) -> Changes:
-    """The earliest UTC day of ``recorded_at`` among records archived (or rewritten) after
-    ``watermark``, and the watermark that covers them; ``None`` reads from the beginning.
+_SNAPSHOT = "snapshot:"
 
-    The watermark is the newest ``archived_at``: a batch's records (and their custom fields,
-    written with them) share one, and batches commit in time under the run lock. A rewritten
-    record may have moved from an earlier day, which these columns no longer show: when a
-    run since the watermark rewrote records, the answer is the archive's first day.
-    Raises ValueError for a watermark that is not a timestamp.
+
+def changes_since(con: duckdb.DuckDBPyConnection, watermark: str | None) -> Changes:
+    """The earliest UTC day of ``recorded_at`` among records archived, rewritten or deleted
+    after ``watermark``, and the watermark that covers them; ``None`` reads from the beginning.
+
+    The watermark is the DuckLake snapshot the answer is up to (``snapshot:<id>``, the id
+    zero-padded so watermarks sort as they follow each other; unchanged while nothing in
+    ``bot_stats`` changed, so a build with nothing new rewrites nothing). Snapshots
+    number commits in the order they landed, whichever worker made them; a time stamped in the
+    rows would not do with several workers, whose batches stamped earlier may commit later. A
+    rewritten record's change shows it as it was too, so the day it moved from is counted.
+    Raises ValueError for a watermark that is not a snapshot (an older botstats' timestamp), or
+    whose snapshot compaction has expired: the caller then rebuilds everything.
     """
-    since = datetime.fromisoformat(watermark) if watermark is not None else None
-    if since is not None and since.tzinfo is None:
-        raise ValueError(f"watermark {watermark!r} has no time zone")
-    first, newest, rewritten = con.execute(
-        "SELECT min(s.recorded_at), max(s.archived_at), coalesce(bool_or(r.stats_updated > 0), "
-        "false) FROM bot_stats AS s LEFT JOIN harvest_runs AS r USING (run_id) "
-        "WHERE $since::TIMESTAMPTZ IS NULL OR s.archived_at > $since::TIMESTAMPTZ",
-        {"since": since},
-    ).fetchall()[0]
-    if newest is None:
-        return Changes(None, watermark)
-    if rewritten:
+    ((current,),) = con.execute(f"FROM ducklake_current_snapshot('{ALIAS}')").fetchall()
+    if watermark is None:
         ((first,),) = con.execute("SELECT min(recorded_at) FROM bot_stats").fetchall()
-    return Changes(first.astimezone(UTC).date(), newest.astimezone(UTC).isoformat())
+        if first is None:
+            return Changes(None, None)
+        return Changes(first.astimezone(UTC).date(), _mark(current))
+    if not watermark.startswith(_SNAPSHOT) or not watermark[len(_SNAPSHOT):].isdigit():
+        raise ValueError(f"watermark {watermark!r} is not a snapshot of the archive")
+    since = int(watermark[len(_SNAPSHOT):])
+    if since >= current:
+        return Changes(None, watermark)
+    try:
+        ((first,),) = con.execute(
+            f"SELECT min(recorded_at) FROM ducklake_table_changes('{ALIAS}', 'main', "
+            f"'bot_stats', {since + 1}, {current})").fetchall()
+    except duckdb.InvalidInputException as exc:
+        raise ValueError(f"the archive no longer keeps snapshot {since} (compacted away): "
+                         f"{str(exc).splitlines()[0]}") from None
+    if first is None:
+        return Changes(None, watermark)
+    return Changes(first.astimezone(UTC).date(), _mark(current))
+
+
+def _mark(snapshot: int) -> str:
+    return f"{_SNAPSHOT}{snapshot:020d}"
+
+
+def last_commit(con: duckdb.DuckDBPyConnection) -> datetime | None:
+    """When the newest snapshot of the archive was committed."""
+    ((when,),) = con.execute(f"SELECT max(snapshot_time) FROM ducklake_snapshots('{ALIAS}')"
+                             ).fetchall()
+    return when if isinstance(when, datetime) else None

@@ -25,9 +25,10 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import duckdb
 
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
 
 # The catalog's name inside a connection: `archive.bot_stats`, or just `bot_stats` after USE.
 ALIAS = "archive"
-EXTENSIONS = ("ducklake", "sqlite_scanner")
 # SQLite answers "database is locked" while another process commits: wait and try again.
 DEFAULT_OPEN_TIMEOUT = 30.0
 _BUSY_WORDS = ("database is locked", "SQLITE_BUSY", "Could not set lock", "Conflicting lock")
@@ -67,25 +67,74 @@ def extension_file(name: str) -> Path:
 
 
 @dataclass(frozen=True)
+class S3Access:
+    """How DuckDB reaches an s3:// data path: the keys (from the environment) and the endpoint."""
+
+    key_id: str = field(default="", repr=False)
+    secret: str = field(default="", repr=False)
+    session_token: str = field(default="", repr=False)
+    region: str = ""
+    endpoint: str = ""  # http(s)://host:port, "" = AWS
+    url_style: str = "vhost"
+
+
+@dataclass(frozen=True)
 class ArchivePaths:
+    """Where an archive lives: its catalog, a SQLite file (``catalog``) or a PostgreSQL database
+    (``dsn``, without its password), and its data files, a folder or an ``s3://`` URL."""
+
     catalog: Path
-    data_dir: Path | None = None  # the data folder, when not <catalog>.files (a conversion)
+    data_dir: Path | None = None  # the data folder, when not <catalog>.files
+    dsn: str = ""  # a PostgreSQL catalog ([store].catalog)
+    data_url: str = ""  # an s3:// data path
+    password: str = field(default="", repr=False)  # of the PostgreSQL catalog
+    s3: S3Access | None = None
 
     @classmethod
     def of(cls, settings: Settings) -> ArchivePaths:
-        return cls(settings.db_path)
+        store = settings.store
+        data_url = store.data_path if store.data_path.startswith("s3://") else ""
+        data_dir = Path(store.data_path) if store.data_path and not data_url else None
+        s3 = None
+        if data_url:
+            key_id, secret, token = settings.s3_keys.values()
+            s3 = S3Access(key_id, secret, token, store.s3_region, store.s3_endpoint,
+                          store.s3_url_style)
+        return cls(settings.db_path, data_dir, store.catalog, data_url,
+                   settings.catalog_password.get(), s3)
 
     @classmethod
     def at(cls, catalog: Path) -> ArchivePaths:
         return cls(catalog)
+
+    @property
+    def shared(self) -> bool:
+        """A PostgreSQL catalog, which many workers on many machines share."""
+        return bool(self.dsn)
+
+    @property
+    def where(self) -> str:
+        """The catalog, for messages."""
+        return f"the PostgreSQL catalog {self.dsn}" if self.shared else str(self.catalog)
 
     def _beside(self, suffix: str) -> Path:
         return self.catalog.with_name(self.catalog.name + suffix)
 
     @property
     def data(self) -> Path:
-        """The folder of the parquet data files."""
+        """The folder of the parquet data files (see :attr:`data_target` for s3://)."""
+        if self.data_url:
+            raise StoreError(f"the data files are in object storage ({self.data_url}), not in a "
+                             f"folder.")
         return self.data_dir or self._beside(".files")
+
+    @property
+    def data_target(self) -> str:
+        """The data path as DuckLake takes it: an absolute folder or the s3:// URL, with a
+        trailing slash."""
+        if self.data_url:
+            return self.data_url.rstrip("/") + "/"
+        return self.data.resolve().as_posix() + "/"
 
     @property
     def legacy_primary(self) -> Path:
@@ -103,6 +152,14 @@ class ArchivePaths:
 
     def kind(self) -> str:
         """``ducklake``, ``legacy`` (the single DuckDB file layout), ``missing`` or ``other``."""
+        if self.shared:
+            from . import _postgres
+
+            con = _postgres.connect(self.dsn, self.password, name=_postgres.session_name("open"))
+            try:
+                return "ducklake" if _postgres.has_lake(con) else "missing"
+            finally:
+                con.close()
         if self.legacy_primary.exists():
             return "legacy" if file_kind(self.catalog) != "ducklake" else "ducklake"
         return file_kind(self.catalog)
@@ -123,23 +180,55 @@ def file_kind(path: Path) -> str:
     return "missing" if not head else "other"
 
 
-def attach_statements(paths: ArchivePaths, *, read_only: bool) -> list[str]:
+def extensions(paths: ArchivePaths) -> tuple[str, ...]:
+    """The DuckDB extensions this archive needs, loaded from their packages."""
+    catalog = "postgres_scanner" if paths.shared else "sqlite_scanner"
+    return ("ducklake", catalog, *(("httpfs",) if paths.data_url else ()))
+
+
+def attach_statements(paths: ArchivePaths, *, read_only: bool,
+                      reveal: bool = True) -> list[str]:
     """The SQL that opens the archive in a DuckDB 1.5 session: extensions from their packages,
-    the catalog attached as ``archive`` and made the default. `botstats sql --attach` prints it
-    for the ``duckdb`` CLI."""
-    catalog = paths.catalog.resolve()
-    data = paths.data.resolve().as_posix() + "/"
-    options = [f"DATA_PATH {literal(data)}", "OVERRIDE_DATA_PATH true"]
+    the object storage keys when the data is in s3://, the catalog attached as ``archive`` and
+    made the default. `botstats sql --attach` prints it for the ``duckdb`` CLI with
+    ``reveal=False``: the keys are then placeholders to fill in."""
+    options = [f"DATA_PATH {literal(paths.data_target)}", "OVERRIDE_DATA_PATH true"]
     if read_only:
         options.insert(0, "READ_ONLY")
-    statements = [f"LOAD {literal(extension_file(name).as_posix())}" for name in EXTENSIONS]
+    if paths.shared:
+        target = "ducklake:postgres:" + paths.dsn
+    else:
+        target = "ducklake:sqlite:" + paths.catalog.resolve().as_posix()
+    statements = [f"LOAD {literal(extension_file(name).as_posix())}"
+                  for name in extensions(paths)]
+    if paths.s3 is not None:
+        statements.append(_s3_secret(paths, reveal=reveal))
     statements += [
-        f"ATTACH {literal('ducklake:sqlite:' + catalog.as_posix())} AS {ALIAS} "
-        f"({', '.join(options)})",
+        f"ATTACH {literal(target)} AS {ALIAS} ({', '.join(options)})",
         f"USE {ALIAS}",
         "SET TimeZone = 'UTC'",
     ]
     return statements
+
+
+def _s3_secret(paths: ArchivePaths, *, reveal: bool) -> str:
+    """A temporary DuckDB secret for the data path's bucket. Never logged: it holds the keys."""
+    s3 = paths.s3
+    assert s3 is not None
+    bucket = "s3://" + paths.data_url[len("s3://"):].split("/", 1)[0]
+    words = {"TYPE": "s3", "SCOPE": literal(bucket), "URL_STYLE": literal(s3.url_style)}
+    keys = {"KEY_ID": s3.key_id, "SECRET": s3.secret, "SESSION_TOKEN": s3.session_token}
+    for word, value in keys.items():
+        if value:
+            words[word] = literal(value if reveal else f"<{word.lower()}>")
+    if s3.region:
+        words["REGION"] = literal(s3.region)
+    if s3.endpoint:
+        endpoint = urlsplit(s3.endpoint)
+        words["ENDPOINT"] = literal(endpoint.netloc)
+        words["USE_SSL"] = "true" if endpoint.scheme == "https" else "false"
+    return ("CREATE OR REPLACE SECRET botstats_data ("
+            + ", ".join(f"{k} {v}" for k, v in words.items()) + ")")
 
 
 PARTITION_FLUSH_ROWS = 30_000
@@ -172,15 +261,19 @@ def connect(
         config["memory_limit"] = memory_limit
     if threads:
         config["threads"] = threads
-    if not read_only:
+    if not read_only and not paths.data_url:
         try:
             paths.data.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(
                 f"cannot create the archive's data folder {paths.data}: {exc.strerror or exc}. "
-                f"Point [store].db (--db) at a writable place."
+                f"Point [store].data_path (or [store].db, --db) at a writable place."
             ) from exc
+    if not read_only and not paths.shared:
         _wal_mode(paths.catalog)
+    if paths.password:
+        # libpq reads it there; in the connection string DuckDB would repeat it in its errors.
+        os.environ["PGPASSWORD"] = paths.password
     statements = attach_statements(paths, read_only=read_only)
     con = duckdb.connect(config=config)
     deadline = time.monotonic() + timeout
@@ -203,10 +296,22 @@ def connect(
             raise StoreError(
                 f"the archive {paths.catalog} stayed locked by another process for "
                 f"{timeout:.0f} s. Close it there, or raise [store].open_timeout.") from exc
+        if paths.shared:
+            raise StoreError(
+                f"cannot open {paths.where}: {_unattached(exc)}. Check [store].catalog and "
+                f"[store].data_path, and that the server is up.") from exc
         raise StoreError(
             f"cannot open the archive {paths.catalog}: {first_line(exc)}. If it is not a "
             f"botstats archive, point [store].db (or --db) at another path.") from exc
     return con
+
+
+def _unattached(exc: duckdb.Error) -> str:
+    """DuckDB's reason a PostgreSQL catalog did not attach, without the connection string it
+    repeats (libpq's own words follow the last ': ')."""
+    text = " ".join(str(exc).split())
+    marker = text.rfind('": ')
+    return text[marker + 3:] if marker >= 0 else first_line(exc)
 
 
 def cursor(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
@@ -242,7 +347,7 @@ def first_line(exc: Exception) -> str:
 
 
 def _refuse_legacy(paths: ArchivePaths) -> None:
-    if paths.kind() == "legacy":
+    if not paths.shared and paths.kind() == "legacy":
         raise StoreError(
             f"{paths.catalog} is a DuckDB database file, not a DuckLake archive. If it is an "
             f"archive of botstats 0.1 (one DuckDB file), convert it once with `botstats "
@@ -252,20 +357,48 @@ def _refuse_legacy(paths: ArchivePaths) -> None:
 
 @contextmanager
 def writer(settings: Settings) -> Iterator[duckdb.DuckDBPyConnection]:
-    """The archive, migrated, for one job. Callers hold the run lock (``pipeline.lock``)."""
+    """The archive, migrated, for one job. Callers hold the run lock (operate's ``run_lock``)."""
     paths = ArchivePaths.of(settings)
-    _refuse_legacy(paths)
-    if paths.kind() == "other":
-        raise StoreError(
-            f"{paths.catalog} exists and is not a botstats archive (a DuckLake catalog). "
-            f"Point [store].db (or --db) at another path.")
-    con = connect(paths, timeout=settings.store.open_timeout,
-                  memory_limit=settings.store.memory_limit, threads=settings.store.threads)
+    if paths.shared:
+        con = _open_shared(paths, settings)
+    else:
+        _refuse_legacy(paths)
+        if paths.kind() == "other":
+            raise StoreError(
+                f"{paths.catalog} exists and is not a botstats archive (a DuckLake catalog). "
+                f"Point [store].db (or --db) at another path.")
+        con = connect(paths, timeout=settings.store.open_timeout,
+                      memory_limit=settings.store.memory_limit, threads=settings.store.threads)
+        try:
+            migrate(con)
+        except BaseException:
+            close(con)
+            raise
     try:
-        migrate(con)
         yield con
     finally:
         close(con)
+
+
+def _open_shared(paths: ArchivePaths, settings: Settings) -> duckdb.DuckDBPyConnection:
+    """A PostgreSQL catalog, created and migrated by one worker at a time: two creating the
+    lake at once would collide in the server's own tables."""
+    from . import _postgres
+
+    lock = _postgres.connect(paths.dsn, paths.password, name=_postgres.session_name("open"))
+    try:
+        with _postgres.locked(lock, _postgres.MIGRATE, settings.store.open_timeout):
+            con = connect(paths, timeout=settings.store.open_timeout,
+                          memory_limit=settings.store.memory_limit,
+                          threads=settings.store.threads)
+            try:
+                migrate(con)
+            except BaseException:
+                close(con)
+                raise
+    finally:
+        lock.close()
+    return con
 
 
 def close(con: duckdb.DuckDBPyConnection) -> bool:
@@ -288,10 +421,11 @@ def reader(settings: Settings) -> Iterator[duckdb.DuckDBPyConnection]:
     paths = ArchivePaths.of(settings)
     kind = paths.kind()
     if kind == "missing":
+        where = "in that database" if paths.shared else f"at {paths.catalog}"
         raise StoreError(
-            f"there is no archive at {paths.catalog} yet. Run `botstats harvest` (or "
-            f"`botstats demo`) first, or point --db at an existing archive."
-        )
+            f"there is no archive {where} yet. Run `botstats harvest` (or `botstats demo`) "
+            f"first, or point {'[store].catalog' if paths.shared else '--db'} at an existing "
+            f"archive.")
     _refuse_legacy(paths)
     con = connect(paths, read_only=True, timeout=settings.store.open_timeout)
     try:
@@ -300,12 +434,30 @@ def reader(settings: Settings) -> Iterator[duckdb.DuckDBPyConnection]:
         con.close()
 
 
-def open_archive(db: str | os.PathLike[str] = "data/archive.ducklake") -> duckdb.DuckDBPyConnection:
+def open_archive(db: str | os.PathLike[str] = "data/archive.ducklake", *,
+                 data_path: str | os.PathLike[str] | None = None) -> duckdb.DuckDBPyConnection:
     """The archive at ``db``, read-only, for Python and notebooks:
-    ``pipeline.open_archive().sql("FROM bot_stats").pl()``. Close it when done."""
-    paths = ArchivePaths(Path(db))
+    ``pipeline.open_archive().sql("FROM bot_stats").pl()``. Close it when done.
+
+    ``db`` is the catalog file, or a PostgreSQL connection string (``postgresql://...``, the
+    password in PGPASSWORD or ~/.pgpass) with ``data_path``, the data files' folder or s3://
+    URL (keys in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; the endpoint from the settings, as
+    for the other commands)."""
+    from ..core import load_settings
+
+    text = os.fspath(db)
+    if text.startswith(("postgresql://", "postgres://")) or (
+            "=" in text and "dbname" in text and not Path(text).exists()):
+        if data_path is None:
+            raise StoreError("a PostgreSQL catalog needs data_path=: the folder (or s3:// URL) "
+                             "of its data files.")
+        settings = load_settings(overrides={
+            "store.catalog": text, "store.data_path": os.fspath(data_path)})
+        paths = ArchivePaths.of(settings)
+    else:
+        paths = ArchivePaths(Path(text), Path(data_path) if data_path else None)
     if paths.kind() == "missing":
-        raise StoreError(f"there is no archive at {paths.catalog}.")
+        raise StoreError(f"there is no archive at {paths.where}.")
     _refuse_legacy(paths)
     return connect(paths, read_only=True)
 

@@ -1,4 +1,10 @@
-"""Keeping the archive: its size on disk, a consistent copy (backup) and back (restore), and compaction of small files and of snapshots past their keeping."""
+"""Keeping the archive: its size on disk, a consistent copy (backup) and back (restore), and
+compaction of small files and of snapshots past their keeping.
+
+A SQLite catalog is copied with SQLite's online backup; a PostgreSQL catalog as a dump of its
+tables (``_postgres.dump``). Data files are mirrored from their folder either way; data in
+object storage is the store's to keep (versioning, replication): botstats copies no objects.
+"""
 
 from __future__ import annotations
 
@@ -9,18 +15,64 @@ from pathlib import Path
 import duckdb
 
 from ..core import StoreError, replacing
+from . import _postgres
+from ._sql import literal
 from ._store import ALIAS, ArchivePaths, file_kind, first_line
 
+# The folder a backup of a PostgreSQL catalog keeps its tables in (its data: <this>.files).
+PG_BACKUP = "catalog.pg"
 
-def disk_bytes(paths: ArchivePaths) -> tuple[int, int]:
-    """(catalog bytes, data folder bytes) on disk."""
-    catalog = paths.catalog.stat().st_size if paths.catalog.exists() else 0
+
+def disk_bytes(paths: ArchivePaths, con: duckdb.DuckDBPyConnection | None = None
+               ) -> tuple[int, int]:
+    """(catalog bytes, data bytes): on disk, or in the catalog's database; data in object
+    storage is counted from the files the catalog names (with ``con``, a session on it)."""
+    if paths.shared:
+        pg = _postgres.connect(paths.dsn, paths.password, name=_postgres.session_name("status"))
+        try:
+            catalog = _postgres.catalog_bytes(pg)
+        finally:
+            pg.close()
+    else:
+        catalog = paths.catalog.stat().st_size if paths.catalog.exists() else 0
+    if paths.data_url:
+        return catalog, _listed_bytes(con) if con is not None else 0
     data = sum(f.stat().st_size for f in paths.data.rglob("*") if f.is_file()) \
         if paths.data.is_dir() else 0
     return catalog, data
 
 
+def _listed_bytes(con: duckdb.DuckDBPyConnection) -> int:
+    ((size,),) = con.execute(
+        f"SELECT coalesce(sum(file_size_bytes + coalesce(delete_file_size_bytes, 0)), 0) "
+        f"FROM ducklake_table_info('{ALIAS}')").fetchall()
+    return int(size)
+
+
+def _no_objects(paths: ArchivePaths, what: str) -> None:
+    if paths.data_url:
+        raise StoreError(
+            f"the data files are in object storage ({paths.data_url}): botstats {what} copies "
+            f"data files from a folder only. Keep the bucket with its own versioning or "
+            f"replication, and the PostgreSQL catalog with your database backups.")
+
+
 def backup(paths: ArchivePaths, dest: Path) -> tuple[int, int]:
+    """Copy the archive into folder ``dest`` (see :func:`backup_file_catalog`; a PostgreSQL
+    catalog is dumped into ``dest/catalog.pg/``, its data mirrored beside it)."""
+    _no_objects(paths, "backup")
+    if not paths.shared:
+        return backup_file_catalog(paths, dest)
+    target = ArchivePaths(dest / PG_BACKUP)
+    try:
+        _postgres.dump(paths.dsn, paths.password, target.catalog)
+        return _mirror(paths.data, target.data)
+    except OSError as exc:
+        raise StoreError(f"cannot back the archive up into {dest}: {exc}. The archive is "
+                         f"unchanged; free space or fix permissions and run again.") from exc
+
+
+def backup_file_catalog(paths: ArchivePaths, dest: Path) -> tuple[int, int]:
     """Copy the archive into folder ``dest``: the catalog as of now (SQLite's online backup),
     and the data files it may name. Data files never change once written, so a backup into the
     same folder copies only the files added since (and drops those compaction removed): it
@@ -43,6 +95,18 @@ def backup(paths: ArchivePaths, dest: Path) -> tuple[int, int]:
 
 def restore(source: Path, paths: ArchivePaths) -> tuple[int, int]:
     """Put a backup made by :func:`backup` in folder ``source`` in place of the archive."""
+    _no_objects(paths, "restore")
+    if paths.shared:
+        backed = ArchivePaths(source / PG_BACKUP)
+        if not _postgres.is_dump(backed.catalog):
+            raise StoreError(f"{source} holds no backup of a PostgreSQL catalog (made by "
+                             f"`botstats backup` with [store].catalog set).")
+        try:
+            copied = _mirror(backed.data, paths.data)
+        except OSError as exc:
+            raise StoreError(f"cannot restore {paths.where} from {source}: {exc}.") from exc
+        _postgres.load(paths.dsn, paths.password, backed.catalog)
+        return copied
     backed = ArchivePaths(source / paths.catalog.name)
     if file_kind(backed.catalog) != "ducklake":
         raise StoreError(f"{source} holds no backup of {paths.catalog.name} (made by "
@@ -103,8 +167,15 @@ def compact(con: duckdb.DuckDBPyConnection, paths: ArchivePaths, *, keep_days: f
     """Merge small data files (each hourly commit writes a few), forget snapshots older than
     ``keep_days`` and delete the files only they used. Readers keep working throughout; a
     reader holding a snapshot older than ``keep_days`` may lose files under it, so keep it
-    longer than any query or notebook session. Callers hold the run lock."""
+    longer than any query or notebook session. Callers hold the run lock (with a PostgreSQL
+    catalog, exclusively: deleting orphaned files would take files a worker has written and not
+    yet committed)."""
     def files() -> tuple[int, int]:
+        if paths.data_url:
+            ((count, size),) = con.execute(
+                f"SELECT count(*), coalesce(sum(size), 0) FROM read_blob("
+                f"{literal(paths.data_target + '**/*.parquet')})").fetchall()
+            return int(count), int(size)
         found = [f.stat().st_size for f in paths.data.rglob("*.parquet")] if paths.data.is_dir() \
             else []
         return len(found), sum(found)

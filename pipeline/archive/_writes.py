@@ -18,8 +18,8 @@ import duckdb
 import polars as pl
 
 from ..core import StoreError, same_record
-from ._runs import _WRITE_COUNTERS, RunCounts, save_counters
-from ._sql import rollback, run_with_frames
+from ._commit import RunCounts, committing
+from ._sql import run_with_frames
 
 log = logging.getLogger("botstats.harvest")
 
@@ -64,40 +64,41 @@ class Frames:
 
 
 def write_batch(con: duckdb.DuckDBPyConnection, f: Frames, report: RunCounts,
-           new_only: bool = False) -> None:
-    """One transaction: the batch's rows and the run's counters land together or not at all."""
+                new_only: bool = False) -> None:
+    """One transaction: the batch's rows and the run's counters land together or not at all.
+    ``new_only``: nothing was archived when the run began (see ``_write_records``)."""
+    try:
+        committing(con, report, lambda c, retried: _write(c, f, report, new_only, retried))
+    except duckdb.Error as exc:
+        raise StoreError(
+            f"writing a batch of run {report.run_id} failed: {exc}. The archive keeps every "
+            f"batch committed before this one and none of this one: fix what the error says "
+            f"(a full disk, say) and run again, and the next run completes the work."
+        ) from exc
+
+
+def _write(con: duckdb.DuckDBPyConnection, f: Frames, report: RunCounts, new_only: bool,
+           retried: bool) -> None:
+    """The batch inside its transaction. ``retried``: another worker committed since the batch
+    was read, so every record is looked up (what the reader knew to be new may not be now)."""
     now = datetime.now(UTC)
     run_id = report.run_id
-    counted = {c: getattr(report, c) for c in _WRITE_COUNTERS}
-    try:
-        con.execute("BEGIN TRANSACTION")
-        if f.bots:
-            report.bots_new += _write_bots(con, f.bots, run_id, now)
-        if f.stats.height or f.listed:
-            added, updated = _write_stats(con, f, run_id, now, new_only)
-            report.stats_added += added
-            report.stats_updated += updated
-        if f.rejects:
-            report.rejects += _write_rejects(con, f.rejects, run_id, now)
-        if f.errors:
-            run_with_frames(con, "INSERT INTO harvest_errors BY NAME SELECT * FROM errors_in",
-                      errors_in=pl.DataFrame(f.errors, schema=ERROR_SCHEMA).with_columns(
-                          run_id=pl.lit(run_id), seen_at=pl.lit(now)))
-        if f.users:
-            _insert_snapshot(con, "users", f.users, run_id)
-        for table, rows in f.snapshots.items():
-            _insert_snapshot(con, table, rows, run_id)
-        save_counters(con, report)
-        con.execute("COMMIT")
-    except duckdb.Error as exc:
-        rollback(con)
-        for name, value in counted.items():  # the summary counts committed rows only
-            setattr(report, name, value)
-        raise StoreError(
-            f"writing a batch of run {run_id} failed: {exc}. The archive keeps every batch "
-            f"committed before this one and none of this one: fix what the error says (a full "
-            f"disk, say) and run again, and the next run completes the work."
-        ) from exc
+    if f.bots:
+        report.bots_new += _write_bots(con, f.bots, run_id, now)
+    if f.stats.height or f.listed:
+        added, updated = _write_stats(con, f, run_id, now, new_only and not retried, retried)
+        report.stats_added += added
+        report.stats_updated += updated
+    if f.rejects:
+        report.rejects += _write_rejects(con, f.rejects, run_id, now)
+    if f.errors:
+        run_with_frames(con, "INSERT INTO harvest_errors BY NAME SELECT * FROM errors_in",
+                        errors_in=pl.DataFrame(f.errors, schema=ERROR_SCHEMA).with_columns(
+                            run_id=pl.lit(run_id), seen_at=pl.lit(now)))
+    if f.users:
+        _insert_snapshot(con, "users", f.users, run_id)
+    for table, rows in f.snapshots.items():
+        _insert_snapshot(con, table, rows, run_id)
 
 
 def _insert_snapshot(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict[str, Any]],
@@ -133,10 +134,13 @@ def _write_bots(con: duckdb.DuckDBPyConnection, rows: list[BotRow], run_id: str,
 
 
 def _write_stats(con: duckdb.DuckDBPyConnection, f: Frames, run_id: str, now: datetime,
-                 new_only: bool = False) -> tuple[int, int]:
+                 new_only: bool = False, recheck: bool = False) -> tuple[int, int]:
     """The batch's records (new ones added, changed ones rewritten, custom fields with them)
-    and each bot's newest archived record; (added, changed)."""
+    and each bot's newest archived record; (added, changed). ``recheck``: every record is
+    looked up, none taken as new on the reader's word."""
     batch_in = _stats_in(f.stats, run_id, now, f.distinct)
+    if recheck:
+        batch_in = batch_in.with_columns(_check=pl.lit(True))
     added, changed = _write_records(con, f, batch_in, run_id, new_only)
     _update_latest(con, batch_in, changed, f.listed)
     return added, changed.height

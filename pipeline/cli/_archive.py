@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -18,7 +19,10 @@ from ._base import (
     print_result,
     report_and_exit,
 )
-from ._options import common_options, settings_from_flags
+from ._options import common_options, settings_from_flags, shard_option
+
+if TYPE_CHECKING:
+    from ..core import Shard
 
 
 @cli.command("harvest")
@@ -32,8 +36,10 @@ from ._options import common_options, settings_from_flags
 @click.option("--progress/--no-progress", default=True, show_default=True,
               help="Show progress (a bar on a terminal, log lines otherwise).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run report as JSON instead of a table.")
+@shard_option
 @handle_errors
-def harvest_cmd(full: bool, accept_removals: bool, progress: bool, as_json: bool) -> None:
+def harvest_cmd(full: bool, accept_removals: bool, progress: bool, as_json: bool,
+                shard: Shard | None) -> None:
     """Archive every bot and its statistics records (incrementally, exactly once).
 
     Incremental by default: a bot whose newest record is already archived costs one request.
@@ -47,7 +53,7 @@ def harvest_cmd(full: bool, accept_removals: bool, progress: bool, as_json: bool
     setup_logging(settings)
     report = harvesting(progress, lambda stop, on_progress: locked_harvest(
         settings, full=full, accept_removals=accept_removals, stop=stop,
-        on_progress=on_progress))
+        on_progress=on_progress, shard=shard))
     report_and_exit(report, as_json, lambda r: stderr_console().print(harvest_summary(r)))
 
 
@@ -96,7 +102,7 @@ def compact_cmd(keep_days: float) -> None:
 
     settings = settings_from_flags()
     done = compact_archive(settings, keep_days=keep_days)
-    click.echo(f"compacted {settings.db_path}: data files {done.files_before} -> "
+    click.echo(f"compacted {settings.archive_name}: data files {done.files_before} -> "
                f"{done.files_after}, {done.bytes_before / 1e6:.1f} -> {done.bytes_after / 1e6:.1f} "
                f"MB; {done.snapshots_expired} snapshots expired")
 
@@ -114,7 +120,7 @@ def backup_cmd(dest: str) -> None:
 
     settings = settings_from_flags()
     files, size = backup_archive(settings, Path(dest))
-    click.echo(f"backed {settings.db_path} up into {dest}: {files} data files copied "
+    click.echo(f"backed {settings.archive_name} up into {dest}: {files} data files copied "
                f"({size / 1e6:.1f} MB), the catalog as of now")
 
 
@@ -131,7 +137,7 @@ def restore_cmd(source: str) -> None:
 
     settings = settings_from_flags()
     files, size = restore_archive(settings, Path(source))
-    click.echo(f"restored {settings.db_path} from {source} ({files} data files copied, "
+    click.echo(f"restored {settings.archive_name} from {source} ({files} data files copied, "
                f"{size / 1e6:.1f} MB)")
 
 
@@ -146,7 +152,7 @@ def restore_cmd(source: str) -> None:
 @handle_errors
 def status_cmd(runs: int, as_json: bool, max_age: timedelta | None) -> None:
     """Show recent harvest runs and the archive's size (as of its last commit)."""
-    from ..operate import archive_status, describe_drift, describe_latest
+    from ..operate import SHARD_COLUMNS, archive_status, describe_drift, describe_latest
     from ._console import print_table
 
     info = archive_status(settings_from_flags(), runs=runs, max_age=max_age)
@@ -158,6 +164,9 @@ def status_cmd(runs: int, as_json: bool, max_age: timedelta | None) -> None:
                    f"{info['published_at']})")
         print_table([tuple(r.values()) for r in info["runs"]], list(info["runs"][0])
                     if info["runs"] else ["run_id"], title="recent runs")
+        if info["shards"]:
+            print_table([tuple(s[c] for c in SHARD_COLUMNS) for s in info["shards"]],
+                        list(SHARD_COLUMNS), title="each shard's last run")
         for line in describe_latest(info["latest_run"]) if info["latest_run"] else []:
             click.echo(line)
         for line in describe_drift(info["new_fields"]):

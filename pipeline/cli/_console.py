@@ -71,7 +71,8 @@ def harvest_progress(enabled: bool = True) -> Iterator[ProgressFn | None]:
 
 def harvest_summary(report: HarvestReport) -> Table:
     r = report
-    table = Table(title=f"harvest {r.run_id}: {r.status}", show_header=False, box=None,
+    shard = "" if r.shard.whole else f" (shard {r.shard})"
+    table = Table(title=f"harvest {r.run_id}{shard}: {r.status}", show_header=False, box=None,
                   title_justify="left", padding=(0, 2))
     rows: list[tuple[str, Any]] = [
         ("bots", f"{r.bots_seen:,} seen, {r.bots_new:,} new, {r.bots_removed:,} removed"),
@@ -82,6 +83,9 @@ def harvest_summary(report: HarvestReport) -> Table:
         ("requests", f"{r.requests:,} ({r.retries:,} retries)"),
         ("time", f"{r.seconds:.1f} s"),
     ]
+    if r.commit_retries:
+        rows.append(("commits", f"{r.commit_retries:,} retried after colliding with another "
+                                f"worker's"))
     if r.new_fields:
         rows.append(("new fields", f"{r.new_fields} (first seen this run; kept in raw)"))
     if r.message:

@@ -15,9 +15,10 @@ from ._base import (
     print_json,
     report_and_exit,
 )
-from ._options import common_options, config_option, settings_from_flags, typed
+from ._options import common_options, config_option, settings_from_flags, shard_option, typed
 
 if TYPE_CHECKING:
+    from ..core import Shard
     from ..operate import RunReport
 
 
@@ -68,9 +69,10 @@ def _print_run(report: RunReport) -> None:
 @click.option("--progress/--no-progress", default=True, show_default=True,
               help="Show progress (a bar on a terminal, log lines otherwise).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run report as JSON instead of a summary.")
+@shard_option
 @handle_errors
 def run_cmd(full: bool, full_trends: bool, accept_removals: bool, lock_timeout: float | None,
-            progress: bool, as_json: bool) -> None:
+            progress: bool, as_json: bool, shard: Shard | None) -> None:
     """Harvest, then build trends: the one command a crontab calls.
 
     Takes the archive's run lock first, so two runs (or a run and `botstats schedule`) never
@@ -84,7 +86,7 @@ def run_cmd(full: bool, full_trends: bool, accept_removals: bool, lock_timeout: 
     setup_logging(settings)
     report = harvesting(progress, lambda stop, on_progress: run(
         settings, full=full, full_trends=full_trends, accept_removals=accept_removals, stop=stop,
-        on_progress=on_progress))
+        on_progress=on_progress, shard=shard))
     report_and_exit(report, as_json, _print_run)
 
 
@@ -122,12 +124,14 @@ def schedule_cmd(harvest_cron: str | None, trends_cron: str | None, dry_run: boo
 
 @cli.command("cron")
 @common_options
+@shard_option
 @handle_errors
-def cron_cmd() -> None:
+def cron_cmd(shard: Shard | None) -> None:
     """Print a crontab line and a systemd service + timer that call `botstats run`.
 
     They use absolute paths to this installation's botstats and config file, and
-    [schedule].harvest in [schedule].timezone.
+    [schedule].harvest in [schedule].timezone. With --shard K/N, for the worker of shard K:
+    `botstats run --shard K/N`, units named botstats-shard-K.
     """
     from ..operate import cron_text
 
@@ -137,7 +141,9 @@ def cron_cmd() -> None:
         flags += ("--db", str(settings.db_path.absolute()))
     if "service.base_url" in typed().overrides:
         flags += ("--base-url", settings.service.base_url)
-    click.echo(cron_text(settings, typed().config, flags), nl=False)
+    if "store.catalog" in typed().overrides:  # without its password: that goes in the env file
+        flags += ("--catalog", settings.store.catalog)
+    click.echo(cron_text(settings, typed().config, flags, shard=shard), nl=False)
 
 
 @cli.command("demo")

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
-from ..core import Settings, load_settings
+from ..core import Settings, Shard, load_settings
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -52,14 +52,19 @@ base_url_option = _shared("--base-url", key="service.base_url",
 db_option = _shared("--db", key="store.db", help="Archive path, its catalog file (overrides [store].db).")
 
 
+catalog_option = _shared("--catalog", key="store.catalog", metavar="DSN",
+                         help="The archive's PostgreSQL catalog, a connection string (overrides "
+                              "[store].catalog; keep its password in PGPASSWORD, not here).")
+
+
 user_token_option = _shared("--user-token", key="user_token",
                             help="User token for the user endpoints (default: "
                                  "$BOTSTATS_USER_TOKEN). Sent as 'Bearer <token>'.")
 
 
 def common_options(fn: Callable[..., T]) -> Callable[..., T]:
-    """--config/--base-url/--db: accepted on every command as well as on the group."""
-    return config_option(base_url_option(db_option(fn)))
+    """--config/--base-url/--db/--catalog: accepted on every command as well as on the group."""
+    return config_option(base_url_option(db_option(catalog_option(fn))))
 
 
 def typed() -> Ctx:
@@ -86,3 +91,24 @@ class _Id(click.ParamType[str]):
 
 
 ID = _Id()
+
+
+class _ShardType(click.ParamType[Shard]):
+    """``K/N``: shard K (from 0) of N."""
+
+    name = "K/N"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Shard:
+        if isinstance(value, Shard):
+            return value
+        try:
+            return Shard.parse(str(value))
+        except ValueError as exc:
+            self.fail(f"{exc}.", param, ctx)
+
+
+shard_option = click.option(
+    "--shard", type=_ShardType(), metavar="K/N",
+    help="Harvest only the bots whose id hashes to shard K of N (K from 0 to N-1), beside "
+         "workers harvesting the other shards into the same archive (docs/operating.md).")

@@ -4,13 +4,15 @@ stage would otherwise write twice.
 ``_errors`` (the one error tree, an exit code per class), ``_settings`` (the typed settings:
 TOML, environment and flags, validated before any I/O), ``_crontab`` (crontab expressions, for the
 settings and the scheduler), ``_files`` (atomic file replacement), ``_json`` (reading bodies,
-spelling records canonically), ``_redact`` (secrets out of URLs and texts), ``_run_id``.
+spelling records canonically), ``_redact`` (secrets out of URLs and texts), ``_run_id``,
+``_shard`` (which bots a harvest worker owns), ``_dsn`` (PostgreSQL connection strings).
 It imports nothing else of ours.
 """
 
 from __future__ import annotations
 
 from ._crontab import cron_trigger, next_fire_times, parse_crontab
+from ._dsn import parse_dsn
 from ._errors import (
     ApiError,
     AuthError,
@@ -46,6 +48,7 @@ from ._settings import (
     load_settings,
     parse_duration,
 )
+from ._shard import Shard
 
 __all__ = [
     "ApiError",
@@ -73,6 +76,7 @@ __all__ = [
     "NotFound",
     "on_calendar",
     "parse_crontab",
+    "parse_dsn",
     "parse_duration",
     "QueryError",
     "RateLimited",
@@ -83,6 +87,7 @@ __all__ = [
     "Secret",
     "ServerError",
     "Settings",
+    "Shard",
     "SkipIgnored",
     "StoreError",
     "TMP_SUFFIX",

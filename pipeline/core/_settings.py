@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ._crontab import parse_crontab
+from ._dsn import parse_dsn
 from ._errors import ConfigError
 
 log = logging.getLogger("botstats.config")
@@ -134,6 +135,14 @@ class StoreSettings:
     open_timeout: float = 30.0  # seconds to keep retrying while another process commits
     memory_limit: str = "2GB"
     threads: int = 0  # 0 = DuckDB's default
+    # Beyond one machine (docs/archive.md): a PostgreSQL connection string for a catalog many
+    # workers share ("" = the SQLite catalog file `db`), and the data files' folder every
+    # worker mounts, or s3://bucket/prefix/ ("" = <db>.files beside the SQLite catalog).
+    catalog: str = ""
+    data_path: str = ""
+    s3_endpoint: str = ""  # "" = AWS; else e.g. http://minio:9000 (http: no TLS)
+    s3_region: str = ""
+    s3_url_style: str = "vhost"  # vhost | path (MinIO and most S3-compatible stores)
 
 
 @dataclass(frozen=True)
@@ -201,6 +210,22 @@ class LogSettings:
 
 
 @dataclass(frozen=True)
+class S3Keys:
+    """Object storage credentials: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN."""
+
+    key_id: Secret = field(default_factory=lambda: Secret(""))
+    secret: Secret = field(default_factory=lambda: Secret(""))
+    session_token: Secret = field(default_factory=lambda: Secret(""))
+
+    def values(self) -> list[str]:
+        return [self.key_id.get(), self.secret.get(), self.session_token.get()]
+
+
+S3_ENV = {"key_id": "AWS_ACCESS_KEY_ID", "secret": "AWS_SECRET_ACCESS_KEY",
+          "session_token": "AWS_SESSION_TOKEN"}
+
+
+@dataclass(frozen=True)
 class Settings:
     service: ServiceSettings = field(default_factory=ServiceSettings)
     retry: RetrySettings = field(default_factory=RetrySettings)
@@ -216,6 +241,10 @@ class Settings:
     # Secrets: environment or flags only.
     user_token: Secret = field(default_factory=lambda: Secret(""))
     bot_key: Secret = field(default_factory=lambda: Secret(""))
+    # The password of [store].catalog, taken out of the connection string (core/_dsn.py).
+    catalog_password: Secret = field(default_factory=lambda: Secret(""))
+    # Keys for an s3:// data path, from the standard AWS_* environment variables only.
+    s3_keys: S3Keys = field(default_factory=S3Keys)
     # Where the settings came from, for messages ("" = defaults only).
     source: str = ""
     # Where each value set by other than the config file came from ("service.base_url" ->
@@ -231,6 +260,16 @@ class Settings:
         return Path(self.exports.dir)
 
     @property
+    def shared_catalog(self) -> bool:
+        """Whether the catalog is a PostgreSQL database (else the SQLite file [store].db)."""
+        return bool(self.store.catalog)
+
+    @property
+    def archive_name(self) -> str:
+        """The archive, for messages: its catalog file, or its PostgreSQL catalog."""
+        return self.store.catalog if self.shared_catalog else self.store.db
+
+    @property
     def lock_path(self) -> Path:
         return Path(self.run.lock_file) if self.run.lock_file else Path(self.store.db + ".lock")
 
@@ -238,7 +277,7 @@ class Settings:
 SECTIONS: dict[str, type] = {
     name: tp
     for name, tp in typing.get_type_hints(Settings).items()
-    if name not in ("user_token", "bot_key", "source", "origins")
+    if name not in ("user_token", "bot_key", "catalog_password", "s3_keys", "source", "origins")
 }
 SECRET_ENV = {"user_token": "BOTSTATS_USER_TOKEN", "bot_key": "BOTSTATS_BOT_KEY"}
 # Short environment names for the settings operators change most; every setting also has
@@ -255,6 +294,7 @@ CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("log", "format"): ("text", "json"),
     ("log", "level"): ("debug", "info", "warning", "error"),
     ("exports", "compression"): ("zstd", "snappy", "lz4", "gzip", "uncompressed"),
+    ("store", "s3_url_style"): ("vhost", "path"),
 }
 
 
@@ -387,7 +427,8 @@ def _from_env(settings: Settings, env: Mapping[str, str]) -> Settings:
             settings = replace(settings, **{section: replace(sec, **{key: value})},
                                origins={**settings.origins, f"{section}.{key}": f"environment: {name}"})
     secrets = {k: Secret(env[v]) for k, v in SECRET_ENV.items() if env.get(v)}
-    return _with_secrets(settings, secrets)
+    s3 = S3Keys(**{k: Secret(env.get(v, "")) for k, v in S3_ENV.items()})
+    return replace(_with_secrets(settings, secrets), s3_keys=s3)
 
 
 def _with_secrets(settings: Settings, secrets: Mapping[str, Secret]) -> Settings:
@@ -500,8 +541,59 @@ def validate(settings: Settings) -> Settings:
                           f"[report].bots, got {len(settings.report.bot_list)}.")
     if not settings.store.db:
         raise ConfigError(f"{where('store.db')}: [store].db must be a file path, got ''.")
+    _validate_catalog(settings, where)
     _validate_schedule(settings, where)
     return settings
+
+
+def _validate_catalog(settings: Settings, where: Callable[[str], str]) -> None:
+    store = settings.store
+    if store.catalog:
+        try:
+            parse_dsn(store.catalog)
+        except ValueError as exc:
+            raise ConfigError(
+                f"{where('store.catalog')}: [store].catalog must be a PostgreSQL connection "
+                f"string like postgresql://botstats@db.example:5432/botstats: {exc}.") from None
+        if not store.data_path:
+            raise ConfigError(
+                f"{where('store.catalog')}: a PostgreSQL catalog needs [store].data_path: the "
+                f"folder of the data files that every worker mounts at the same path, or an "
+                f"s3://bucket/prefix/ URL.")
+    if store.data_path.startswith("s3://") and len(store.data_path) <= len("s3://"):
+        raise ConfigError(f"{where('store.data_path')}: [store].data_path s3:// needs a bucket, "
+                          f"like s3://my-bucket/botstats/.")
+    if "://" in store.data_path and not store.data_path.startswith("s3://"):
+        raise ConfigError(
+            f"{where('store.data_path')}: [store].data_path must be a folder or an s3:// URL, "
+            f"got {store.data_path!r}.")
+    endpoint = urlsplit(store.s3_endpoint)
+    if store.s3_endpoint and (endpoint.scheme not in ("http", "https") or not endpoint.netloc):
+        raise ConfigError(
+            f"{where('store.s3_endpoint')}: [store].s3_endpoint must be an http(s) URL like "
+            f"http://minio:9000, got {store.s3_endpoint!r}.")
+
+
+def _take_catalog_password(settings: Settings) -> Settings:
+    """A password in [store].catalog is a secret: refused in the config file (it would end up
+    in version control), else moved out of the connection string into ``catalog_password``."""
+    if not settings.store.catalog:
+        return settings
+    try:
+        dsn = parse_dsn(settings.store.catalog)
+    except ValueError:
+        return settings  # validate() says what is wrong with it
+    if not dsn.password:
+        return settings
+    origin = settings.origins.get("store.catalog")
+    if origin is None:
+        raise ConfigError(
+            f"{settings.source or 'settings'}: [store].catalog carries a password, a secret, "
+            f"which is not read from the config file so it never lands in version control. Put "
+            f"it in PGPASSWORD or ~/.pgpass (libpq reads both), or set the whole string in "
+            f"BOTSTATS_STORE_CATALOG.")
+    return replace(settings, store=replace(settings.store, catalog=dsn.text),
+                   catalog_password=Secret(dsn.password))
 
 
 def _validate_schedule(settings: Settings, where: Callable[[str], str]) -> None:
@@ -544,12 +636,15 @@ def load_settings(
         settings = replace(_from_mapping(settings, _read_toml(path), path), source=str(path))
     settings = _from_env(settings, env)
     settings = _overrides(settings, overrides or {})
-    return validate(settings)
+    return validate(_take_catalog_password(settings))
 
 
 def as_dict(settings: Settings) -> dict[str, Any]:
     """The settings as plain data with secrets shown only as set/unset (for `botstats config`)."""
     out: dict[str, Any] = {name: dataclasses.asdict(getattr(settings, name)) for name in SECTIONS}
-    out["secrets"] = {k: ("set" if getattr(settings, k) else "unset") for k in SECRET_ENV}
+    out["secrets"] = {k: ("set" if getattr(settings, k) else "unset")
+                      for k in (*SECRET_ENV, "catalog_password")}
+    out["secrets"].update({f"s3_{k}": ("set" if getattr(settings.s3_keys, k) else "unset")
+                           for k in S3_ENV})
     out["source"] = settings.source or "(defaults)"
     return out

@@ -74,6 +74,7 @@ async def list_directory(
             return
         # A bot the page repeats is read once (its last copy kept, at its first place).
         fresh = list({r.bot_id: r for r, _ in rows if r.bot_id in new}.values())
+        fresh = [r for r in fresh if report.shard.owns(r.bot_id)]
         if not fresh:
             continue
         report.bots_seen += len(fresh)

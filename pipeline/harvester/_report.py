@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from ..core import Shard
+
 # Exit codes of `botstats harvest` (and `botstats run`), documented in the README.
 EXIT_CODES = {"complete": 0, "failed": 1, "partial": 3, "interrupted": 4}
 
@@ -32,6 +34,8 @@ class HarvestReport:
     retries: int = 0
     rejects: int = 0
     errors: int = 0
+    commit_retries: int = 0  # commits that collided with another worker's and ran again
+    shard: Shard = field(default_factory=Shard)  # the bots this run archives (0/1: all)
     listing_complete: bool = False
     message: str = ""
     new_fields: str = ""  # record fields the archive had not seen before this run (drift)
@@ -48,6 +52,7 @@ class HarvestReport:
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["seconds"] = round(self.seconds, 3)
+        out["shard"] = str(self.shard)
         return out
 
 

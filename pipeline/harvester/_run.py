@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -35,6 +36,7 @@ from ..core import (
     BotstatsError,
     FieldSettings,
     Settings,
+    Shard,
     decode_json,
     new_run_id,
     redact_url,
@@ -60,19 +62,24 @@ def harvest(
     accept_removals: bool = False,
     on_progress: ProgressFn | None = None,
     stop: threading.Event | None = None,
+    shard: Shard | None = None,
+    dead: Callable[[Shard], bool] | None = None,
 ) -> HarvestReport:
     """Run one harvest into the archive named by ``settings``; return what it did.
 
     ``accept_removals`` believes a complete listing however many bots it would mark removed
-    (see :mod:`pipeline.removals`).
+    (see :mod:`pipeline.removals`). ``shard`` (default 0/1, every bot): archive only the bots
+    whose id hashes to it, beside workers harvesting the other shards.
 
-    The caller holds the run lock (``pipeline.lock``) when other runs may start; the DuckDB
-    file lock alone would make a second writer wait and then fail.
+    The caller holds the run lock (operate's ``run_lock``) when other runs may start, and says
+    with ``dead`` which runs left ``running`` no live job holds the lock of (default: all of
+    them, as under a lock that excludes every other writer).
     """
     report = HarvestReport(run_id=new_run_id(), mode="full" if full else "incremental",
-                           base_url=redact_url(settings.service.base_url))
+                           base_url=redact_url(settings.service.base_url),
+                           shard=shard or Shard())
     with archive.writer(settings) as con:
-        archive.begin_run(con, report)
+        archive.begin_run(con, report, dead)
         db = Db(con)
         try:
             asyncio.run(_harvest(settings, report, db, full, accept_removals, on_progress,
@@ -101,11 +108,11 @@ async def _harvest(
 ) -> None:
     buffer = Batch(db, report, settings.store.batch_rows,
                     new_only=await db.call(archive.nothing_archived), fields=settings.fields)
-    known_live = await db.call(archive.live_bots)  # before this run writes any bot
+    known_live = await db.call(archive.live_bots, report.shard)  # before this run writes any bot
     judged: Verdict | None = None
     async with Client(settings) as client:
         try:
-            if settings.user_token:
+            if settings.user_token and report.shard.leads:
                 await snapshot_user(client, settings, report, buffer)
             tasks = workers(settings.service.concurrency, settings.service.max_connections)
             queue: asyncio.Queue[tuple[str, archive.Newest | None] | None] = asyncio.Queue(
@@ -130,7 +137,8 @@ async def _harvest(
         raise buffer.refused
     refused = ""
     if report.listing_complete and not stop.is_set() and not buffer.halted:
-        verdict = judge_removals(known_live, await db.call(archive.live_bots, report.started_at),
+        verdict = judge_removals(known_live, await db.call(archive.live_bots, report.shard,
+                                                           report.started_at),
                                  report.bots_seen, settings.harvest.max_removed_share,
                                  accept_removals)
         if verdict.believed:
@@ -140,7 +148,7 @@ async def _harvest(
             log.warning("removals not believed: %s", refused)
     # A run that wrote no record (failed for a setting) saw the fields of records it refused.
     seen = {} if buffer.halted else buffer.tally.fields
-    drift = await db.call(note_fields, report.run_id, seen, datetime.now(UTC))
+    drift = await db.call(note_fields, report, seen, datetime.now(UTC))
     if drift:
         report.new_fields = describe_fields(drift)
         log.warning("the service sends record fields this archive has not seen before: %s "

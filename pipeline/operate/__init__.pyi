@@ -7,10 +7,11 @@ from ._maintenance import backup_archive, compact_archive, convert_archive, rest
 from ._runner import RunReport, run
 from ._schedule import describe_schedule, run_scheduler
 from ._signals import stop_on_signals
-from ._status import archive_status, describe_drift, describe_latest, parse_age
+from ._status import SHARD_COLUMNS, archive_status, describe_drift, describe_latest, parse_age
 from ._steps import locked_harvest, locked_trends
 
 __all__ = [
+    "SHARD_COLUMNS",
     "archive_status",
     "backup_archive",
     "botstats_command",

@@ -1,4 +1,6 @@
-"""The run lock: one writer job (harvest, trends, run) at a time per archive.
+"""The run lock: one writer job (harvest, trends, run) at a time per archive with a SQLite
+catalog; with a PostgreSQL catalog, a lock per scope in that database (``_advisory``), so the
+workers of different shards run side by side.
 
 An OS file lock (``filelock``, ``flock`` on Linux) is released by the kernel when its process
 dies, so a lock left by a killed run never blocks the next one: it simply takes the lock. Beside
@@ -26,7 +28,9 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from ..core import ConfigError, LockTimeout, Settings, replacing
+from ..core import ConfigError, LockTimeout, Settings, Shard, replacing
+from ._advisory import AdvisoryHandle, advisory_lock
+from ._scope import ARCHIVE_SCOPE, Scope
 
 log = logging.getLogger("botstats.lock")
 
@@ -75,7 +79,9 @@ def describe(info: dict[str, Any] | None) -> str:
 
 
 class LockHandle:
-    """The held lock; ``note(run_id=...)`` adds to what the holder file says about us."""
+    """The held lock; ``note(run_id=...)`` adds to what the holder file says about us. It
+    excludes every other writer, so every run left ``running`` is dead (``dead``) and it covers
+    every scope (``also``)."""
 
     def __init__(self, path: Path, info: dict[str, Any]) -> None:
         self.path = path
@@ -88,6 +94,17 @@ class LockHandle:
             return
         self.info.update(fields)
         _write_info(self.path, self.info)
+
+    def dead(self, _shard: Shard) -> bool:
+        return True
+
+    @contextmanager
+    def also(self, _scope: Scope, timeout: float | None = None) -> Iterator[None]:
+        yield
+
+
+# What run_lock yields: the file lock's handle, or the advisory locks' of a PostgreSQL catalog.
+Held = LockHandle | AdvisoryHandle
 
 
 def _write_info(lock_path: Path, info: dict[str, Any]) -> None:
@@ -110,7 +127,9 @@ def _is_stale(previous: dict[str, Any] | None) -> bool:
 
 def prepare_archive_place(settings: Settings) -> None:
     """What a writer job needs before it waits for anything: an archive path that names a file,
-    and the lock file beside it; else a clear error now."""
+    and the lock file beside it; else a clear error now. (A PostgreSQL catalog: nothing here.)"""
+    if settings.shared_catalog:
+        return
     db = settings.db_path
     if db.is_dir():
         raise ConfigError(
@@ -171,15 +190,29 @@ def run_lock(
     settings: Settings,
     job: str,
     *,
+    scope: Scope = ARCHIVE_SCOPE,
     timeout: float | None = None,
     run_id: str | None = None,
     stop: threading.Event | None = None,
-) -> Iterator[LockHandle]:
-    """Hold the archive's run lock for ``job``; wait up to ``timeout`` (default [run].lock_timeout).
+) -> Iterator[Held]:
+    """Hold the archive's run lock for ``job`` and ``scope``; wait up to ``timeout`` (default
+    [run].lock_timeout).
 
     Raises :class:`~pipeline.errors.LockTimeout` (exit 75) naming the holder when the wait runs
     out, or as soon as ``stop`` is set while waiting.
     """
+    if settings.shared_catalog:
+        with advisory_lock(settings, job, scope, timeout=timeout, run_id=run_id,
+                           stop=stop) as handle:
+            yield handle
+        return
+    with _file_lock(settings, job, timeout=timeout, run_id=run_id, stop=stop) as file_handle:
+        yield file_handle
+
+
+@contextmanager
+def _file_lock(settings: Settings, job: str, *, timeout: float | None, run_id: str | None,
+               stop: threading.Event | None) -> Iterator[LockHandle]:
     path = settings.lock_path
     prepare_archive_place(settings)
     wait = settings.run.lock_timeout if timeout is None else timeout

@@ -8,7 +8,7 @@ the embedded service keep their own output):
 - ``[log].file`` / ``--log-file``: the same records appended to a file, in the same format.
 
 Every handler carries a :class:`RedactSecrets` filter: the configured user token and bot key,
-and anything shaped like one (``utok_...``, ``bkey_...``, ``Bearer ...``), become ``***`` in
+the catalog's password and the object storage keys, and anything shaped like one (``utok_...``, ``bkey_...``, ``Bearer ...``), become ``***`` in
 the message, its arguments, extra fields and exception text before any formatter sees them.
 """
 
@@ -90,7 +90,10 @@ class JsonFormatter(logging.Formatter):
 
 
 def redactor_for(settings: Settings) -> Redactor:
-    return Redactor([settings.user_token.get(), settings.bot_key.get()])
+    """Masks every secret the settings hold: the service's token and key, the catalog's
+    password, the object storage keys."""
+    return Redactor([settings.user_token.get(), settings.bot_key.get(),
+                     settings.catalog_password.get(), *settings.s3_keys.values()])
 
 
 def setup_logging(settings: Settings, *, stream: TextIO | None = None) -> None:

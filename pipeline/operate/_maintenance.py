@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..core import Settings
+from ..core import ConfigError, Settings
 from ._lock import run_lock
 
 if TYPE_CHECKING:
@@ -21,6 +21,9 @@ def convert_archive(settings: Settings, *, python: str | None = None,
     """Convert a botstats 0.1 archive to the DuckLake layout (see :func:`pipeline.legacy.convert`)."""
     from ..archive import convert
 
+    if settings.shared_catalog:
+        raise ConfigError("convert-archive converts an archive of botstats 0.1 (one DuckDB "
+                          "file) into a SQLite catalog: run it without [store].catalog.")
     with run_lock(settings, "convert-archive"):
         return convert(settings, python=python, say=say)
 

@@ -22,9 +22,10 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..core import BotstatsError, LockTimeout, Settings
+from ..core import BotstatsError, LockTimeout, Settings, Shard
 from ..harvester import EXIT_CODES, HarvestReport, ProgressFn, harvest
-from ._lock import LockHandle, run_lock
+from ._lock import Held, run_lock
+from ._scope import TRENDS_SCOPE, Scope
 
 if TYPE_CHECKING:
     from ..analytics import ReportResult, TrendsReport
@@ -74,7 +75,7 @@ class RunReport:
         }
 
 
-def _noting(lock: LockHandle, on_progress: ProgressFn | None) -> ProgressFn:
+def _noting(lock: Held, on_progress: ProgressFn | None) -> ProgressFn:
     """A progress callback that also writes the harvest's run id into the lock holder file."""
 
     def progress(report: HarvestReport) -> None:
@@ -94,17 +95,20 @@ def run(
     lock_timeout: float | None = None,
     stop: threading.Event | None = None,
     on_progress: ProgressFn | None = None,
+    shard: Shard | None = None,
 ) -> RunReport:
     """Lock, harvest, then trends (``full_trends``: recomputed from the whole archive). Raises
-    LockTimeout (exit 75) when another run holds the lock."""
+    LockTimeout (exit 75) when another run holds the lock. ``shard``: harvest only that shard
+    (the trends, of the whole archive, under the trends lock: one build at a time)."""
     stop = stop or threading.Event()
     started = time.monotonic()
+    scope = Scope.harvest(shard)
     try:
-        with run_lock(settings, "run", timeout=lock_timeout, stop=stop) as lock:
+        with run_lock(settings, "run", scope=scope, timeout=lock_timeout, stop=stop) as lock:
             report = RunReport("running", lock_wait=time.monotonic() - started,
                                took_over=lock.previous if lock.took_over else None)
-            _harvest_then_trends(settings, report, lock, full, full_trends, accept_removals,
-                                 stop, on_progress)
+            _harvest_then_trends(settings, report, lock, scope.shard, full, full_trends,
+                                 accept_removals, stop, on_progress)
     except LockTimeout:
         if not stop.is_set():
             raise
@@ -114,11 +118,12 @@ def run(
     return report
 
 
-def _harvest_then_trends(settings: Settings, report: RunReport, lock: LockHandle, full: bool,
-                         full_trends: bool, accept_removals: bool, stop: threading.Event,
-                         on_progress: ProgressFn | None) -> None:
+def _harvest_then_trends(settings: Settings, report: RunReport, lock: Held,
+                         shard: Shard, full: bool, full_trends: bool, accept_removals: bool,
+                         stop: threading.Event, on_progress: ProgressFn | None) -> None:
     report.harvest = harvest(settings, full=full, accept_removals=accept_removals,
-                             on_progress=_noting(lock, on_progress), stop=stop)
+                             on_progress=_noting(lock, on_progress), stop=stop, shard=shard,
+                             dead=lock.dead)
     lock.note(run_id=report.harvest.run_id)
     report.status, report.message = report.harvest.status, report.harvest.message
     if report.harvest.status not in ("complete", "partial"):
@@ -128,7 +133,14 @@ def _harvest_then_trends(settings: Settings, report: RunReport, lock: LockHandle
         report.trends_skipped = "stopped on request"
         return
     try:
-        report.trends = _build_trends(settings, report.harvest.run_id, full=full_trends)
+        with lock.also(TRENDS_SCOPE):
+            report.trends = _build_trends(settings, report.harvest.run_id, full=full_trends)
+    except LockTimeout as exc:
+        if stop.is_set():
+            report.trends_skipped = "stopped on request"
+        else:
+            report.trends_skipped = f"another job kept building them: {exc}"
+        return
     except BotstatsError as exc:
         report.trends_error = str(exc)
         report.status = "failed"

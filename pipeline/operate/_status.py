@@ -9,8 +9,12 @@ from .. import archive
 from ..archive import drift_since
 from ..core import Settings, StoreError, parse_duration
 
-RUN_COLUMNS = ("run_id", "status", "mode", "started_at", "seconds", "bots_seen",
+RUN_COLUMNS = ("run_id", "shard", "status", "mode", "started_at", "seconds", "bots_seen",
                "stats_added", "rejects", "errors", "requests")
+SHARD_COLUMNS = ("shard", "run_id", "status", "started_at", "finished_at", "message")
+# A run's shard as K/N, '' for a run of the whole directory (0/1, or before shards existed).
+_SHARD_SQL = ("CASE WHEN coalesce(shards, 1) > 1 THEN shard::VARCHAR || '/' || shards::VARCHAR "
+              "ELSE '' END")
 
 
 SHOWN = 5  # errors and reject reasons shown of the latest run
@@ -44,34 +48,38 @@ def _span(delta: timedelta) -> str:
 
 def archive_status(settings: Settings, *, runs: int = 10,
                    max_age: timedelta | None = None) -> dict[str, Any]:
-    """The archive's recent runs, table sizes and latest run; with ``max_age``, also whether
-    it is ``stale`` (why, or '') for a monitor."""
-    path = settings.db_path
+    """The archive's recent runs, each shard's last run (when the latest run was one of N
+    shards), table sizes and latest run; with ``max_age``, also whether it is ``stale`` (why,
+    or '') for a monitor."""
+    paths = archive.ArchivePaths.of(settings)
     with archive.reader(settings) as con:
         tables = archive.table_counts(con)
         if "harvest_runs" not in tables:
             raise StoreError(
-                f"{path} holds no harvest_runs table: it is not a botstats archive, or no "
-                f"harvest has written it yet. Check --db, or run `botstats harvest`.")
+                f"{paths.where} holds no harvest_runs table: it is not a botstats archive, or "
+                f"no harvest has written it yet. Check --db, or run `botstats harvest`.")
         rows = con.execute(
-            "SELECT run_id, status, mode, strftime(started_at, '%Y-%m-%d %H:%M:%S'), "
+            f"SELECT run_id, {_SHARD_SQL}, status, mode, "
+            "strftime(started_at, '%Y-%m-%d %H:%M:%S'), "
             "round(epoch(finished_at) - epoch(started_at), 1), bots_seen, stats_added, rejects, "
             "errors, requests FROM harvest_runs ORDER BY started_at DESC LIMIT ?",
             [runs],
         ).fetchall()
         latest = _latest_run(con, rows[0][0]) if rows else None
+        shards = _shards(con)
         ((complete,),) = con.execute(
             "SELECT max(finished_at) FROM harvest_runs WHERE status = 'complete'").fetchall()
         drift = drift_since(con, [r[0] for r in rows]) if "record_fields" in tables else []
-    catalog, data = archive.disk_bytes(archive.ArchivePaths.of(settings))
+        catalog, data = archive.disk_bytes(paths, con)
+        published = _published(con, paths)
     info = {
-        "path": str(path),
+        "path": paths.dsn if paths.shared else str(paths.catalog),
         "size_mb": (catalog + data) / 1e6,
         "catalog_mb": catalog / 1e6,
         "data_mb": data / 1e6,
-        "published_at": datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat(
-            timespec="seconds"),
+        "published_at": published,
         "runs": [dict(zip(RUN_COLUMNS, r, strict=True)) for r in rows],
+        "shards": shards,
         "latest_run": latest,
         "latest_complete_at": complete,
         "new_fields": drift,
@@ -79,8 +87,52 @@ def archive_status(settings: Settings, *, runs: int = 10,
     }
     if max_age is not None:
         info["max_age_s"] = max_age.total_seconds()
-        info["stale"] = freshness(complete, max_age)
+        info["stale"] = _shards_freshness(shards, max_age) if shards else \
+            freshness(complete, max_age)
     return info
+
+
+def _published(con: Any, paths: Any) -> str:
+    """When the archive was last written: its newest snapshot's time (a PostgreSQL catalog),
+    the catalog file's time (SQLite)."""
+    if paths.shared:
+        when = archive.last_commit(con)
+        return when.astimezone(UTC).isoformat(timespec="seconds") if when else ""
+    return datetime.fromtimestamp(paths.catalog.stat().st_mtime, UTC).isoformat(
+        timespec="seconds")
+
+
+def _shards(con: Any) -> list[dict[str, Any]]:
+    """When the latest run was one of N shards: the last run of each of the N (None for a
+    shard with no run yet), and when each last completed."""
+    ((n,),) = con.execute("SELECT coalesce(max_by(shards, started_at), 1) FROM harvest_runs"
+                          ).fetchall()
+    if n <= 1:
+        return []
+    found = con.execute(
+        "SELECT shard, arg_max(run_id, started_at), arg_max(status, started_at), "
+        "strftime(max(started_at), '%Y-%m-%d %H:%M:%S'), arg_max(finished_at, started_at), "
+        "arg_max(coalesce(message, ''), started_at), "
+        "max(finished_at) FILTER (WHERE status = 'complete') "
+        "FROM harvest_runs WHERE shards = ? GROUP BY shard", [n]).fetchall()
+    by_shard = {r[0]: r for r in found}
+    out = []
+    for k in range(n):
+        row = by_shard.get(k)
+        last = dict(zip(SHARD_COLUMNS, (f"{k}/{n}", *row[1:6]), strict=True)) if row else \
+            dict.fromkeys(SHARD_COLUMNS, None) | {"shard": f"{k}/{n}"}
+        last["complete_at"] = row[6] if row else None
+        out.append(last)
+    return out
+
+
+def _shards_freshness(shards: list[dict[str, Any]], max_age: timedelta,
+                      now: datetime | None = None) -> str:
+    """Why the archive is stale: each shard whose latest complete harvest is older than
+    ``max_age`` (or missing), or '' when every shard is fresh."""
+    late = [(s["shard"], freshness(s["complete_at"], max_age, now)) for s in shards]
+    late = [(shard, why) for shard, why in late if why]
+    return "; ".join(f"shard {shard}: {why}" for shard, why in late)
 
 
 def _latest_run(con: Any, run_id: str) -> dict[str, Any]:

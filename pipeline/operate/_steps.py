@@ -5,10 +5,11 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from ..core import Settings
+from ..core import Settings, Shard
 from ..harvester import HarvestReport, ProgressFn, harvest
 from ._lock import run_lock
 from ._runner import _log_trends, _noting, refresh_report
+from ._scope import TRENDS_SCOPE, Scope
 
 if TYPE_CHECKING:
     from ..analytics import TrendsReport
@@ -16,12 +17,16 @@ if TYPE_CHECKING:
 
 def locked_harvest(settings: Settings, *, full: bool = False, accept_removals: bool = False,
                    stop: threading.Event | None = None,
-                   on_progress: ProgressFn | None = None) -> HarvestReport:
-    """One harvest under the run lock, its run id written into the lock holder file."""
+                   on_progress: ProgressFn | None = None,
+                   shard: Shard | None = None) -> HarvestReport:
+    """One harvest (of ``shard``: default every bot) under the run lock, its run id written
+    where waiting jobs read who holds it."""
     stop = stop or threading.Event()
-    with run_lock(settings, "harvest", stop=stop) as lock:
+    scope = Scope.harvest(shard)
+    with run_lock(settings, "harvest", scope=scope, stop=stop) as lock:
         report = harvest(settings, full=full, accept_removals=accept_removals, stop=stop,
-                         on_progress=_noting(lock, on_progress))
+                         on_progress=_noting(lock, on_progress), shard=scope.shard,
+                         dead=lock.dead)
         lock.note(run_id=report.run_id)
     return report
 
@@ -31,7 +36,7 @@ def locked_trends(settings: Settings, *, full: bool = False,
     """One trends build under the run lock (``full``: recomputed from the whole archive)."""
     from ..analytics import build_trends
 
-    with run_lock(settings, "trends", stop=stop):
+    with run_lock(settings, "trends", scope=TRENDS_SCOPE, stop=stop):
         return build_trends(settings, full=full)
 
 

@@ -1,0 +1,243 @@
+"""One archive written by many workers: a PostgreSQL catalog ([store].catalog), harvests of
+shards (`botstats harvest --shard K/N`) side by side, and every guarantee of one writer kept
+with N of them: the archive equals the service row for row, a killed worker's next run
+completes its shard, readers keep their snapshot, status shows every shard, compaction, backup
+and restore work, and locks keep one job per shard.
+
+Against a real PostgreSQL 15 started for the session (tests/_postgres_support.py) and workers
+that are real processes (`python -m pipeline`).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import hypothesis
+import pytest
+from _postgres_support import new_database
+from conftest import (
+    assert_archive_equals_service,
+    harvest_settings_for,
+    query,
+)
+from hypothesis import strategies as st
+
+from pipeline.core import Settings, Shard
+from pipeline.operate import archive_status, locked_harvest, run
+from pipeline.operate._lock import run_lock
+from pipeline.operate._scope import TRENDS_SCOPE, Scope
+from pipeline.service import RunningService
+
+# Small batches: several commits a worker, so the workers' commits meet.
+WORKER_ENV = {"BOTSTATS_SERVICE_CONCURRENCY": "4", "BOTSTATS_SERVICE_PAGE_SIZE": "10",
+              "BOTSTATS_STORE_BATCH_ROWS": "60", "BOTSTATS_RETRY_BACKOFF_BASE": "0.01",
+              "BOTSTATS_RETRY_BACKOFF_MAX": "0.05"}
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("3/3", "K counts from 0 to N-1"), ("0/0", "N must be from 1"), ("1", "not K/N"),
+    ("a/b", "not K/N"), ("0/2000", "N must be from 1 to 1024")])
+def test_a_shard_that_is_not_k_of_n_is_refused(text: str, words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        Shard.parse(text)
+
+
+@pytest.fixture(scope="module")
+def sql_con() -> Iterator[duckdb.DuckDBPyConnection]:
+    con = duckdb.connect()
+    yield con
+    con.close()
+
+
+@hypothesis.given(ids=st.lists(st.text(min_size=1, max_size=40), min_size=1, max_size=30),
+                  n=st.integers(1, 9))
+def test_each_bot_belongs_to_one_shard_alike_in_python_and_in_sql(
+        sql_con: duckdb.DuckDBPyConnection, ids: list[str], n: int) -> None:
+    """Removals are judged in SQL, the listing is split in Python: both say the same."""
+    ids = [i.replace("\x00", "") or "x" for i in ids]
+    shards = [Shard(k, n) for k in range(n)]
+    ((*in_sql,),) = sql_con.execute(
+        "SELECT " + ", ".join(f"list(i) FILTER (WHERE {s.sql('i')})" for s in shards)
+        + " FROM unnest(?) AS t(i)", [ids]).fetchall()
+    for shard, owned in zip(shards, in_sql, strict=True):
+        assert set(owned or []) == {i for i in ids if shard.owns(i)}
+    assert sum(s.owns(ids[0]) for s in shards) == 1
+
+
+def shared_settings(svc: RunningService, tmp: Path, overrides: dict[str, Any] | None = None,
+                    dsn: str | None = None) -> Settings:
+    """Settings that harvest ``svc`` into a fresh PostgreSQL catalog, data files in tmp/lake."""
+    return harvest_settings_for(svc, tmp / "unused.ducklake", {
+        "store.catalog": dsn or new_database(), "store.data_path": str(tmp / "lake"),
+        **(overrides or {})})
+
+
+def worker_env(settings: Settings, **more: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BOTSTATS_")}
+    return {**env, **WORKER_ENV, "BOTSTATS_BASE_URL": settings.service.base_url,
+            "BOTSTATS_STORE_CATALOG": settings.store.catalog,
+            "BOTSTATS_STORE_DATA_PATH": settings.store.data_path,
+            "BOTSTATS_CONFIG": os.devnull, **more}
+
+
+def start_worker(settings: Settings, tmp: Path, *args: str, **env: str) -> subprocess.Popen[bytes]:
+    with (tmp / "workers.log").open("ab") as log:  # a file: a full pipe would stall it
+        return subprocess.Popen([sys.executable, "-m", "pipeline", *args, "--no-progress"],
+                                cwd=tmp, env=worker_env(settings, **env), stdout=log,
+                                stderr=log)
+
+
+def run_shards(settings: Settings, tmp: Path, n: int, *, command: str = "harvest",
+               rounds: int = 4) -> list[int]:
+    """N workers at once, each `botstats <command> --shard k/N`; again for the shards that
+    ended partial (a faulty service), up to ``rounds`` times. The last exit codes."""
+    pending = list(range(n))
+    codes = [0] * n
+    for _ in range(rounds):
+        procs = {k: start_worker(settings, tmp, command, "--shard", f"{k}/{n}") for k in pending}
+        for k, proc in procs.items():
+            codes[k] = proc.wait(timeout=300)
+        pending = [k for k in pending if codes[k] == 3]
+        if not pending:
+            break
+    return codes
+
+
+def log_of(tmp: Path) -> str:
+    return (tmp / "workers.log").read_text(errors="replace")
+
+
+@pytest.mark.slow
+def test_three_workers_against_a_faulty_service_archive_it_row_for_row(
+        service_factory: Callable[..., RunningService], tmp_path: Path) -> None:
+    svc = service_factory(bots=30, history_days=6, stats_per_day=2, error_rate=0.1,
+                          malformed_rate=0.05, duplicate_every=7)
+    settings = shared_settings(svc, tmp_path)
+    codes = run_shards(settings, tmp_path, 3)
+    assert codes == [0, 0, 0], log_of(tmp_path)
+    assert_archive_equals_service(settings, svc.directory, bots=True)
+    runs = query(settings, "SELECT shard, shards, status FROM harvest_runs ORDER BY started_at")
+    assert {(k, n) for k, n, _ in runs} == {(0, 3), (1, 3), (2, 3)}
+    assert all(status in ("complete", "partial") for _, _, status in runs)
+    # Each worker kept only its own bots: every bot was written by one shard's runs.
+    owners = query(settings, "SELECT b.bot_id, count(DISTINCT r.shard) FROM bot_stats b JOIN "
+                             "harvest_runs r USING (run_id) GROUP BY b.bot_id HAVING "
+                             "count(DISTINCT r.shard) > 1")
+    assert owners == []
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_run_is_completed_by_its_next_run_and_the_others_go_on(
+        service_factory: Callable[..., RunningService], tmp_path: Path) -> None:
+    svc = service_factory(bots=45, history_days=6, stats_per_day=2, latency_ms=15)
+    settings = shared_settings(svc, tmp_path)
+    workers = {k: start_worker(settings, tmp_path, "harvest", "--shard", f"{k}/3")
+               for k in range(3)}
+    # Kill shard 1's worker once it has committed a batch (whole batches are what it keeps).
+    deadline = time.monotonic() + 120
+    while not query(settings, "SELECT 1 FROM harvest_runs WHERE shard = 1 AND "
+                              "status = 'running' AND stats_added > 0"):
+        assert workers[1].poll() is None, "shard 1 finished before the kill: " + log_of(tmp_path)
+        assert time.monotonic() < deadline, log_of(tmp_path)
+        time.sleep(0.05)
+    workers[1].send_signal(signal.SIGKILL)
+    assert workers[1].wait() == -signal.SIGKILL
+    assert [workers[k].wait(timeout=300) for k in (0, 2)] == [0, 0], log_of(tmp_path)
+    # The others finished beside it and did not take its run for dead: it held its lock.
+    ((killed,),) = query(settings, "SELECT run_id FROM harvest_runs WHERE shard = 1")
+    assert query(settings, "SELECT status FROM harvest_runs WHERE run_id = ?", killed) == \
+        [("running",)]
+    assert start_worker(settings, tmp_path, "harvest", "--shard", "1/3").wait(timeout=300) == 0
+    assert query(settings, "SELECT status FROM harvest_runs WHERE run_id = ?", killed) == \
+        [("interrupted",)]
+    assert_archive_equals_service(settings, svc.directory, bots=True)
+
+
+def test_status_shows_every_shards_last_run_and_a_shard_left_behind_is_stale(
+        service: RunningService, tmp_path: Path) -> None:
+    settings = shared_settings(service, tmp_path)
+    for k in (0, 1):
+        assert locked_harvest(settings, shard=Shard(k, 3)).status == "complete"
+    info = archive_status(settings, max_age=timedelta(hours=1))
+    assert [(s["shard"], s["status"]) for s in info["shards"]] == [
+        ("0/3", "complete"), ("1/3", "complete"), ("2/3", None)]
+    assert "shard 2/3: no harvest has completed" in info["stale"]
+    assert {r["shard"] for r in info["runs"]} == {"0/3", "1/3"}
+    assert locked_harvest(settings, shard=Shard(2, 3)).status == "complete"
+    info = archive_status(settings, max_age=timedelta(hours=1))
+    assert [s["status"] for s in info["shards"]] == ["complete"] * 3
+    assert info["stale"] == ""
+    assert_archive_equals_service(settings, service.directory, bots=True)
+
+
+def test_removals_are_judged_per_shard(service_factory: Callable[..., RunningService],
+                                       tmp_path: Path) -> None:
+    svc = service_factory(bots=40, history_days=2, stats_per_day=1)
+    settings = shared_settings(svc, tmp_path)
+    for k in range(2):
+        locked_harvest(settings, shard=Shard(k, 2))
+    archived = {b for (b,) in query(settings, "SELECT bot_id FROM bots")}
+    gone = {svc.directory.churn()[1] for _ in range(4)} & archived  # a churn may drop a new bot
+    report = locked_harvest(settings, shard=Shard(0, 2))
+    mine = {b for b in gone if Shard(0, 2).owns(b)}
+    assert report.bots_removed == len(mine)
+    assert {b for (b,) in query(settings, "SELECT bot_id FROM bots WHERE removed_at IS NOT "
+                                          "NULL")} == mine
+    locked_harvest(settings, shard=Shard(1, 2))
+    assert {b for (b,) in query(settings, "SELECT bot_id FROM bots WHERE removed_at IS NOT "
+                                          "NULL")} == gone
+
+
+@pytest.mark.slow
+def test_one_worker_per_shard_others_alongside_and_upkeep_waits_for_workers(
+        service: RunningService, tmp_path: Path) -> None:
+    settings = shared_settings(service, tmp_path)
+    locked_harvest(settings)  # the archive exists before the locks are tried
+    quick = {"BOTSTATS_RUN_LOCK_TIMEOUT": "0.5"}
+    with run_lock(settings, "harvest", scope=Scope.harvest(Shard(0, 2)), run_id="r-held"):
+        same = start_worker(settings, tmp_path, "harvest", "--shard", "0/2", **quick)
+        other = start_worker(settings, tmp_path, "harvest", "--shard", "1/2", **quick)
+        compact = subprocess.run([sys.executable, "-m", "pipeline", "compact"], cwd=tmp_path,
+                                 env=worker_env(settings, **quick), capture_output=True,
+                                 text=True, timeout=120)
+        assert same.wait(timeout=120) == 75
+        assert other.wait(timeout=120) == 0
+    assert "the lock of shard 0/2" in log_of(tmp_path)
+    assert "botstats harvest 0/2 r-held" in log_of(tmp_path), "the holder is named"
+    assert compact.returncode == 75 and "the archive lock" in compact.stderr
+    compact = subprocess.run([sys.executable, "-m", "pipeline", "compact"], cwd=tmp_path,
+                             env=worker_env(settings), capture_output=True, text=True,
+                             timeout=120)
+    assert compact.returncode == 0, compact.stderr
+
+
+def test_the_user_snapshot_belongs_to_shard_0(service: RunningService, tmp_path: Path) -> None:
+    _, token = next(iter(service.directory.user_tokens().items()))
+    settings = shared_settings(service, tmp_path, {"user_token": token})
+    reports = [locked_harvest(settings, shard=Shard(k, 2)) for k in (1, 0)]
+    snapshots = query(settings, "SELECT DISTINCT run_id FROM users")
+    assert snapshots == [(reports[1].run_id,)]
+    assert query(settings, "SELECT count(*) FROM user_bots WHERE run_id = ?",
+                 reports[0].run_id) == [(0,)]
+
+
+def test_trends_are_built_by_one_job_at_a_time(service: RunningService, tmp_path: Path) -> None:
+    """`run --shard` harvests beside a trends build of another job, then finds the trends lock
+    held: its harvest counts, and it says why it built no trends."""
+    settings = shared_settings(service, tmp_path, {"run.lock_timeout": 0.5,
+                                                    "exports.dir": str(tmp_path / "exports")})
+    with run_lock(settings, "trends", scope=TRENDS_SCOPE):
+        report = run(settings, shard=Shard(1, 2))
+    assert (report.status, report.exit_code) == ("complete", 0)
+    assert report.trends is None and "the trends lock" in report.trends_skipped
+    report = run(settings, shard=Shard(0, 2))
+    assert report.trends is not None and report.trends.datasets
