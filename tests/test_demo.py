@@ -7,11 +7,14 @@ import json
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pipeline.archive._store import open_archive
+from pipeline.operate._demo import demo
 
 pytestmark = pytest.mark.slow
 
@@ -61,3 +64,25 @@ def test_demo_again_is_incremental_and_json_reports_it(tmp_path: Path) -> None:
     assert report["archive"] == str(Path("out") / "archive.ducklake")
     proc = _demo(tmp_path, *args, "--fresh", "--json")
     assert json.loads(proc.stdout)["tables"]["harvest_runs"] == 1
+
+
+def test_demo_a_day_later_archives_the_day_under_the_same_ids(tmp_path: Path) -> None:
+    # The service's ids come from its clock: a later run starts it from the first run's clock
+    # (saved beside the archive) and moves it on, so the same bots get their new records.
+    first_at = datetime(2026, 11, 26, 2, 17, tzinfo=UTC)
+    kw: dict[str, Any] = {"bots": 30, "days": 5, "events": 0.0, "config": ""}
+    first = demo(tmp_path / "out", now=first_at, **kw)
+    assert (first.run.status, first.run.exit_code) == ("complete", 0)
+    with open_archive(first.settings.db_path) as con:
+        before = con.execute("SELECT bot_id FROM bots ORDER BY 1").fetchall()
+    second = demo(tmp_path / "out", now=first_at + timedelta(days=1, minutes=5), **kw)
+    assert (second.run.status, second.run.exit_code) == ("complete", 0), second.run.message
+    assert second.run.harvest is not None
+    assert second.run.harvest.bots_removed == 0
+    assert second.run.harvest.stats_added == 30 * 2  # a day of 2 records a bot, for all 30
+    with open_archive(second.settings.db_path) as con:
+        assert con.execute("SELECT bot_id FROM bots ORDER BY 1").fetchall() == before
+    # --fresh forgets the clock with the archive.
+    demo(tmp_path / "out", now=first_at + timedelta(days=3), fresh=True, **kw)
+    saved = json.loads((tmp_path / "out" / "demo-clock.json").read_text())["start"]
+    assert datetime.fromisoformat(saved) == datetime(2026, 11, 29, 2, tzinfo=UTC)

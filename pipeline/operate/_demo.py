@@ -7,10 +7,12 @@ follow-up commands work without flags), and returns what was written for the CLI
 
 from __future__ import annotations
 
+import json
 import shutil
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,10 @@ from . import _lock as lock
 from ._runner import RunReport, run
 
 ARCHIVE_NAME = "archive.ducklake"
+# The demo service's clock at its first run in a directory. The service's ids are made from its
+# clock (a bot created N days before it), so a later run must start the service from the same
+# clock and move it on by the time since, or every bot would come back under a new id.
+CLOCK_NAME = "demo-clock.json"
 
 DEFAULT_DIR = "data"
 DEFAULT_BOTS = 200
@@ -66,7 +72,7 @@ def demo_settings(directory: Path, base_url: str, user_token: str,
 def clear(directory: Path) -> None:
     """Remove what a previous demo wrote in ``directory`` (only those files)."""
     paths = archive.ArchivePaths.at(directory / ARCHIVE_NAME)
-    for path in (paths.catalog, *lock.files(Path(f"{paths.catalog}.lock"))):
+    for path in (paths.catalog, *lock.files(Path(f"{paths.catalog}.lock")), directory / CLOCK_NAME):
         path.unlink(missing_ok=True)
     shutil.rmtree(paths.data, ignore_errors=True)
     shutil.rmtree(directory / "exports", ignore_errors=True)
@@ -83,16 +89,23 @@ def demo(
     fresh: bool = False,
     stop: threading.Event | None = None,
     on_progress: ProgressFn | None = None,
+    now: datetime | None = None,
 ) -> DemoReport:
-    """Serve, run, summarise. The service stops before this returns."""
+    """Serve, run, summarise. The service stops before this returns. ``now``: the wall clock
+    (the current time unless given), which sets how far the service's clock moved since the
+    directory's first run."""
     from ..service import ServiceConfig, serve_in_thread
 
     started = time.monotonic()
     directory = Path(directory)
     if fresh:
         clear(directory)
-    cfg = ServiceConfig(bots=bots, history_days=days, stats_per_day=stats_per_day, events=events)
+    now = now or datetime.now(UTC)
+    start = service_clock(directory, now)
+    cfg = ServiceConfig(bots=bots, history_days=days, stats_per_day=stats_per_day, events=events,
+                        end=start)
     with serve_in_thread(cfg, host="127.0.0.1", port=0) as svc:
+        svc.directory.advance(intervals_since(start, now, cfg.interval_seconds))
         token = next(iter(svc.directory.user_tokens().values()))
         settings = demo_settings(directory, svc.base_url, token, config)
         report = run(settings, stop=stop, on_progress=on_progress)
@@ -108,6 +121,30 @@ def demo(
     return out
 
 
+
+
+def service_clock(directory: Path, now: datetime) -> datetime:
+    """The demo service's clock at its first run in ``directory`` (saved then: now, to the hour).
+
+    A missing or unreadable file starts a new clock; with an archive already there, that run
+    sees other ids and ends partial, as any service whose bots all changed would.
+    """
+    path = directory / CLOCK_NAME
+    try:
+        saved = datetime.fromisoformat(json.loads(path.read_text(encoding="utf-8"))["start"])
+        if saved.tzinfo is not None and saved <= now:
+            return saved
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    start = now.replace(minute=0, second=0, microsecond=0)
+    directory.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"start": start.isoformat()}) + "\n", encoding="utf-8")
+    return start
+
+
+def intervals_since(start: datetime, now: datetime, interval_seconds: int) -> int:
+    """Whole stat intervals from ``start`` to ``now``: the records the service made meanwhile."""
+    return max(0, int((now - start).total_seconds()) // interval_seconds)
 
 
 def next_steps(report: DemoReport, directory: str | Path, exe: str) -> str:
