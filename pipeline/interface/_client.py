@@ -402,9 +402,9 @@ class Client:
             self.stats.waited_seconds += delay
             exc = state.outcome.exception() if state.outcome else None
             log.info(
-                "%s: %s; retrying in %.2f s (attempt %d of %d)",
+                "%s: %s; retrying in %.2f s (attempt %d; %d of %d spent, told waits aside)",
                 call.where, reason_of(exc), delay, state.attempt_number + 1,
-                self.settings.retry.attempts,
+                state.attempt_number - call.told, self.settings.retry.attempts,
             )
 
         return before_sleep
