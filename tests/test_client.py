@@ -671,6 +671,21 @@ def test_retry_after_beyond_the_limit_gives_up_at_once(scripted: Callable[..., S
 
 
 @pytest.mark.clock
+def test_told_waits_do_not_spend_attempts_and_are_bounded_in_all(
+        scripted: Callable[..., Scripted]) -> None:
+    server = scripted(Reply(status=429, headers={"Retry-After": "1"}))
+    settings = make_settings(server.base_url, attempts=1)
+    settings = replace(settings, retry=replace(settings.retry, max_retry_after=1))
+    out = call(settings, lambda c: c.bot(1))
+    # One try allowed, yet the wait it was told was waited out and the request sent again; the
+    # second wait would have made 2 s in all, over the limit.
+    assert isinstance(out.error, RateLimited)
+    assert "1 s of waits it told already" in str(out.error)
+    assert "max_retry_after" in str(out.error)
+    assert len(server.seen) == 2 and out.stats.waited_seconds == 1.0
+
+
+@pytest.mark.clock
 def test_rate_limited_after_every_attempt(scripted: Callable[..., Scripted]) -> None:
     server = scripted(Reply(status=429, headers={"Retry-After": "0"}))
     out = call(make_settings(server.base_url, attempts=4), lambda c: c.bot(1))

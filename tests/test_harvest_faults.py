@@ -59,6 +59,21 @@ def test_rate_limiting_is_waited_out(service_factory: Any, harvest_settings: Any
     assert_archive_equals_service(settings, svc.directory, bots=True)
 
 
+@pytest.mark.clock
+def test_a_request_told_when_to_come_back_never_runs_out_of_attempts(
+        service_factory: Any, harvest_settings: Any) -> None:
+    # 3 requests a second for 8 in flight: requests told the same 1 s wake together and race
+    # for a few tokens, so with 2 attempts some lost twice while the pace was still high.
+    svc = service_factory(bots=15, history_days=2, rate_limit=3.0)
+    settings = harvest_settings(svc, {"retry.attempts": 2})
+    report = harvest(settings)
+    assert (report.status, report.errors) == ("complete", 0), report.message
+    refused = svc.app.state.faults.rejected
+    assert refused > 0  # told to wait (Retry-After), at times more than once a request
+    assert report.retries == refused and report.requests > refused  # each one waited, then sent again
+    assert_archive_equals_service(settings, svc.directory, bots=True)
+
+
 def injected_error_bodies(seed: int, error_rate: float, count: int) -> Counter[str]:
     """The body styles of the first ``count`` 5xx the service injected: its fault RNG is seeded,
     so replaying its draws (no latency, no rate limit) tells which bodies went out."""

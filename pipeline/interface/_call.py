@@ -49,6 +49,10 @@ class Call:
     # Written by each attempt, read by the retry predicate and the wait.
     retryable: bool = False
     retry_after: float | None = None
+    # 429s that told a wait, and those waits in all: a service pacing us, not a failure, so
+    # they do not count against [retry].attempts; [retry].max_retry_after bounds their sum.
+    told: int = 0
+    told_seconds: float = 0.0
 
     @property
     def where(self) -> str:

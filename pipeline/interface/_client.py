@@ -15,7 +15,8 @@ interface promises (array or object) is checked.
 Retries: idempotent GETs on 429, 500/502/503/504, transport errors and invalid JSON bodies;
 POST only when the request provably never reached the server (connect failure) or on 429.
 The wait is ``Retry-After`` exactly when the response carries one, else exponential backoff
-with full jitter.
+with full jitter. A 429 that tells its wait does not spend one of [retry].attempts: the waits
+told to one request are bounded by [retry].max_retry_after in all instead.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from tenacity import (
     AsyncRetrying,
     RetryCallState,
     retry_if_exception,
-    stop_after_attempt,
     wait_random_exponential,
 )
 
@@ -353,11 +353,11 @@ class Client:
             # The usual request pays nothing for the retry machinery (tenacity's per-call setup).
             return await self._attempt(call, 1)
         except ApiError as exc:
-            if not call.retryable or self.settings.retry.attempts <= 1:
+            if not call.retryable or (self.settings.retry.attempts <= 1 and not call.told):
                 raise
             first = exc
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(self.settings.retry.attempts),
+            stop=self._stop(call),
             wait=self._wait(call),
             retry=retry_if_exception(lambda exc: isinstance(exc, ApiError) and call.retryable),
             before_sleep=self._before_sleep(call),
@@ -370,6 +370,18 @@ class Client:
                     raise first  # the attempt above: tenacity waits and logs it like any other
                 return await self._attempt(call, number)
         raise AssertionError("unreachable: tenacity either returns or reraises")
+
+    def _stop(self, call: Call) -> Callable[[RetryCallState], bool]:
+        attempts = self.settings.retry.attempts
+
+        def stop(state: RetryCallState) -> bool:
+            # A 429 that told its wait is the service's pace, not a failure: against a token
+            # bucket, requests told the same second wake together and some lose again, at
+            # times many times in a row while the pace comes down to the service's rate.
+            # Their waits are bounded instead ([retry].max_retry_after in all, _failures).
+            return state.attempt_number - call.told >= attempts
+
+        return stop
 
     def _wait(self, call: Call) -> Callable[[RetryCallState], float]:
         retry = self.settings.retry
@@ -390,9 +402,9 @@ class Client:
             self.stats.waited_seconds += delay
             exc = state.outcome.exception() if state.outcome else None
             log.info(
-                "%s: %s; retrying in %.2f s (attempt %d of %d)",
+                "%s: %s; retrying in %.2f s (attempt %d; %d of %d spent, told waits aside)",
                 call.where, reason_of(exc), delay, state.attempt_number + 1,
-                self.settings.retry.attempts,
+                state.attempt_number - call.told, self.settings.retry.attempts,
             )
 
         return before_sleep

@@ -140,6 +140,17 @@ class Failures:
                 f"{advice}, or raise [retry].max_retry_after.",
                 **extra, **fields,
             )
+        if retry and cls is RateLimited and retry_after:
+            if call.told_seconds + retry_after > limit:
+                return cls(
+                    f"{head}{said} asking to wait {retry_after:g} s ({told.told_by}) after "
+                    f"{call.told_seconds:g} s of waits it told already, more than "
+                    f"[retry].max_retry_after = {limit:g} s in all, so gave up"
+                    f"{after_attempts(attempt)}; {advice}, or raise [retry].max_retry_after.",
+                    **extra, **fields,
+                )
+            call.told += 1
+            call.told_seconds += retry_after
         call.retryable, call.retry_after = retry, retry_after
         return cls(f"{head}{said}{after_attempts(attempt)}; {advice}.", **extra, **fields)
 
