@@ -32,20 +32,20 @@ def over_usual(daily: pl.LazyFrame, *, last: date, top: int) -> pl.LazyFrame:
     for resource in RESOURCES:
         load = pl.col(f"{resource}_load_p95")
         rows = window.filter(load.is_not_null()).select("bot_id", "day", load=load)
-        usual = rows.filter(pl.col("day") < recent).group_by("bot_id").agg(
-            usual=pl.col("load").median())
-        now = rows.filter(pl.col("day") >= recent).group_by("bot_id").agg(
-            now=pl.col("load").median())
-        marked = rows.join(usual, on="bot_id").with_columns(
-            _above=pl.col("load") > pl.col("usual") + MARGIN)
-        # The stretch ends with the bot's last day; it began after its last day not above.
-        since = marked.group_by("bot_id").agg(
-            since=pl.col("day").filter(pl.col("day") > pl.col("day").filter(~pl.col("_above"))
-                                       .max().fill_null(date.min)).min(),
-            hot_days=(pl.col("_above") & (pl.col("day") >= recent)).sum().cast(pl.Int64),
-        )
+        # One pass per bot, no joins: a join of every bot's days with its usual held the whole
+        # window several times over (docs/design.md, "Memory").
+        day, value = pl.col("day"), pl.col("load")
+        usual = value.filter(day < recent).median()
+        above = value > usual + MARGIN
         per_resource.append(
-            now.join(usual, on="bot_id").join(since, on="bot_id")
+            rows.group_by("bot_id").agg(
+                now=value.filter(day >= recent).median(),
+                usual=usual,
+                # The stretch ends with the bot's last day; it began after its last day not above.
+                since=day.filter(day > day.filter(~above).max().fill_null(date.min)).min(),
+                hot_days=(above & (day >= recent)).sum().cast(pl.Int64),
+            )
+            .filter(pl.col("now").is_not_null() & pl.col("usual").is_not_null())
             .with_columns(resource=pl.lit(resource), over=pl.col("now") - pl.col("usual")))
     return (
         pl.concat(per_resource)

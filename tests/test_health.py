@@ -1,0 +1,32 @@
+"""Resource health as the report asks it: over the bot's own usual load, and since when."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+
+import polars as pl
+
+from pipeline.analytics._health import MARGIN, RECENT_DAYS, USUAL_DAYS, over_usual
+
+LAST = date(2026, 11, 20)
+
+
+def _daily(loads: dict[str, list[float]]) -> pl.LazyFrame:
+    days = [LAST - timedelta(days=i) for i in range(RECENT_DAYS + USUAL_DAYS)][::-1]
+    rows = [{"bot_id": bot, "day": day, "cpu_load_p95": load, "memory_load_p95": None}
+            for bot, series in loads.items() for day, load in zip(days, series, strict=True)]
+    return pl.LazyFrame(rows, schema={"bot_id": pl.String, "day": pl.Date,
+                                      "cpu_load_p95": pl.Float64, "memory_load_p95": pl.Float64})
+
+
+def test_the_bot_over_its_own_usual_is_named_with_its_stretch_and_the_always_busy_one_is_not() -> None:
+    # "hot": 40 usual, then 70 for the last week but one day at 45 (the stretch starts after it).
+    recent = [70.0] * RECENT_DAYS
+    recent[1] = 45.0
+    hot = [40.0] * USUAL_DAYS + recent
+    busy = [90.0] * (USUAL_DAYS + RECENT_DAYS)  # always high: not news
+    slight = [40.0] * USUAL_DAYS + [40.0 + MARGIN - 1] * RECENT_DAYS  # under the margin
+    out = over_usual(_daily({"hot": hot, "busy": busy, "slight": slight}), last=LAST, top=10)
+    assert out.collect().to_dicts() == [{
+        "bot_id": "hot", "resource": "cpu", "now": 70.0, "usual": 40.0, "over": 30.0,
+        "since": LAST - timedelta(days=RECENT_DAYS - 3), "hot_days": RECENT_DAYS - 1}]
