@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import heapq
 import random
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -15,7 +14,7 @@ import pytest
 from pipeline.interface._pacing import COOLDOWN, Pace
 from pipeline.interface._ratelimit import NOTHING_SAID, RateLimit, read_rate_limit
 from pipeline.service._config import RATE_LIMIT_HEADERS
-from pipeline.service._quota import quota_headers
+from pipeline.service._quota import TokenBucket, quota_headers
 
 NOW = datetime(2026, 11, 25, 12, 0, 0, tzinfo=UTC)
 EPOCH = NOW.timestamp()
@@ -157,27 +156,6 @@ def test_turns_come_an_interval_apart_and_a_late_one_does_not_delay_the_next() -
 
 
 # --- the pace against a token bucket, in simulated time ----------------------------------------
-@dataclass
-class Bucket:
-    """The embedded service's token bucket, on the simulated clock."""
-
-    rate: float
-    capacity: float
-    tokens: float = 0.0
-    updated: float = 0.0
-
-    def take(self, now: float) -> float:
-        self.tokens = min(self.capacity, self.tokens + (now - self.updated) * self.rate)
-        self.updated = now
-        if self.tokens >= 1:
-            self.tokens -= 1
-            return 0.0
-        return (1 - self.tokens) / self.rate
-
-    def full_in(self) -> float:
-        return max(0.0, self.capacity - self.tokens) / self.rate
-
-
 def simulate(family: str, *, rate: float = 100.0, burst: float = 5.0, workers: int = 8,
              seconds: float = 60.0, seed: int = 1) -> tuple[float, float]:
     """Workers sending through one pace (one turn at a time, as the gate gives them) to a
@@ -186,7 +164,7 @@ def simulate(family: str, *, rate: float = 100.0, burst: float = 5.0, workers: i
     share of requests answered 429)."""
     rng = random.Random(seed)
     pace = Pace()
-    bucket = Bucket(rate, burst, tokens=burst)
+    bucket = TokenBucket(rate, burst, now=0.0)
     events: list[tuple[float, int, str, int, int]] = []  # (time, order, kind, worker, attempt)
     queue: list[tuple[int, int]] = []  # workers waiting for their turn
     order = 0
@@ -227,7 +205,7 @@ def simulate(family: str, *, rate: float = 100.0, burst: float = 5.0, workers: i
         elif kind == "served":
             refused = bucket.take(now)
             answered[worker] = (429 if refused else 200,
-                                quota_headers(family, bucket, refused, now=EPOCH + now))  # type: ignore[arg-type]
+                                quota_headers(family, bucket, refused, now=EPOCH + now))
             at(now + 0.001 * (0.5 + rng.random()), "answer", worker, attempt)
         else:
             status, headers = answered.pop(worker)

@@ -32,17 +32,18 @@ from ._config import RATE_LIMIT_HEADERS
 
 class TokenBucket:
     """``rate`` tokens per second, holding at most ``capacity`` (0: ``max(1, rate)``, a
-    one-second burst)."""
+    one-second burst). ``now``: the clock's reading (``time.monotonic()`` unless given, as the
+    simulations of tests/test_pacing.py give their own)."""
 
-    def __init__(self, rate: float, capacity: float = 0.0) -> None:
+    def __init__(self, rate: float, capacity: float = 0.0, now: float | None = None) -> None:
         self.rate = rate
         self.capacity = capacity or max(1.0, rate)
         self.tokens = self.capacity
-        self.updated = time.monotonic()
+        self.updated = time.monotonic() if now is None else now
 
-    def take(self) -> float:
+    def take(self, now: float | None = None) -> float:
         """Take a token: 0.0 if there was one, else the seconds until there is."""
-        now = time.monotonic()
+        now = time.monotonic() if now is None else now
         self.tokens = min(self.capacity, self.tokens + (now - self.updated) * self.rate)
         self.updated = now
         if self.tokens >= 1:
