@@ -69,11 +69,14 @@ def service(service_factory: Callable[..., RunningService]) -> RunningService:
 # (the scheduler firing, signals and kills landing mid-run, lock waits): all of them run on one
 # worker, one after another, so two of them never slow each other down. A test marked `alone`
 # must not share the CPU at all: while it runs, every other worker waits between its tests.
+# The tests marked `slow` are handed out first: a long one left for the end would keep one
+# worker busy while the other has nothing left to do.
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("clock"):
             item.add_marker(pytest.mark.xdist_group("clock"))
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.hookimpl(hookwrapper=True)

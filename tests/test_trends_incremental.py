@@ -125,6 +125,7 @@ def files_state(root: Path) -> dict[str, tuple[int, int]]:
             for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow
 def test_incremental_exports_equal_a_build_from_scratch(scenario: Scenario) -> None:
     s = scenario
     s.harvest()
