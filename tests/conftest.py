@@ -22,6 +22,15 @@ from pipeline.core._settings import Settings, load_settings
 from pipeline.harvester._report import HarvestReport
 from pipeline.service import Directory, Faults, RunningService, ServiceConfig, serve_in_thread
 
+# One thread each for DuckDB and polars, in this process and every process it starts (they
+# inherit the environment): the suite runs two workers on two cores over small data, where a
+# second thread per library only adds the cost of handing work between threads
+# (docs/development.md, "The suite"). Set before any test module loads polars; a value set
+# outside wins.
+os.environ.setdefault("POLARS_MAX_THREADS", "1")
+os.environ.setdefault("BOTSTATS_STORE_THREADS", "1")
+TEST_THREADS = int(os.environ["BOTSTATS_STORE_THREADS"])
+
 # --- the embedded bot-listing service ----------------------------------------------------
 _FAULT_FIELDS = {f.name for f in dataclasses.fields(Faults)}
 
@@ -173,6 +182,7 @@ def harvest_settings_for(svc: RunningService, db: Path, overrides: dict[str, Any
         "store.db": str(db),
         "retry.backoff_base": 0.01,
         "retry.backoff_max": 0.05,
+        "store.threads": TEST_THREADS,
         **(overrides or {}),
     })
 
@@ -397,7 +407,7 @@ def trend_settings_for(root: Path, overrides: dict[str, Any] | None = None) -> S
     config.touch()
     return load_settings(config, env={}, overrides={
         "store.db": str(root / "archive.ducklake"), "exports.dir": str(root / "exports"),
-        **TREND_OVERRIDES, **(overrides or {}),
+        "store.threads": TEST_THREADS, **TREND_OVERRIDES, **(overrides or {}),
     })
 
 
