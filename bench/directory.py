@@ -20,6 +20,7 @@ target (issue "Scale up, then out"): the hourly run's peak RSS within 400 MB at 
 
     .venv/bin/python bench/directory.py                        # 10,000 and 100,000 bots
     .venv/bin/python bench/directory.py --bots 200,2000        # a quick look (the tests)
+    .venv/bin/python bench/directory.py --work W --keep        # again: the hourly run only
 
 Figures are dated in bench/README.md.
 """
@@ -186,15 +187,31 @@ def measure(bots: int, job: str, work: Path, svc: Service, log: Path) -> Job:
                steps)
 
 
-def run_size(bots: int, root: Path) -> list[Job]:
+KEPT = ".first"  # a size's folder after its first harvest, kept by --keep
+
+
+def run_size(bots: int, root: Path, keep: bool) -> list[Job]:
+    """The first harvest and the hourly run of one size. With ``keep`` the folder as the first
+    harvest left it is copied aside, and a later run with ``keep`` starts from that copy: only
+    the hourly run is measured again (the service is the same for the same size)."""
     work = root / f"{bots}"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    kept = work / KEPT
+    reuse = keep and kept.is_dir()
+    if reuse:
+        for path in work.iterdir():
+            if path != kept:
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+        shutil.copytree(kept, work, dirs_exist_ok=True)
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
     log = work / "bench.log"
     svc = Service(["--bots", str(bots), "--history-days", str(DAYS), "--stats-per-day", "1",
                    "--end", END, "--stats-page-size", str(PAGE)], work / "service.log")
     try:
-        jobs = [measure(bots, "first", work, svc, log)]
+        jobs = [] if reuse else [measure(bots, "first", work, svc, log)]
+        if keep and not reuse:
+            shutil.copytree(work, kept, ignore=shutil.ignore_patterns(KEPT, "*.log"))
         svc.warm()
         svc.advance()
         jobs.append(measure(bots, "hourly", work, svc, log))
@@ -230,10 +247,16 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--bots", default="10000,100000", help="comma-separated directory sizes")
     p.add_argument("--work", help="work folder (default: a temporary one, removed after)")
     p.add_argument("--json", help="also write the results to this file")
+    p.add_argument("--keep", action="store_true",
+                   help=f"keep each size's archive after its first harvest (in <work>/<bots>/"
+                        f"{KEPT}) and, when it is there, start from it: only the hourly run is "
+                        f"measured again (needs --work)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--base-url", help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.keep and not args.work:
+        p.error("--keep needs --work: the kept archive lives in the work folder")
     if args.child:
         child(Path(args.child), args.base_url, Path(args.out))
         return
@@ -242,8 +265,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         for bots in (int(b) for b in args.bots.split(",") if b.strip()):
             print(f"{bots:,} bots: first harvest, then an hourly run", flush=True)
-            jobs += run_size(bots, root)
-            for j in jobs[-2:]:
+            size = run_size(bots, root, args.keep)
+            jobs += size
+            for j in size:
                 print(f"  {j.job}: {j.status}, {j.seconds:.1f} s, {j.peak_rss_mb:.0f} MB peak",
                       flush=True)
         print()
