@@ -287,7 +287,9 @@ def main(argv: list[str] | None = None) -> None:
     jobs: list[Job] = []
     try:
         for bots in (int(b) for b in args.bots.split(",") if b.strip()):
-            print(f"{bots:,} bots: first harvest, then an hourly run", flush=True)
+            kept = args.keep and (root / f"{bots}" / KEPT).is_dir()
+            print(f"{bots:,} bots: " + ("an hourly run from the kept first harvest" if kept
+                                        else "first harvest, then an hourly run"), flush=True)
             size = run_size(bots, root, args.keep)
             jobs += size
             for j in size:
