@@ -18,9 +18,11 @@ import polars as pl
 import pytest
 from conftest import TREND_BOTS, TREND_CUSTOM, TREND_STATS, trend_settings_for, write_trend_archive
 
+from pipeline.analytics import _slices as slices_module
 from pipeline.analytics._build import DATASETS
 from pipeline.analytics._datasets import load_dataset
 from pipeline.analytics._jobs import bot_daily, bot_growth, bot_ranks, movers
+from pipeline.analytics._keyed import spread
 from pipeline.analytics._slices import _day_groups, bot_slices, compute, in_order
 from pipeline.archive import _store as store
 from pipeline.core._errors import ExportError
@@ -308,6 +310,33 @@ def test_slices_of_a_few_bots_give_the_same_datasets(trend_archive: Settings) ->
     assert set(whole) == set(DATASETS)
     for name in DATASETS:
         assert sliced[name].equals(whole[name]), name
+
+
+def test_slices_read_in_groups_from_one_scan_give_the_same_datasets(
+        trend_archive: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A group's slices come from one scan, split into a file per slice, batch by batch: a
+    group of three slices, a group of one (read directly), batches of a few rows."""
+    monkeypatch.setattr(slices_module, "GROUP_SLICES", 3)
+    monkeypatch.setattr(slices_module, "SCAN_BATCH_ROWS", 4)
+    with store.reader(trend_archive) as con:
+        whole = compute(con, trend_archive.trends)
+        assert len(bot_slices(con, 5)) == 4
+        sliced = compute(con, trend_archive.trends, max_rows=5)
+    for name in DATASETS:
+        assert sliced[name].equals(whole[name]), name
+
+
+def test_keyed_files_keep_each_keys_rows_in_order(tmp_path: Any) -> None:
+    schema = pl.Schema({"bot_id": pl.String, "n": pl.Int64})
+    batches = [pl.DataFrame({"bot_id": ["c", "a", "d"], "n": [0, 1, 2]}, schema=schema),
+               pl.DataFrame({"bot_id": ["b", "a"], "n": [3, 4]}, schema=schema)]
+    keys = {"a": 0, "b": 1, "c": 2, "d": 2}
+    files = spread(batches, lambda rows: rows["bot_id"].replace_strict(keys), tmp_path, schema)
+    assert files.take(2)["n"].to_list() == [0, 2]
+    assert files.take(0)["n"].to_list() == [1, 4]
+    assert files.take(5).schema == schema and files.take(5).height == 0  # a key without rows
+    files.close()
+    assert list(tmp_path.iterdir()) == []  # every file deleted: taken or closed
 
 
 def test_an_empty_archive_builds_empty_datasets(tmp_path: Any) -> None:

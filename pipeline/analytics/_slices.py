@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Final
 
 import duckdb
 import polars as pl
+import pyarrow as pa
 
 from .. import archive
 from ..core import TrendSettings
@@ -34,6 +35,7 @@ from ._jobs import (
     ranked_by_day,
     resource_health,
 )
+from ._keyed import KeyedFiles, spread
 from ._window import FULL, Window
 
 # Rows a slice reads (its bots' raw records and their lookback's daily rows): what a slice's
@@ -102,6 +104,12 @@ def read_slice(con: duckdb.DuckDBPyConnection, sql: str, lo: str | None, hi: str
                since: date | None = None) -> pl.DataFrame:
     """Rows of ``sql`` (a SELECT over a table with bot_id) for bots in ``[lo, hi)``, via Arrow;
     only those recorded from UTC day ``since`` on, when given."""
+    frame = pl.from_arrow(con.sql(sql + _where(lo, hi, since)).to_arrow_table())
+    assert isinstance(frame, pl.DataFrame)
+    return frame
+
+
+def _where(lo: str | None, hi: str | None, since: date | None) -> str:
     conditions: list[str] = []
     if lo is not None:
         conditions.append(f"bot_id >= {archive.literal(lo)}")
@@ -109,10 +117,58 @@ def read_slice(con: duckdb.DuckDBPyConnection, sql: str, lo: str | None, hi: str
         conditions.append(f"bot_id < {archive.literal(hi)}")
     if since is not None:
         conditions.append(f"recorded_at >= {archive.literal(_day_start(since))}")
-    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-    frame = pl.from_arrow(con.sql(sql + where).to_arrow_table())
+    return f" WHERE {' AND '.join(conditions)}" if conditions else ""
+
+
+# Slices one scan of the archive serves: a scan per slice read the whole window once for each
+# (quadratic in the archive for a full build); a scan per group writes each slice's rows to a
+# file of its own, and the open files stay well under the process's limit.
+GROUP_SLICES = 128
+# Rows the group's scan hands over at a time: what it holds besides the slices' files.
+SCAN_BATCH_ROWS = 65_536
+
+
+class SliceReads:
+    """The rows of ``sql`` for each slice of a group, from one scan of the archive (spread over
+    a file per slice, :mod:`._keyed`). :meth:`read` gives a slice's rows, the same frame as
+    :func:`read_slice`; a group of one slice is read directly, as there is nothing to share.
+    """
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, sql: str,
+                 group: list[tuple[str | None, str | None]], folder: Path,
+                 since: date | None = None) -> None:
+        self._con, self._sql, self._group, self._since = con, sql, group, since
+        self._files: KeyedFiles | None = None
+        if len(group) > 1:
+            reader = con.sql(sql + _where(group[0][0], group[-1][1], since)).to_arrow_reader(
+                SCAN_BATCH_ROWS)
+            schema = pl.DataFrame(reader.schema.empty_table()).schema
+            # Slice k holds the bots from its lo on: a row's slice is how many later los it passed.
+            starts = pl.Series([lo for lo, _ in group[1:]], dtype=pl.String)
+            self._files = spread(
+                (_frame(batch) for batch in reader),
+                lambda rows: starts.search_sorted(rows["bot_id"], side="right"), folder, schema)
+
+    def read(self, k: int) -> pl.DataFrame:
+        if self._files is None:
+            lo, hi = self._group[k]
+            return read_slice(self._con, self._sql, lo, hi, since=self._since)
+        return self._files.take(k)
+
+    def close(self) -> None:
+        if self._files is not None:
+            self._files.close()
+
+
+def _frame(batch: pa.RecordBatch) -> pl.DataFrame:
+    frame = pl.from_arrow(batch)
     assert isinstance(frame, pl.DataFrame)
     return frame
+
+
+def slice_groups(slices: list[tuple[str | None, str | None]],
+                 size: int) -> list[list[tuple[str | None, str | None]]]:
+    return [slices[i:i + size] for i in range(0, len(slices), size)]
 
 
 def with_lookback(daily: pl.DataFrame, lookback: pl.LazyFrame | None) -> pl.LazyFrame:
@@ -167,16 +223,43 @@ def compute_slices(con: duckdb.DuckDBPyConnection, t: TrendSettings, spill: Mont
     """
     keep = _keeper(spill, window)
     top: pl.DataFrame | None = None
-    bot_lasts: list[pl.DataFrame] = []
-    text_lasts: list[pl.DataFrame] = []
+    lasts = _Lasts()
     start = window.start
     slices = bot_slices(con, max_rows, since=start, carried=window.lookback_ids())
-    for lo, hi in slices:
-        stats = read_slice(con, _STATS_SQL, lo, hi, since=start).lazy()
+    reads = spill.root / "_reads"
+    for group in slice_groups(slices, GROUP_SLICES):
+        stats_reads = SliceReads(con, _STATS_SQL, group, reads, since=start)
+        custom_reads = SliceReads(con, _CUSTOM_SQL, group, reads, since=start)
+        try:
+            top = _compute_group(group, stats_reads, custom_reads, t, window, keep, top, lasts)
+        finally:
+            stats_reads.close()
+            custom_reads.close()
+    assert top is not None  # bot_slices always gives at least one slice
+    return Sliced(top, slices, pl.concat(lasts.bots), pl.concat(lasts.texts))
+
+
+@dataclass
+class _Lasts:
+    """Each slice's last rows per bot and per text field (for the next state), as computed."""
+
+    bots: list[pl.DataFrame] = field(default_factory=list)
+    texts: list[pl.DataFrame] = field(default_factory=list)
+
+
+def _compute_group(group: list[tuple[str | None, str | None]], stats_reads: SliceReads,
+                   custom_reads: SliceReads, t: TrendSettings, window: Window,
+                   keep: Callable[[str, pl.DataFrame, str | None, str | None], None],
+                   top: pl.DataFrame | None, lasts: _Lasts) -> pl.DataFrame:
+    """The per-bot jobs over each slice of ``group``, their last rows added to ``lasts``; the
+    movers' top so far."""
+    start = window.start
+    for k, (lo, hi) in enumerate(group):
+        stats = stats_reads.read(k).lazy()
         daily = bot_daily(stats, window.carried_counters(lo, hi)).collect(engine=IN_MEMORY)
         keep("bot_daily", daily, lo, hi)
-        bot_lasts.append(detached(trend_window.last_rows(daily, trend_window.BOT_KEY,
-                                                         BOT_STATE_COLUMNS)))
+        lasts.bots.append(detached(trend_window.last_rows(daily, trend_window.BOT_KEY,
+                                                          BOT_STATE_COLUMNS)))
         health = resource_health(stats, daily.lazy(), threshold=t.health_threshold)
         keep("resource_health", health.collect(engine=STREAMING), lo, hi)
         del stats
@@ -190,19 +273,18 @@ def compute_slices(con: duckdb.DuckDBPyConnection, t: TrendSettings, spill: Mont
         del growth
         odd = anomalies(history.lazy(), t, since=start)
         keep("anomalies", window.since(odd, "day").collect(engine=IN_MEMORY), lo, hi)
-        custom = custom_daily(read_slice(con, _CUSTOM_SQL, lo, hi, since=start).lazy(),
-                              window.carried_texts(lo, hi))
+        custom = custom_daily(custom_reads.read(k).lazy(), window.carried_texts(lo, hi))
         texts = custom.collect(engine=STREAMING)
         keep("custom_daily", texts, lo, hi)
-        text_lasts.append(detached(trend_window.last_rows(
+        lasts.texts.append(detached(trend_window.last_rows(
             texts.filter(pl.col("kind") == "text"), trend_window.TEXT_KEY, TEXT_STATE_COLUMNS)))
         del texts
         # bot_forecast: each recomputed bot's model over its last WINDOW_DAYS (the lookback
         # reaches that far); a bot with nothing new keeps its exported rows.
         ahead = forecast.bot_forecast(history.lazy())
         keep("bot_forecast", window.since(ahead, "as_of").collect(engine=IN_MEMORY), lo, hi)
-    assert top is not None  # bot_slices always gives at least one slice
-    return Sliced(top, slices, pl.concat(bot_lasts), pl.concat(text_lasts))
+    assert top is not None  # a group has at least one slice
+    return top
 
 
 RANKED = "_ranked_days"  # scratch: each day's ranks, one file a day
@@ -225,8 +307,7 @@ def rank_slices(spill: MonthSpill, sliced: Sliced, window: Window = FULL,
         sources.append(window.lookback.filter(pl.col("day") >= reach).select(columns))
     ranked_any = False
     for source in sources:
-        for days in _day_groups(source, max_rows):
-            rows = source.filter(pl.col("day").is_in(days)).collect(engine=STREAMING)
+        for rows in _day_group_rows(source, max_rows, spill.root / "_reads"):
             spill.add(RANKED, ranked_by_day(rows.lazy()).sort("bot_id", "day").collect(
                 engine=IN_MEMORY), "day")
             ranked_any = True
@@ -235,6 +316,25 @@ def rank_slices(spill: MonthSpill, sliced: Sliced, window: Window = FULL,
                   else ranked_by_day(computed.clear()))
         keep("bot_ranks", window.since(rank_changes(ranked), "day").collect(engine=IN_MEMORY),
              lo, hi)
+
+
+def _day_group_rows(source: pl.LazyFrame, max_rows: int, folder: Path) -> Iterator[pl.DataFrame]:
+    """The rows of ``source`` a group of days at a time (:func:`_day_groups`); several groups
+    come from one scan, spread over a file per group."""
+    groups = _day_groups(source, max_rows)
+    if len(groups) <= 1:
+        if groups:
+            yield source.collect(engine=STREAMING)
+        return
+    firsts = pl.Series([days[0] for days in groups[1:]], dtype=pl.Date)
+    files = spread(source.collect_batches(chunk_size=SCAN_BATCH_ROWS, engine=STREAMING),
+                   lambda rows: firsts.search_sorted(rows["day"], side="right"), folder,
+                   source.collect_schema())
+    try:
+        for k in range(len(groups)):
+            yield files.take(k)
+    finally:
+        files.close()
 
 
 def _day_groups(rows: pl.LazyFrame, max_rows: int) -> list[list[date]]:
