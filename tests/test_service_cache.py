@@ -327,6 +327,34 @@ def test_a_warm_service_makes_only_the_new_records_of_an_hourly_read(
             assert sum(made) <= 1, made  # the new record only, not the whole history
 
 
+def test_a_warm_newest_first_service_serves_its_first_page_from_the_tail(
+        service_factory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Newest first, an hourly read asks the first page (a whole page of the newest records):
+    an indexed service answers it without its history, and so does a warm embedded one."""
+    from pipeline.service import _data
+
+    svc = service_factory(bots=10, history_days=200, stats_page_size=50, stats_order="newest")
+    directory = svc.directory
+    made: list[int] = []
+    until = _data.Series.until
+
+    def counting(self: _data.Series, last: int) -> list[dict[str, Any]]:
+        records = until(self, last)
+        made.append(len(records))
+        return records
+
+    monkeypatch.setattr(_data.Series, "until", counting)
+    with client_for(svc) as http:
+        http.post("/_admin/warm")
+        directory.advance(1)
+        for bot_id in directory.bot_ids():
+            newest = directory.stats(bot_id)[::-1][:50]  # the ground truth makes the whole list
+            made.clear()
+            page = http.get(f"/bots/{bot_id}/stats", params={"limit": 50, "skip": 0}).json()
+            assert page == newest
+            assert sum(made) <= 1, made  # the new record only, not the whole history
+
+
 def test_the_tails_hold_a_bounded_number_of_bytes_and_keep_the_bots_that_fit(
         monkeypatch: pytest.MonkeyPatch) -> None:
     budget = 5 * directory_module._Tail.BASE

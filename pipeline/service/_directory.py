@@ -413,13 +413,13 @@ class Directory:
                 self._tail_bytes -= tail.size
                 del self._tails[index]
             tail = _Tail(Series(self._seed, self._profile(index), self.timeline), faults,
-                         deque(maxlen=STATS_TAIL_RECORDS), 0)
+                         deque(maxlen=self._tail_records()), 0)
             kept = self._tail_bytes + _Tail.BASE <= STATS_TAIL_MAX_BYTES
         else:
             kept = True
             self._tail_bytes -= tail.size
         made = tail.series.until(last)
-        newest = made[-STATS_TAIL_RECORDS:]  # only the newest are served from here
+        newest = made[-self._tail_records():]  # only the newest are served from here
         for slot, record in newest:
             kind = malformation(self._seed, index, slot, faults.malformed_rate)
             if kind is not None:
@@ -432,6 +432,13 @@ class Directory:
             self._tails[index] = tail
             self._tail_bytes += tail.size
         return tail
+
+    def _tail_records(self) -> int:
+        """Records a tail keeps: newest first, a whole first page (what an hourly read asks)."""
+        config = self.config
+        if config.stats_order == "newest":
+            return max(STATS_TAIL_RECORDS, config.stats_page_size)
+        return STATS_TAIL_RECORDS
 
     def post_stat(self, index: int, payload: Record) -> Record:
         """Append a posted record (already validated) and return it as served.
