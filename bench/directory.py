@@ -11,6 +11,7 @@ day). In a child process each, measured:
   moves one interval forward (one new record a bot), then the same steps again: harvest,
   incremental trends, report.
 
+The venv's shared libraries are dropped from the page cache first (see ``cold_libraries``).
 Per step: wall, CPU (every thread), peak RSS (``VmHWM``, reset before each step through
 ``/proc/self/clear_refs``), bytes handed to the storage layer (``/proc/self/io``) and requests
 (listing pages from the service's counter; the rest are each bot's ``/stat`` and ``/stats``);
@@ -20,6 +21,7 @@ target (issue "Scale up, then out"): the hourly run's peak RSS within 400 MB at 
 
     .venv/bin/python bench/directory.py                        # 10,000 and 100,000 bots
     .venv/bin/python bench/directory.py --bots 200,2000        # a quick look (the tests)
+    .venv/bin/python bench/directory.py --work W --keep        # again: the hourly run only
 
 Figures are dated in bench/README.md.
 """
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import shutil
 import sys
@@ -186,15 +189,52 @@ def measure(bots: int, job: str, work: Path, svc: Service, log: Path) -> Job:
                steps)
 
 
-def run_size(bots: int, root: Path) -> list[Job]:
+def cold_libraries() -> int:
+    """Drop this venv's shared libraries from the page cache (``posix_fadvise`` DONTNEED; pages
+    a process maps stay): a library freshly installed sits in the cache as it was written, in
+    large folios, and a process that maps it counts each folio it touches whole, so the same
+    step's ``RssFile`` read up to 100 MB higher in a new venv than in an old one. Read back
+    from disk, the libraries count the pages the steps fault in. The number of files."""
+    dropped = 0
+    for path in Path(sys.prefix).rglob("*.so*"):
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            dropped += 1
+        finally:
+            os.close(fd)
+    return dropped
+
+
+KEPT = ".first"  # a size's folder after its first harvest, kept by --keep
+
+
+def run_size(bots: int, root: Path, keep: bool) -> list[Job]:
+    """The first harvest and the hourly run of one size. With ``keep`` the folder as the first
+    harvest left it is copied aside, and a later run with ``keep`` starts from that copy: only
+    the hourly run is measured again (the service is the same for the same size)."""
     work = root / f"{bots}"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    kept = work / KEPT
+    reuse = keep and kept.is_dir()
+    if reuse:
+        for path in work.iterdir():
+            if path != kept:
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+        shutil.copytree(kept, work, dirs_exist_ok=True)
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
     log = work / "bench.log"
+    cold_libraries()
     svc = Service(["--bots", str(bots), "--history-days", str(DAYS), "--stats-per-day", "1",
                    "--end", END, "--stats-page-size", str(PAGE)], work / "service.log")
     try:
-        jobs = [measure(bots, "first", work, svc, log)]
+        jobs = [] if reuse else [measure(bots, "first", work, svc, log)]
+        if keep and not reuse:
+            shutil.copytree(work, kept, ignore=shutil.ignore_patterns(KEPT, "*.log"))
         svc.warm()
         svc.advance()
         jobs.append(measure(bots, "hourly", work, svc, log))
@@ -230,10 +270,16 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--bots", default="10000,100000", help="comma-separated directory sizes")
     p.add_argument("--work", help="work folder (default: a temporary one, removed after)")
     p.add_argument("--json", help="also write the results to this file")
+    p.add_argument("--keep", action="store_true",
+                   help=f"keep each size's archive after its first harvest (in <work>/<bots>/"
+                        f"{KEPT}) and, when it is there, start from it: only the hourly run is "
+                        f"measured again (needs --work)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--base-url", help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.keep and not args.work:
+        p.error("--keep needs --work: the kept archive lives in the work folder")
     if args.child:
         child(Path(args.child), args.base_url, Path(args.out))
         return
@@ -241,9 +287,12 @@ def main(argv: list[str] | None = None) -> None:
     jobs: list[Job] = []
     try:
         for bots in (int(b) for b in args.bots.split(",") if b.strip()):
-            print(f"{bots:,} bots: first harvest, then an hourly run", flush=True)
-            jobs += run_size(bots, root)
-            for j in jobs[-2:]:
+            kept = args.keep and (root / f"{bots}" / KEPT).is_dir()
+            print(f"{bots:,} bots: " + ("an hourly run from the kept first harvest" if kept
+                                        else "first harvest, then an hourly run"), flush=True)
+            size = run_size(bots, root, args.keep)
+            jobs += size
+            for j in size:
                 print(f"  {j.job}: {j.status}, {j.seconds:.1f} s, {j.peak_rss_mb:.0f} MB peak",
                       flush=True)
         print()

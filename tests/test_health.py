@@ -6,7 +6,14 @@ from datetime import date, timedelta
 
 import polars as pl
 
-from pipeline.analytics._health import MARGIN, RECENT_DAYS, USUAL_DAYS, over_usual
+from pipeline.analytics._health import (
+    MARGIN,
+    RECENT_DAYS,
+    USUAL_DAYS,
+    bot_ranges,
+    over_usual,
+    top_in_passes,
+)
 
 LAST = date(2026, 11, 20)
 
@@ -30,3 +37,17 @@ def test_the_bot_over_its_own_usual_is_named_with_its_stretch_and_the_always_bus
     assert out.collect().to_dicts() == [{
         "bot_id": "hot", "resource": "cpu", "now": 70.0, "usual": 40.0, "over": 30.0,
         "since": LAST - timedelta(days=RECENT_DAYS - 3), "hot_days": RECENT_DAYS - 1}]
+
+
+def test_the_top_over_ranges_of_bots_is_the_top_over_all_of_them() -> None:
+    # Six bots over their usual by 15..40 points, the top three spread over three ranges.
+    loads = {f"bot{i}": [40.0] * USUAL_DAYS + [55.0 + 5 * (i % 6)] * RECENT_DAYS
+             for i in range(6)}
+    daily = _daily(loads)
+    whole = over_usual(daily, last=LAST, top=3).collect()
+    ranges = bot_ranges(pl.LazyFrame({"bot_id": sorted(loads)}), days=50_000)  # 2 bots each
+    assert ranges == [(None, "bot2"), ("bot2", "bot4"), ("bot4", None)]
+    passes = top_in_passes(lambda d: over_usual(d, last=LAST, top=3), daily, ranges,
+                           by=["over", "bot_id"], descending=[True, False], top=3)
+    assert passes.equals(whole)
+    assert passes["bot_id"].to_list() == ["bot5", "bot4", "bot3"]

@@ -34,6 +34,7 @@ from pipeline.analytics._window import (
     WindowUnavailable,
     carried,
     directory_change,
+    last_rows,
     next_state,
     week_start,
     with_rows_before,
@@ -325,13 +326,14 @@ def test_next_state_keeps_the_last_row_before_and_after_the_start() -> None:
                           "commands_counter": [50, 20]})
     new = pl.LazyFrame({"bot_id": ["a", "a", "c"], "day": [day[7], day[8], day[8]],
                         "commands_counter": [70, None, 5]})
-    state = next_state(new, ("bot_id",), ("commands_counter",), firsts, lasts)
+    summary = last_rows(new.collect(), ("bot_id",), ("commands_counter",))
+    state = next_state(summary, ("bot_id",), ("commands_counter",), firsts, lasts)
     assert state.rows() == [
         ("a", day[0], day[8], None),  # new rows: the last of them
         ("b", day[1], day[2], 20),  # no new rows: as before the start
         ("c", day[8], day[8], 5),  # a new bot
     ]
-    full = next_state(new, ("bot_id",), ("commands_counter",), None, None)
+    full = next_state(summary, ("bot_id",), ("commands_counter",), None, None)
     assert full.rows() == [("a", day[7], day[8], None), ("c", day[8], day[8], 5)]
 
 

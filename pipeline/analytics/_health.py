@@ -10,6 +10,7 @@ stayed more than ``MARGIN`` points above usual (gaps are not a break).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import date, timedelta
 
 import polars as pl
@@ -18,6 +19,9 @@ RECENT_DAYS = 7
 USUAL_DAYS = 28
 MARGIN = 10.0  # points over the usual p95 that count as "over"
 RESOURCES = ("cpu", "memory")
+# Rows of bot_daily a pass over bots holds (RECENT_DAYS + USUAL_DAYS a bot at most): what the
+# report's per-bot lists cost, whatever the directory's size (docs/design.md, "Memory").
+PASS_ROWS = 100_000
 
 
 def over_usual(daily: pl.LazyFrame, *, last: date, top: int) -> pl.LazyFrame:
@@ -56,3 +60,32 @@ def over_usual(daily: pl.LazyFrame, *, last: date, top: int) -> pl.LazyFrame:
         .head(top)
         .select("bot_id", "resource", "now", "usual", "over", "since", "hot_days")
     )
+
+
+def bot_ranges(ids: pl.LazyFrame, days: int) -> list[tuple[str | None, str | None]]:
+    """Half-open ``bot_id`` ranges ``[lo, hi)`` (None = unbounded) of ``ids``' bots, cut so
+    that a range's bots hold about ``PASS_ROWS`` rows over ``days`` days."""
+    step = max(1, PASS_ROWS // max(days, 1))
+    cuts = ids.select(pl.col("bot_id").unique().sort().gather_every(step, offset=step)).collect()
+    bounds: list[str | None] = [None, *cuts["bot_id"].to_list(), None]
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+
+def top_in_passes(query: Callable[[pl.LazyFrame], pl.LazyFrame], daily: pl.LazyFrame,
+                  ranges: list[tuple[str | None, str | None]], *, by: list[str],
+                  descending: list[bool], top: int) -> pl.DataFrame:
+    """The ``top`` rows by ``by`` of ``query`` (a per-bot list, cut to its top rows by the same
+    order) over ``daily``, one range of bots at a time: each bot lies in one range, so the top
+    of every range's top is the top of all."""
+    best: pl.DataFrame | None = None
+    for lo, hi in ranges:
+        rows = daily
+        if lo is not None:
+            rows = rows.filter(pl.col("bot_id") >= lo)
+        if hi is not None:
+            rows = rows.filter(pl.col("bot_id") < hi)
+        found = query(rows).collect()
+        best = found if best is None else pl.concat([best, found]).sort(
+            by, descending=descending).head(top)
+    assert best is not None  # at least one range
+    return best

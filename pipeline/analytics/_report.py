@@ -100,25 +100,41 @@ def gather(settings: Settings, bot_ids: list[str], days: int) -> dict[str, pl.Da
         "movers": scans["movers"].filter(pl.col("day") == newest["movers"]),
         "ranks": scans["bot_ranks"].filter(pl.col("day") == newest["bot_ranks"]),
         "anomalies": scans["anomalies"].filter(recent),
-        "over": health.over_usual(scans["bot_daily"], last=stats_day, top=TOP),
-        "hot": scans["bot_daily"].filter(pl.col("day") >= week).group_by("bot_id").agg(
-            hot_days=((pl.col("cpu_load_p95") > threshold)
-                      | (pl.col("memory_load_p95") > threshold)).sum().cast(pl.Int64),
-            cpu_load_p95=pl.col("cpu_load_p95").max(),
-            memory_load_p95=pl.col("memory_load_p95").max(),
-        ).filter(pl.col("hot_days") > 0).sort(
-            ["hot_days", "cpu_load_p95", "bot_id"], descending=[True, True, False]).head(TOP),
         "names": scans["bot_names"].select("bot_id", "name"),
         "daily": scans["bot_daily"].filter(mine & recent).sort("bot_id", "day"),
         "custom": scans["custom_daily"].filter(mine & recent),
         "ahead": forecast.predict(models, FORECAST_AHEAD),
     }
-    out = dict(zip(frames, pl.collect_all(list(frames.values())), strict=True))
+    # One after the other: collected together, their peaks add up.
+    out = {name: frame.collect() for name, frame in frames.items()}
+    # The lists over every bot's days, a range of bots at a time (their rows are many).
+    ranges = health.bot_ranges(scans["bot_names"],
+                               health.RECENT_DAYS + health.USUAL_DAYS)
+    out["over"] = health.top_in_passes(
+        lambda daily: health.over_usual(daily, last=stats_day, top=TOP), scans["bot_daily"],
+        ranges, by=["over", "bot_id"], descending=[True, False], top=TOP)
+    out["hot"] = health.top_in_passes(
+        lambda daily: _hot(daily, since=week, threshold=threshold), scans["bot_daily"], ranges,
+        by=HOT_ORDER, descending=[True, True, False], top=TOP)
     check_bots(bot_ids, scans["bot_daily"], f"the exports under {settings.export_dir}")
     if bot_ids:
         out["comparison"] = comparison_frame(scans["bot_growth"], scans["bot_ranks"],
                                              scans["bot_forecast"], bot_ids)
     return out
+
+
+HOT_ORDER = ["hot_days", "cpu_load_p95", "bot_id"]
+
+
+def _hot(daily: pl.LazyFrame, *, since: date, threshold: float) -> pl.LazyFrame:
+    """The ``TOP`` bots with the most days over ``threshold`` (cpu or memory p95) since
+    ``since``, and their highest loads."""
+    return daily.filter(pl.col("day") >= since).group_by("bot_id").agg(
+        hot_days=((pl.col("cpu_load_p95") > threshold)
+                  | (pl.col("memory_load_p95") > threshold)).sum().cast(pl.Int64),
+        cpu_load_p95=pl.col("cpu_load_p95").max(),
+        memory_load_p95=pl.col("memory_load_p95").max(),
+    ).filter(pl.col("hot_days") > 0).sort(HOT_ORDER, descending=[True, True, False]).head(TOP)
 
 
 def render(data: dict[str, pl.DataFrame], bot_ids: list[str], *, days: int, compare: bool,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Final
@@ -21,6 +21,7 @@ from . import _window as trend_window
 from ._anomalies import anomalies
 from ._datasets import DATASETS
 from ._exports import MonthSpill
+from ._frames import detached
 from ._jobs import (
     RANK_DAYS,
     bot_daily,
@@ -179,10 +180,18 @@ def with_lookback(daily: pl.DataFrame, lookback: pl.LazyFrame | None) -> pl.Lazy
 
 @dataclass(frozen=True)
 class Sliced:
-    """What the per-bot jobs left besides their spilled rows: the movers, and the slices."""
+    """What the per-bot jobs left besides their spilled rows: the movers, the slices, and each
+    bot's and text field's last computed row (for the next state)."""
 
     top: pl.DataFrame
     slices: list[tuple[str | None, str | None]]
+    bot_lasts: pl.DataFrame
+    text_lasts: pl.DataFrame
+
+
+# What the next run carries of a bot's and a text field's last computed row (_window).
+BOT_STATE_COLUMNS = ("commands_counter",)
+TEXT_STATE_COLUMNS = ("value_text", "changed_at")
 
 
 # Datasets in bot order: each slice's rows, sorted, are that stretch of the export, so a month
@@ -214,6 +223,7 @@ def compute_slices(con: duckdb.DuckDBPyConnection, t: TrendSettings, spill: Mont
     """
     keep = _keeper(spill, window)
     top: pl.DataFrame | None = None
+    lasts = _Lasts()
     start = window.start
     slices = bot_slices(con, max_rows, since=start, carried=window.lookback_ids())
     reads = spill.root / "_reads"
@@ -221,24 +231,35 @@ def compute_slices(con: duckdb.DuckDBPyConnection, t: TrendSettings, spill: Mont
         stats_reads = SliceReads(con, _STATS_SQL, group, reads, since=start)
         custom_reads = SliceReads(con, _CUSTOM_SQL, group, reads, since=start)
         try:
-            top = _compute_group(group, stats_reads, custom_reads, t, window, keep, top)
+            top = _compute_group(group, stats_reads, custom_reads, t, window, keep, top, lasts)
         finally:
             stats_reads.close()
             custom_reads.close()
     assert top is not None  # bot_slices always gives at least one slice
-    return Sliced(top, slices)
+    return Sliced(top, slices, pl.concat(lasts.bots), pl.concat(lasts.texts))
+
+
+@dataclass
+class _Lasts:
+    """Each slice's last rows per bot and per text field (for the next state), as computed."""
+
+    bots: list[pl.DataFrame] = field(default_factory=list)
+    texts: list[pl.DataFrame] = field(default_factory=list)
 
 
 def _compute_group(group: list[tuple[str | None, str | None]], stats_reads: SliceReads,
                    custom_reads: SliceReads, t: TrendSettings, window: Window,
                    keep: Callable[[str, pl.DataFrame, str | None, str | None], None],
-                   top: pl.DataFrame | None) -> pl.DataFrame:
-    """The per-bot jobs over each slice of ``group``; the movers' top so far."""
+                   top: pl.DataFrame | None, lasts: _Lasts) -> pl.DataFrame:
+    """The per-bot jobs over each slice of ``group``, their last rows added to ``lasts``; the
+    movers' top so far."""
     start = window.start
     for k, (lo, hi) in enumerate(group):
         stats = stats_reads.read(k).lazy()
         daily = bot_daily(stats, window.carried_counters(lo, hi)).collect(engine=IN_MEMORY)
         keep("bot_daily", daily, lo, hi)
+        lasts.bots.append(detached(trend_window.last_rows(daily, trend_window.BOT_KEY,
+                                                          BOT_STATE_COLUMNS)))
         health = resource_health(stats, daily.lazy(), threshold=t.health_threshold)
         keep("resource_health", health.collect(engine=STREAMING), lo, hi)
         del stats
@@ -246,14 +267,18 @@ def _compute_group(group: list[tuple[str | None, str | None]], stats_reads: Slic
         growth = window.since(bot_growth(history.lazy()), "day").collect(engine=IN_MEMORY)
         keep("bot_growth", growth, lo, hi)
         found = movers(growth.lazy(), min_guilds=t.movers_min_guilds, top=t.movers_top)
-        top = found.collect(engine=STREAMING) if top is None else rank_movers(
+        top = detached(found.collect(engine=STREAMING) if top is None else rank_movers(
             pl.concat([top, found.collect(engine=STREAMING)]).lazy(), top=t.movers_top
-        ).collect(engine=IN_MEMORY)
+        ).collect(engine=IN_MEMORY))
         del growth
         odd = anomalies(history.lazy(), t, since=start)
         keep("anomalies", window.since(odd, "day").collect(engine=IN_MEMORY), lo, hi)
         custom = custom_daily(custom_reads.read(k).lazy(), window.carried_texts(lo, hi))
-        keep("custom_daily", custom.collect(engine=STREAMING), lo, hi)
+        texts = custom.collect(engine=STREAMING)
+        keep("custom_daily", texts, lo, hi)
+        lasts.texts.append(detached(trend_window.last_rows(
+            texts.filter(pl.col("kind") == "text"), trend_window.TEXT_KEY, TEXT_STATE_COLUMNS)))
+        del texts
         # bot_forecast: each recomputed bot's model over its last WINDOW_DAYS (the lookback
         # reaches that far); a bot with nothing new keeps its exported rows.
         ahead = forecast.bot_forecast(history.lazy())
@@ -355,12 +380,10 @@ def dataset_parts(con: duckdb.DuckDBPyConnection, t: TrendSettings, spill: Month
     sliced = compute_slices(con, t, spill, max_rows, window)
     rank_slices(spill, sliced, window, max_rows)
     computed_daily = window.since(spill.scan("bot_daily"), "day")
-    bot_state = trend_window.next_state(
-        computed_daily, trend_window.BOT_KEY, ("commands_counter",),
-        window.bot_firsts, window.counters)
-    text_state = trend_window.next_state(
-        window.since(spill.scan("custom_daily"), "day").filter(pl.col("kind") == "text"),
-        trend_window.TEXT_KEY, ("value_text", "changed_at"), window.text_firsts, window.texts)
+    bot_state = trend_window.next_state(sliced.bot_lasts, trend_window.BOT_KEY,
+                                        BOT_STATE_COLUMNS, window.bot_firsts, window.counters)
+    text_state = trend_window.next_state(sliced.text_lasts, trend_window.TEXT_KEY,
+                                         TEXT_STATE_COLUMNS, window.text_firsts, window.texts)
     bots = read_slice(con, _BOTS_SQL, None, None).lazy()
     directory = directory_daily(computed_daily, bots, trend_window.first_days(bot_state))
     sources: dict[str, Iterator[tuple[str, pl.DataFrame]]] = {
