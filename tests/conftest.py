@@ -22,6 +22,15 @@ from pipeline.core._settings import Settings, load_settings
 from pipeline.harvester._report import HarvestReport
 from pipeline.service import Directory, Faults, RunningService, ServiceConfig, serve_in_thread
 
+# One thread each for DuckDB and polars, in this process and every process it starts (they
+# inherit the environment): the suite runs two workers on two cores over small data, where a
+# second thread per library only adds the cost of handing work between threads
+# (docs/development.md, "The suite"). Set before any test module loads polars; a value set
+# outside wins.
+os.environ.setdefault("POLARS_MAX_THREADS", "1")
+os.environ.setdefault("BOTSTATS_STORE_THREADS", "1")
+TEST_THREADS = int(os.environ["BOTSTATS_STORE_THREADS"])
+
 # --- the embedded bot-listing service ----------------------------------------------------
 _FAULT_FIELDS = {f.name for f in dataclasses.fields(Faults)}
 
@@ -69,11 +78,14 @@ def service(service_factory: Callable[..., RunningService]) -> RunningService:
 # (the scheduler firing, signals and kills landing mid-run, lock waits): all of them run on one
 # worker, one after another, so two of them never slow each other down. A test marked `alone`
 # must not share the CPU at all: while it runs, every other worker waits between its tests.
+# The tests marked `slow` are handed out first: a long one left for the end would keep one
+# worker busy while the other has nothing left to do.
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("clock"):
             item.add_marker(pytest.mark.xdist_group("clock"))
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -170,6 +182,7 @@ def harvest_settings_for(svc: RunningService, db: Path, overrides: dict[str, Any
         "store.db": str(db),
         "retry.backoff_base": 0.01,
         "retry.backoff_max": 0.05,
+        "store.threads": TEST_THREADS,
         **(overrides or {}),
     })
 
@@ -394,7 +407,7 @@ def trend_settings_for(root: Path, overrides: dict[str, Any] | None = None) -> S
     config.touch()
     return load_settings(config, env={}, overrides={
         "store.db": str(root / "archive.ducklake"), "exports.dir": str(root / "exports"),
-        **TREND_OVERRIDES, **(overrides or {}),
+        "store.threads": TEST_THREADS, **TREND_OVERRIDES, **(overrides or {}),
     })
 
 

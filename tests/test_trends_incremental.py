@@ -5,7 +5,8 @@ The archive is harvested from the embedded service over loopback; between trend 
 new records, a late record (older than its bot's newest), a posted record that resets a counter
 and changes a text field, a record changed in place (also moved in time), a churned bot (one
 removed, one new). After every run the export is compared, partition by partition, with a
-from-scratch `build_trends` into another directory.
+from-scratch `build_trends` into another directory: the runs read the archive in slices of a
+few bots, the from-scratch build in one, so the slicing is checked too.
 """
 
 from __future__ import annotations
@@ -69,12 +70,17 @@ def assert_same_exports(got: Path, want: Path) -> None:
             raise AssertionError(f"{key[0]}/{key[1]} differs: {exc}") from None
 
 
+# Slices of a few bots: a run's first month then merges its earlier rows slice by slice.
+SLICE_ROWS = 200
+
+
 class Scenario:
     """An archive harvested from ``svc``, its export, and a from-scratch build to compare."""
 
-    def __init__(self, svc: RunningService, root: Path) -> None:
+    def __init__(self, svc: RunningService, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         self.svc = svc
         self.root = root
+        self.monkeypatch = monkeypatch
         self.settings = harvest_settings_for(svc, root / "archive.ducklake",
                                              {"exports.dir": str(root / "exports"),
                                               "trends.movers_top": 3})
@@ -85,8 +91,10 @@ class Scenario:
         assert report.status == "complete", report.message
 
     def trends(self, **kw: Any) -> TrendsReport:
-        """An (incremental) build, then a check against a from-scratch build."""
-        report = build_trends(self.settings, **kw)
+        """An (incremental) build in slices, then a check against a from-scratch build in one."""
+        with self.monkeypatch.context() as sliced:
+            sliced.setattr(slices_module, "CHUNK_ROWS", SLICE_ROWS)
+            report = build_trends(self.settings, **kw)
         self.builds += 1
         scratch = with_export_dir(self.settings, self.root / f"scratch-{self.builds}")
         assert build_trends(scratch).mode == "full"
@@ -101,12 +109,10 @@ class Scenario:
 @pytest.fixture
 def scenario(service_factory: Callable[..., RunningService], tmp_path: Path,
              monkeypatch: pytest.MonkeyPatch) -> Scenario:
-    # Slices of a few bots: a run's first month then merges its earlier rows slice by slice.
     # Planted events: spikes, shifts and outages whose rows an incremental run must settle
     # exactly as a full build does.
-    monkeypatch.setattr(slices_module, "CHUNK_ROWS", 200)
     svc = service_factory(bots=16, history_days=40, stats_per_day=4, end=END, events=0.5)
-    return Scenario(svc, tmp_path)
+    return Scenario(svc, tmp_path, monkeypatch)
 
 
 def settled(first_changed: date) -> date:
@@ -120,6 +126,7 @@ def files_state(root: Path) -> dict[str, tuple[int, int]]:
             for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow
 def test_incremental_exports_equal_a_build_from_scratch(scenario: Scenario) -> None:
     s = scenario
     s.harvest()

@@ -196,16 +196,24 @@ def _in_memory(
 
 
 def create_views(con: duckdb.DuckDBPyConnection, export_dir: Path) -> list[str]:
-    """Run every ``sql/views/*.sql`` with ``${export_dir}`` set to the absolute export path."""
+    """Run every ``sql/views/*.sql`` with ``${export_dir}`` set to the absolute export path,
+    all in one transaction: a reader sees the old views or the new ones, never a mix, and the
+    archive's catalog takes one commit instead of one a view."""
     literal = export_dir.resolve().as_posix().replace("'", "''")
     names = []
-    for file in sorted((archive.sql_dir() / "views").glob("*.sql")):
-        sql = string.Template(file.read_text(encoding="utf-8")).substitute(export_dir=literal)
-        try:
-            con.execute(sql)
-        except duckdb.Error as exc:
-            raise ExportError(f"cannot create the views of {file}: {exc}") from exc
-        names.append(file.stem)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for file in sorted((archive.sql_dir() / "views").glob("*.sql")):
+            sql = string.Template(file.read_text(encoding="utf-8")).substitute(export_dir=literal)
+            try:
+                con.execute(sql)
+            except duckdb.Error as exc:
+                raise ExportError(f"cannot create the views of {file}: {exc}") from exc
+            names.append(file.stem)
+        con.execute("COMMIT")
+    except BaseException:
+        archive.rollback(con)
+        raise
     return names
 
 

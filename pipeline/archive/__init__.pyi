@@ -6,7 +6,7 @@ from ._migrations import sql_dir
 from ._postgres import ARCHIVE, TRENDS, AdvisoryLocks, session_name, shard_key
 from ._queries import Newest, changes_since, last_commit, newest, nothing_archived
 from ._runs import begin_run, finish_run, live_bots, mark_removed
-from ._sql import literal, now_utc
+from ._sql import literal, now_utc, rollback
 from ._store import (
     ArchivePaths,
     attach_statements,
@@ -54,6 +54,7 @@ __all__ = [
     "open_archive",
     "reader",
     "restore",
+    "rollback",
     "session_name",
     "shard_key",
     "sql_dir",

@@ -24,7 +24,10 @@ def migration_files() -> dict[int, Path]:
 
 
 def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """Apply the numbered files of sql/migrations/ not yet applied, each in one transaction."""
+    """Apply the numbered files of sql/migrations/ not yet applied, in order. An archive that
+    has some already gets each of the others in a transaction of its own, so a failing one
+    leaves it as the one before left it; a new archive gets them all in one (a failure leaves
+    it empty), which costs its catalog one commit instead of one a file."""
     con.execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations ("
         " version INTEGER NOT NULL, name VARCHAR NOT NULL, applied_at TIMESTAMPTZ NOT NULL)"
@@ -40,19 +43,22 @@ def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
             f"({', '.join(done[v] for v in unknown)}; it knows up to {max(files):03d}): a newer "
             f"botstats wrote it. Upgrade botstats to write to it (readers such as `botstats "
             f"sql` still work).")
-    applied = []
-    for version, file in sorted(files.items()):
-        if version in done:
-            continue
-        con.execute("BEGIN TRANSACTION")
-        try:
+    pending = [(version, file) for version, file in sorted(files.items()) if version not in done]
+    for group in ([pending] if not done else [[one] for one in pending]):
+        _apply(con, group)
+    return [file.name for _, file in pending]
+
+
+def _apply(con: duckdb.DuckDBPyConnection, group: list[tuple[int, Path]]) -> None:
+    """The migrations of ``group``, and their rows in schema_migrations, in one transaction."""
+    con.execute("BEGIN TRANSACTION")
+    name = ""
+    try:
+        for version, file in group:
+            name = file.name
             con.execute(file.read_text(encoding="utf-8"))
-            con.execute(
-                "INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, file.name, now_utc()]
-            )
-            con.execute("COMMIT")
-        except duckdb.Error as exc:
-            rollback(con)
-            raise StoreError(f"migration {file.name} failed: {exc}") from exc
-        applied.append(file.name)
-    return applied
+            con.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, name, now_utc()])
+        con.execute("COMMIT")
+    except duckdb.Error as exc:
+        rollback(con)
+        raise StoreError(f"migration {name} failed: {exc}") from exc
