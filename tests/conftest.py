@@ -31,6 +31,14 @@ os.environ.setdefault("POLARS_MAX_THREADS", "1")
 os.environ.setdefault("BOTSTATS_STORE_THREADS", "1")
 TEST_THREADS = int(os.environ["BOTSTATS_STORE_THREADS"])
 
+
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment for a `botstats` process a test starts: none of the user's BOTSTATS_*
+    settings (the test's config is the whole truth), but the suite's one thread per library."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BOTSTATS_")}
+    env["BOTSTATS_STORE_THREADS"] = str(TEST_THREADS)
+    return env | extra
+
 # --- the embedded bot-listing service ----------------------------------------------------
 _FAULT_FIELDS = {f.name for f in dataclasses.fields(Faults)}
 

@@ -21,7 +21,7 @@ import duckdb
 import polars as pl
 import pytest
 from _postgres_support import cluster, new_database
-from conftest import assert_archive_equals_service, harvest_settings_for, query
+from conftest import assert_archive_equals_service, child_env, harvest_settings_for, query
 
 from pipeline import archive
 from pipeline.archive._commit import committing
@@ -46,7 +46,7 @@ def test_a_password_in_the_connection_string_is_never_shown(tmp_path: Path) -> N
     catalog that cannot be reached, and the logs never carry it."""
     secret = "pw-Vq83zx0"
     dsn = f"postgresql://botstats:{secret}@127.0.0.1:1/botstats"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BOTSTATS_")}
+    env = child_env()
     env |= {"BOTSTATS_STORE_CATALOG": dsn, "BOTSTATS_STORE_DATA_PATH": str(tmp_path / "lake"),
             "BOTSTATS_CONFIG": os.devnull}
     shown = subprocess.run([sys.executable, "-m", "pipeline", "config"], env=env, cwd=tmp_path,

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
+from conftest import child_env
 
 from pipeline.cli import cli
 from pipeline.service import Faults, ServiceConfig, serve_in_thread
@@ -252,7 +253,7 @@ def test_usage_and_config_errors_exit_2(args: list[str], words: list[str]) -> No
 
 # --- a real process -----------------------------------------------------------------------------
 def _botstats(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BOTSTATS_")}
+    env = child_env()
     return subprocess.run([sys.executable, "-m", "pipeline", *args], capture_output=True,
                           text=True, env=env, cwd=ROOT, timeout=60)
 

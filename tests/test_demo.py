@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import child_env
 
 from pipeline.archive._store import open_archive
 from pipeline.operate._demo import demo
@@ -24,7 +24,7 @@ DATASETS = ("bot_daily", "bot_growth", "bot_ranks", "movers", "anomalies", "reso
 
 
 def _demo(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BOTSTATS_")}
+    env = child_env()
     return subprocess.run([sys.executable, "-m", "pipeline", "demo", *args], cwd=cwd,
                           env={**env, "BOTSTATS_CONFIG": ""}, capture_output=True, text=True,
                           timeout=300)

@@ -3,7 +3,6 @@ the fix), loses nothing, and the run after the fix archives everything."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -12,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import query
+from conftest import child_env, query
 
 from pipeline.core._settings import FieldSettings, load_settings
 from pipeline.harvester._verdict import RunTally, judge
@@ -20,7 +19,7 @@ from pipeline.service import RunningService
 
 
 def botstats(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BOTSTATS_")}
+    env = child_env()
     return subprocess.run([sys.executable, "-m", "pipeline", *args], cwd=cwd, text=True,
                           env={**env, "BOTSTATS_CONFIG": ""}, capture_output=True, timeout=120)
 

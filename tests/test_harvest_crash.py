@@ -9,7 +9,6 @@ and of writing batches.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -23,6 +22,7 @@ import pytest
 from conftest import (
     archived_stat_rows,
     assert_archive_equals_service,
+    child_env,
     harvest_settings_for,
     query,
     service_stat_rows,
@@ -61,7 +61,7 @@ def slow_service(service_factory: Callable[..., RunningService]) -> RunningServi
 
 
 def start_harvest(svc: RunningService, db: Path) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BOTSTATS_")}
+    env = child_env()
     with (db.parent / "harvest.log").open("ab") as log:  # a file: a full pipe would stall it
         return subprocess.Popen(
             [sys.executable, "-m", "pipeline", "harvest", "--base-url", svc.base_url, "--db",
@@ -164,7 +164,7 @@ def _file_size_limit(limit: int) -> Callable[[], None]:
 def harvest_limited(svc: RunningService, db: Path, limit: int) -> str:
     """`botstats harvest` in a child whose files cannot grow past ``limit`` bytes; its exit
     code checked (1: failed) and its output returned, whitespace folded."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BOTSTATS_")}
+    env = child_env()
     done = subprocess.run(
         [sys.executable, "-m", "pipeline", "harvest", "--base-url", svc.base_url, "--db", str(db),
          "--no-progress"],

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import os
 import subprocess
 import sys
 import threading
@@ -27,6 +26,7 @@ from conftest import (
     archived_stat_rows,
     assert_archive_equals_service,
     assert_archive_has_no_duplicates,
+    child_env,
     harvest_settings_for,
     query,
     service_stat_rows,
@@ -527,7 +527,7 @@ def test_a_service_that_ignores_skip_fails_the_run_with_a_clear_error(
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BOTSTATS_")}
+    env = child_env()
     return subprocess.run([sys.executable, "-m", "pipeline", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=60)
 

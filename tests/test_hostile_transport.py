@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -20,6 +19,7 @@ import pytest
 from conftest import (
     archived_stat_rows,
     assert_archive_equals_service,
+    child_env,
     harvest_settings_for,
     query,
     service_stat_rows,
@@ -165,7 +165,7 @@ def harvest_peak_rss_mb(base_url: str, db: Path) -> float:
     db.parent.mkdir(parents=True, exist_ok=True)
     config = db.with_name("empty-config.toml")
     config.touch()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BOTSTATS_")}
+    env = child_env()
     proc = subprocess.run([sys.executable, "-c", HARVEST_AND_REPORT_PEAK, "--config", str(config),
                            "harvest", "--base-url", base_url, "--db", str(db), "--no-progress",
                            "--json"], cwd=db.parent, env=env, capture_output=True, text=True,

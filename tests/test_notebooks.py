@@ -14,7 +14,7 @@ from typing import Any
 
 import nbformat
 import pytest
-from conftest import start_service
+from conftest import child_env, start_service
 from jupyter_client.kernelspec import KernelSpecManager
 from nbclient import NotebookClient
 
@@ -128,8 +128,7 @@ def harvested_archive(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Arch
 def kernel_env(settings: Settings) -> dict[str, str]:
     """This process's environment pointed at the test archive, without a developer's own
     BOTSTATS_* settings or a matplotlib backend that would keep charts out of the outputs."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("BOTSTATS_") and k != "MPLBACKEND"}
+    env = {k: v for k, v in child_env().items() if k != "MPLBACKEND"}
     env["BOTSTATS_DB"] = str(settings.db_path)
     env["BOTSTATS_EXPORT_DIR"] = str(settings.export_dir)
     return env

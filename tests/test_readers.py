@@ -6,7 +6,6 @@ archive."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -15,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import service_stat_rows
+from conftest import child_env, service_stat_rows
 
 from pipeline.archive import _store as store
 from pipeline.archive._store import open_archive
@@ -43,7 +42,7 @@ HOLDER = textwrap.dedent("""
 
 
 def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BOTSTATS_")}
+    env = child_env()
     return {**env, "BOTSTATS_CONFIG": ""}
 
 

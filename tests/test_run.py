@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import child_env
 from filelock import Timeout
 
 from pipeline.archive._store import open_archive
@@ -28,7 +29,7 @@ from pipeline.operate._lock import holder, run_lock
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BOTSTATS_")}
+    env = child_env()
     return {**env, "BOTSTATS_CONFIG": "", **extra}
 
 

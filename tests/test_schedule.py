@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from conftest import child_env
 
 from pipeline.archive._store import open_archive
 from pipeline.cli import cli
@@ -255,7 +256,7 @@ def test_schedule_refuses_an_archive_it_could_never_write_before_starting(
 
 # --- the daemon, for real --------------------------------------------------------------------
 def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("BOTSTATS_")}
+    return child_env()
 
 
 def _events(log_file: Path) -> list[dict[str, Any]]:

@@ -5,7 +5,6 @@ searched for both."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 
 import polars as pl
 import pytest
+from conftest import child_env
 
 from pipeline.archive._store import open_archive
 
@@ -44,7 +44,7 @@ def test_no_secret_in_logs_outputs_tables_or_exports(tmp_path: Path, service_fac
     bot_id, other_bot = d.bot_ids()[:2]
     key = d.bot_key(bot_id)
     secrets = {"user token": token, "bot key": key}
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BOTSTATS_")}
+    env = child_env()
     env.update({"BOTSTATS_CONFIG": "", "BOTSTATS_USER_TOKEN": token, "BOTSTATS_BOT_KEY": key,
                 "BOTSTATS_LOG_LEVEL": "debug", "BOTSTATS_DB": str(tmp_path / "a.ducklake"),
                 "BOTSTATS_EXPORT_DIR": str(tmp_path / "exports"), "BOTSTATS_BASE_URL": svc.base_url,

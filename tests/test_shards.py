@@ -26,6 +26,7 @@ import pytest
 from _postgres_support import new_database
 from conftest import (
     assert_archive_equals_service,
+    child_env,
     harvest_settings_for,
     query,
 )
@@ -82,7 +83,7 @@ def shared_settings(svc: RunningService, tmp: Path, overrides: dict[str, Any] | 
 
 
 def worker_env(settings: Settings, **more: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BOTSTATS_")}
+    env = child_env()
     return {**env, **WORKER_ENV, "BOTSTATS_BASE_URL": settings.service.base_url,
             "BOTSTATS_STORE_CATALOG": settings.store.catalog,
             "BOTSTATS_STORE_DATA_PATH": settings.store.data_path,

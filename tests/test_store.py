@@ -10,6 +10,7 @@ from typing import Any
 import duckdb
 import polars as pl
 import pytest
+from conftest import child_env
 
 from pipeline.archive import _migrations as migrations
 from pipeline.archive import _sql as sql
@@ -320,7 +321,6 @@ def test_an_archive_made_by_botstats_0_1_is_converted_and_harvested_on(
         tmp_path: Path, service_factory: Any) -> None:
     import gzip
     import json
-    import os
     import subprocess
     import sys
     from datetime import datetime
@@ -344,7 +344,7 @@ def test_an_archive_made_by_botstats_0_1_is_converted_and_harvested_on(
     (tmp_path / "empty.toml").touch()
     cli = [sys.executable, "-m", "pipeline", "--config", str(tmp_path / "empty.toml"),
            "--db", str(db)]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BOTSTATS_")}
+    env = child_env()
 
     refused = subprocess.run([*cli, "status"], capture_output=True, text=True, env=env)
     assert refused.returncode == 1 and "botstats convert-archive" in refused.stderr
