@@ -297,22 +297,29 @@ def test_pages_near_the_end_and_the_newest_record_follow_every_change(
             assert http.get(f"/bots/{removed}/stat").status_code == 404
 
 
-def test_a_warm_service_makes_only_the_new_records_of_an_hourly_read(
-        service_factory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def made(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many records each generation of a bot's series makes (appended as it happens)."""
     from pipeline.service import _data
 
-    svc = service_factory(bots=20, history_days=200, stats_page_size=50)
-    directory = svc.directory
-    total = sum(len(directory.stats(b)) for b in directory.bot_ids())
-    made: list[int] = []
+    counts: list[int] = []
     until = _data.Series.until
 
     def counting(self: _data.Series, last: int) -> list[dict[str, Any]]:
         records = until(self, last)
-        made.append(len(records))
+        counts.append(len(records))
         return records
 
     monkeypatch.setattr(_data.Series, "until", counting)
+    return counts
+
+
+def test_a_warm_service_makes_only_the_new_records_of_an_hourly_read(
+        service_factory: Any, made: list[int]) -> None:
+    svc = service_factory(bots=20, history_days=200, stats_page_size=50)
+    directory = svc.directory
+    total = sum(len(directory.stats(b)) for b in directory.bot_ids())
+    made.clear()  # the ground truth above made every history once; the service starts now
     with client_for(svc) as http:
         http.post("/_admin/warm")
         assert sum(made) == total  # the first pass makes every history once
@@ -328,22 +335,11 @@ def test_a_warm_service_makes_only_the_new_records_of_an_hourly_read(
 
 
 def test_a_warm_newest_first_service_serves_its_first_page_from_the_tail(
-        service_factory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+        service_factory: Any, made: list[int]) -> None:
     """Newest first, an hourly read asks the first page (a whole page of the newest records):
     an indexed service answers it without its history, and so does a warm embedded one."""
-    from pipeline.service import _data
-
     svc = service_factory(bots=10, history_days=200, stats_page_size=50, stats_order="newest")
     directory = svc.directory
-    made: list[int] = []
-    until = _data.Series.until
-
-    def counting(self: _data.Series, last: int) -> list[dict[str, Any]]:
-        records = until(self, last)
-        made.append(len(records))
-        return records
-
-    monkeypatch.setattr(_data.Series, "until", counting)
     with client_for(svc) as http:
         http.post("/_admin/warm")
         directory.advance(1)
