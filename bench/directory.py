@@ -9,7 +9,11 @@ day). In a child process each, measured:
   build, the HTML report);
 - **hourly run**: the service is warmed (``POST /_admin/warm``, as an indexed service is) and
   moves one interval forward (one new record a bot), then the same steps again: harvest,
-  incremental trends, report.
+  incremental trends, report;
+- with ``--apart``, **hourly, apart** as well: one more interval forward, and the same hourly
+  run with its trends and report in a second child, started when the harvest's has exited (what
+  the hourly run costs when its analytics do not inherit the harvest's heap; docs/design.md,
+  "Memory"). Its peak is the higher of the two processes'.
 
 The venv's shared libraries are dropped from the page cache first (see ``cold_libraries``).
 Per step: wall, CPU (every thread), peak RSS (``VmHWM``, reset before each step through
@@ -22,6 +26,7 @@ target (issue "Scale up, then out"): the hourly run's peak RSS within 400 MB at 
     .venv/bin/python bench/directory.py                        # 10,000 and 100,000 bots
     .venv/bin/python bench/directory.py --bots 200,2000        # a quick look (the tests)
     .venv/bin/python bench/directory.py --work W --keep        # again: the hourly run only
+    .venv/bin/python bench/directory.py --apart                # and the hourly run in two processes
 
 Figures are dated in bench/README.md.
 """
@@ -67,7 +72,7 @@ class Step:
 @dataclass
 class Job:
     bots: int
-    job: str  # first | hourly
+    job: str  # first | hourly | hourly-apart
     status: str = ""
     seconds: float = 0.0
     cpu_s: float = 0.0
@@ -132,7 +137,12 @@ def _hwm_mb() -> float:
     return 0.0
 
 
-def child(work: Path, base_url: str, out: Path) -> None:
+# What a child runs: every step of `botstats run`, or the harvest / the analytics alone.
+PARTS = {"all": STEPS, "harvest": ("harvest",), "analytics": ("trends", "report")}
+
+
+def child(work: Path, base_url: str, out: Path, part: str = "all",
+          run_id: str | None = None) -> None:
     import httpx
 
     import pipeline
@@ -148,19 +158,23 @@ def child(work: Path, base_url: str, out: Path) -> None:
         return int(httpx.get(f"{base_url}/_admin/health", timeout=30).json()["listing_requests"])
 
     steps: dict[str, Any] = {"start": asdict(Step(peak_rss_mb=_hwm_mb()))}  # imports
-    pages = listing()
-    with Meter() as m:
-        report = pipeline.harvest(settings)
-    steps["harvest"] = asdict(m.step) | {"requests": report.requests,
-                                         "listing_requests": listing() - pages}
-    with Meter() as m:
-        pipeline.build_trends(settings, run_id=report.run_id)
-    steps["trends"] = asdict(m.step)
-    with Meter() as m:
-        pipeline.build_report(settings)
-    steps["report"] = asdict(m.step)
-    out.write_text(json.dumps({"status": report.status, "steps": steps,
-                               "records": report.stats_added}))
+    result: dict[str, Any] = {"status": "complete", "records": 0, "run_id": run_id}
+    if "harvest" in PARTS[part]:
+        pages = listing()
+        with Meter() as m:
+            report = pipeline.harvest(settings)
+        steps["harvest"] = asdict(m.step) | {"requests": report.requests,
+                                             "listing_requests": listing() - pages}
+        result |= {"status": report.status, "records": report.stats_added,
+                   "run_id": report.run_id}
+    if "trends" in PARTS[part]:
+        with Meter() as m:
+            pipeline.build_trends(settings, run_id=result["run_id"])
+        steps["trends"] = asdict(m.step)
+        with Meter() as m:
+            pipeline.build_report(settings)
+        steps["report"] = asdict(m.step)
+    out.write_text(json.dumps(result | {"steps": steps}))
 
 
 # --- the parent ----------------------------------------------------------------------------------
@@ -172,21 +186,35 @@ def service_peak_mb(svc: Service) -> float:
 
 
 def measure(bots: int, job: str, work: Path, svc: Service, log: Path) -> Job:
-    out = work / f".{job}.json"
+    """One job: every step in one child, or (``hourly-apart``) the harvest in one and the
+    trends and report in the next, the job's figures the sum of both (its peak, the higher)."""
     cpu = svc.cpu_seconds() or 0.0
-    m = run_measured([sys.executable, __file__, "--child", str(work), "--base-url",
-                      svc.base_url, "--out", str(out)], cwd=REPO, log=log, append=True)
-    if m.code != 0:
-        raise SystemExit(f"the {job} run of {bots:,} bots failed; see {log}")
-    reported = json.loads(out.read_text())
-    steps = {name: Step(**step) for name, step in reported["steps"].items()}
-    # The process's peak is the highest of its steps': resetting VmHWM per step also resets
-    # what os.wait4 reports at exit.
-    peak = max(s.peak_rss_mb for s in steps.values())
-    del steps["start"]
-    return Job(bots, job, reported["status"], m.seconds, m.cpu_s, peak, m.written_mb,
-               reported["records"], (svc.cpu_seconds() or 0.0) - cpu, service_peak_mb(svc),
-               steps)
+    parts = ("harvest", "analytics") if job == "hourly-apart" else ("all",)
+    total = Job(bots, job, "complete")
+    run_id = None
+    for part in parts:
+        out = work / f".{job}.{part}.json"
+        args = ["--child", str(work), "--base-url", svc.base_url, "--out", str(out),
+                "--part", part] + (["--run-id", run_id] if run_id else [])
+        m = run_measured([sys.executable, __file__, *args], cwd=REPO, log=log, append=True)
+        if m.code != 0:
+            raise SystemExit(f"the {job} run of {bots:,} bots failed; see {log}")
+        reported = json.loads(out.read_text())
+        steps = {name: Step(**step) for name, step in reported["steps"].items()}
+        # The process's peak is the highest of its steps': resetting VmHWM per step also
+        # resets what os.wait4 reports at exit.
+        total.peak_rss_mb = max(total.peak_rss_mb, *(s.peak_rss_mb for s in steps.values()))
+        del steps["start"]
+        total.steps |= steps
+        total.seconds += m.seconds
+        total.cpu_s += m.cpu_s
+        total.written_mb += m.written_mb
+        if "harvest" in steps:
+            total.status, total.records = reported["status"], reported["records"]
+        run_id = reported["run_id"]
+    total.service_cpu_s = (svc.cpu_seconds() or 0.0) - cpu
+    total.service_peak_mb = service_peak_mb(svc)
+    return total
 
 
 def cold_libraries() -> int:
@@ -194,7 +222,9 @@ def cold_libraries() -> int:
     a process maps stay): a library freshly installed sits in the cache as it was written, in
     large folios, and a process that maps it counts each folio it touches whole, so the same
     step's ``RssFile`` read up to 100 MB higher in a new venv than in an old one. Read back
-    from disk, the libraries count the pages the steps fault in. The number of files."""
+    from disk, the libraries count the pages the steps fault in. Each file is flushed first:
+    DONTNEED leaves pages not yet written back, which a venv made a minute before still has
+    (its hourly run read 264 MB ``RssFile`` instead of 194). The number of files."""
     dropped = 0
     for path in Path(sys.prefix).rglob("*.so*"):
         try:
@@ -202,6 +232,7 @@ def cold_libraries() -> int:
         except OSError:
             continue
         try:
+            os.fsync(fd)
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
             dropped += 1
         finally:
@@ -212,10 +243,11 @@ def cold_libraries() -> int:
 KEPT = ".first"  # a size's folder after its first harvest, kept by --keep
 
 
-def run_size(bots: int, root: Path, keep: bool) -> list[Job]:
-    """The first harvest and the hourly run of one size. With ``keep`` the folder as the first
-    harvest left it is copied aside, and a later run with ``keep`` starts from that copy: only
-    the hourly run is measured again (the service is the same for the same size)."""
+def run_size(bots: int, root: Path, keep: bool, apart: bool = False) -> list[Job]:
+    """The first harvest and the hourly run of one size (``apart``: and another hourly run,
+    its analytics in a process of their own). With ``keep`` the folder as the first harvest
+    left it is copied aside, and a later run with ``keep`` starts from that copy: only the
+    hourly runs are measured again (the service is the same for the same size)."""
     work = root / f"{bots}"
     kept = work / KEPT
     reuse = keep and kept.is_dir()
@@ -238,13 +270,16 @@ def run_size(bots: int, root: Path, keep: bool) -> list[Job]:
         svc.warm()
         svc.advance()
         jobs.append(measure(bots, "hourly", work, svc, log))
+        if apart:
+            svc.advance()
+            jobs.append(measure(bots, "hourly-apart", work, svc, log))
     finally:
         svc.close()
     return jobs
 
 
 def render(jobs: list[Job]) -> str:
-    lines = [f"{'bots':>8} {'job':<7} {'status':<9} {'wall s':>7} {'cpu s':>7} {'RSS MB':>7} "
+    lines = [f"{'bots':>8} {'job':<12} {'status':<9} {'wall s':>7} {'cpu s':>7} {'RSS MB':>7} "
              f"{'written MB':>10} {'records':>9} {'svc cpu s':>9} {'svc MB':>7}  per step "
              f"(wall s / cpu s / RSS MB [anon + file] / written MB / requests)"]
     for j in jobs:
@@ -253,14 +288,15 @@ def render(jobs: list[Job]) -> str:
             f"{s.file_mb:.0f}]/{s.written_mb:.1f}"
             + (f"/{s.requests:,} ({s.listing_requests:,} listing)" if name == "harvest" else "")
             for name, s in j.steps.items())
-        lines.append(f"{j.bots:>8,} {j.job:<7} {j.status:<9} {j.seconds:>7.1f} {j.cpu_s:>7.1f} "
+        lines.append(f"{j.bots:>8,} {j.job:<12} {j.status:<9} {j.seconds:>7.1f} {j.cpu_s:>7.1f} "
                      f"{j.peak_rss_mb:>7.0f} {j.written_mb:>10.1f} {j.records:>9,} "
                      f"{j.service_cpu_s:>9.1f} {j.service_peak_mb:>7.0f}  {steps}")
     lines.append("")
     for j in jobs:
-        if j.job == "hourly":
+        if j.job in ("hourly", "hourly-apart"):
             verdict = "MET" if j.peak_rss_mb <= TARGET_MB else "MISSED"
-            lines.append(f"hourly run at {j.bots:,} bots: peak RSS {j.peak_rss_mb:.0f} MB "
+            how = " (trends and report in a process of their own)" if j.job != "hourly" else ""
+            lines.append(f"hourly run at {j.bots:,} bots{how}: peak RSS {j.peak_rss_mb:.0f} MB "
                          f"(target <= {TARGET_MB:.0f}) {verdict}; {j.seconds:.0f} s")
     return "\n".join(lines)
 
@@ -274,14 +310,19 @@ def main(argv: list[str] | None = None) -> None:
                    help=f"keep each size's archive after its first harvest (in <work>/<bots>/"
                         f"{KEPT}) and, when it is there, start from it: only the hourly run is "
                         f"measured again (needs --work)")
+    p.add_argument("--apart", action="store_true",
+                   help="also measure an hourly run whose trends and report run in a second "
+                        "process, after the harvest's has exited")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--base-url", help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
+    p.add_argument("--part", choices=list(PARTS), default="all", help=argparse.SUPPRESS)
+    p.add_argument("--run-id", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.keep and not args.work:
         p.error("--keep needs --work: the kept archive lives in the work folder")
     if args.child:
-        child(Path(args.child), args.base_url, Path(args.out))
+        child(Path(args.child), args.base_url, Path(args.out), args.part, args.run_id)
         return
     root = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="botstats-directory-"))
     jobs: list[Job] = []
@@ -290,7 +331,7 @@ def main(argv: list[str] | None = None) -> None:
             kept = args.keep and (root / f"{bots}" / KEPT).is_dir()
             print(f"{bots:,} bots: " + ("an hourly run from the kept first harvest" if kept
                                         else "first harvest, then an hourly run"), flush=True)
-            size = run_size(bots, root, args.keep)
+            size = run_size(bots, root, args.keep, args.apart)
             jobs += size
             for j in size:
                 print(f"  {j.job}: {j.status}, {j.seconds:.1f} s, {j.peak_rss_mb:.0f} MB peak",

@@ -109,18 +109,22 @@ def test_pacing_bench_measures_each_family_against_a_token_bucket(tmp_path: Path
 def test_directory_bench_measures_a_first_harvest_and_an_hourly_run_per_size(
         tmp_path: Path) -> None:
     # Every step of both jobs measured; the hourly run archives exactly one record a bot.
+    # With --apart, one more hourly run whose trends and report run in a process of their own.
     out = tmp_path / "directory.json"
-    proc = _bench("bench/directory.py", "--bots", "30", "--json", str(out))
+    proc = _bench("bench/directory.py", "--bots", "30", "--apart", "--json", str(out))
     assert proc.returncode == 0, proc.stderr + proc.stdout
-    [first, hourly] = json.loads(out.read_text())
-    assert [(j["bots"], j["job"], j["status"]) for j in (first, hourly)] == [
-        (30, "first", "complete"), (30, "hourly", "complete")]
-    assert hourly["records"] == 30 and first["records"] > 30
-    for job in (first, hourly):
+    [first, hourly, apart] = json.loads(out.read_text())
+    assert [(j["bots"], j["job"], j["status"]) for j in (first, hourly, apart)] == [
+        (30, "first", "complete"), (30, "hourly", "complete"), (30, "hourly-apart", "complete")]
+    assert hourly["records"] == apart["records"] == 30 and first["records"] > 30
+    for job in (first, hourly, apart):
         assert list(job["steps"]) == ["harvest", "trends", "report"]
         assert all(s["peak_rss_mb"] > 0 and s["cpu_s"] > 0 for s in job["steps"].values()), job
         assert job["steps"]["harvest"]["requests"] > job["steps"]["harvest"]["listing_requests"] > 0
+        assert job["peak_rss_mb"] == max(s["peak_rss_mb"] for s in job["steps"].values())
     assert "hourly run at 30 bots: peak RSS" in proc.stdout  # the target has a verdict
+    assert "hourly run at 30 bots (trends and report in a process of their own): peak RSS" in (
+        proc.stdout)
 
 
 def test_forecast_bench_meets_its_targets_on_the_embedded_service(tmp_path: Path) -> None:
