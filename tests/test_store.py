@@ -400,3 +400,22 @@ def test_the_duckdb_shell_opens_the_archive_with_what_sql_attach_prints(tmp_path
                          capture_output=True, text=True, cwd="/")
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["n", "5"]
+
+
+def test_reading_the_archive_leaves_no_copy_of_its_files_in_memory(tmp_path: Path) -> None:
+    # DuckDB would keep the bytes of every parquet file a session reads (its "external file
+    # cache", up to its memory limit): a full trends build of 10M records held 193 MB of it after
+    # one scan. The files are local; the OS caches them already.
+    db = tmp_path / "a.ducklake"
+    with lake(db) as writer:
+        writer.execute("CREATE TABLE t AS SELECT range AS n, repeat('x', 100) AS pad "
+                       "FROM range(200000)")
+    for con in (open_archive(db), lake(db)):
+        with con:
+            assert con.execute("SELECT count(*), sum(length(pad)) FROM t").fetchall() == [
+                (200_000, 20_000_000)]
+            assert con.execute("SELECT count(*) FROM ducklake_list_files('archive', 't')"
+                               ).fetchall()[0][0] >= 1  # read from parquet, not inlined
+            cached = con.execute("SELECT sum(memory_usage_bytes) FROM duckdb_memory() "
+                                 "WHERE tag = 'EXTERNAL_FILE_CACHE'").fetchall()[0][0]
+            assert cached == 0
