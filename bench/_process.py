@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,13 +20,15 @@ class Measured:
 
 
 def run_measured(cmd: list[str], *, cwd: Path, log: Path, env: dict[str, str] | None = None,
-                 append: bool = False) -> Measured:
-    """Run ``cmd`` with its output into ``log``: its wall time, peak RSS, CPU time, bytes written
-    and exit code. ``os.wait4`` gives the rusage of that one child (RUSAGE_CHILDREN would mix
-    all of them)."""
-    with log.open("ab" if append else "wb") as out:
+                 append: bool = False, stdout: Path | None = None) -> Measured:
+    """Run ``cmd`` with its output into ``log`` (its standard output into ``stdout`` if given):
+    its wall time, peak RSS, CPU time, bytes written and exit code. ``os.wait4`` gives the
+    rusage of that one child (RUSAGE_CHILDREN would mix all of them)."""
+    with ExitStack() as files:
+        err = files.enter_context(log.open("ab" if append else "wb"))
+        out = files.enter_context(stdout.open("wb")) if stdout else err
         started = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=err)
         _, status, usage = os.wait4(proc.pid, 0)
         seconds = time.perf_counter() - started
     return Measured(seconds, usage.ru_maxrss / 1024,  # ru_maxrss is in KiB on Linux

@@ -3,30 +3,34 @@
 For each size the embedded service runs in its own process (``--bots N``, 10 days of history,
 one record a day, ``/stats`` paged by 100, its clock at the end of a Sunday late in a month, so
 the hourly run's window starts on the Monday after and its month partition holds every earlier
-day). In a child process each, measured:
+day). Measured, each in processes of its own:
 
-- **first harvest**: the steps of `botstats run` into an empty archive (harvest, a full trends
-  build, the HTML report);
+- **first harvest**: the steps of `botstats run` into an empty archive (the harvest in one
+  process; a full trends build and the HTML report in a second, as `botstats run` re-executes
+  itself for them);
 - **hourly run**: the service is warmed (``POST /_admin/warm``, as an indexed service is) and
-  moves one interval forward (one new record a bot), then the same steps again: harvest,
-  incremental trends, report;
-- with ``--apart``, **hourly, apart** as well: one more interval forward, and the same hourly
-  run with its trends and report in a second child, started when the harvest's has exited (what
-  the hourly run costs when its analytics do not inherit the harvest's heap; docs/design.md,
-  "Memory"). Its peak is the higher of the two processes'.
+  moves one interval forward (one new record a bot), then `botstats run` itself (``python -m
+  pipeline run --json``): harvest, incremental trends, report. Its peak RSS is the kernel's
+  for the process over both of its images (``os.wait4``); per part, what the run reports;
+- **hourly, by step**: one interval forward, the same steps as the first harvest's, each
+  measured (below);
+- with ``--same-process``, **hourly, one process** as well: one more interval forward, every
+  step in one process (what `botstats run` does with ``[run].fresh_process = false``, and the
+  scheduler daemon's jobs).
 
 The venv's shared libraries are dropped from the page cache first (see ``cold_libraries``).
-Per step: wall, CPU (every thread), peak RSS (``VmHWM``, reset before each step through
-``/proc/self/clear_refs``), bytes handed to the storage layer (``/proc/self/io``) and requests
-(listing pages from the service's counter; the rest are each bot's ``/stat`` and ``/stats``);
-for the whole process its wall, CPU and bytes written (``os.wait4``) and its peak RSS (the
-highest of its steps' and of its start-up); and the service's CPU and peak RSS. The
-target (issue "Scale up, then out"): the hourly run's peak RSS within 400 MB at every size.
+Per measured step: wall, CPU (every thread), peak RSS (``VmHWM``, reset before each step through
+``/proc/self/clear_refs``) and what it was made of (the highest ``RssAnon``, the process's own
+data, and ``RssFile``, pages of the libraries' code, sampled every 10 ms), bytes handed to the
+storage layer (``/proc/self/io``) and requests (listing pages from the service's counter; the
+rest are each bot's ``/stat`` and ``/stats``); for each process its wall, CPU and bytes written
+(``os.wait4``); and the service's CPU and peak RSS. The target (issue "Scale up, then out"):
+the hourly run's peak RSS within 400 MB at every size.
 
     .venv/bin/python bench/directory.py                        # 10,000 and 100,000 bots
     .venv/bin/python bench/directory.py --bots 200,2000        # a quick look (the tests)
-    .venv/bin/python bench/directory.py --work W --keep        # again: the hourly run only
-    .venv/bin/python bench/directory.py --apart                # and the hourly run in two processes
+    .venv/bin/python bench/directory.py --work W --keep        # again: the hourly runs only
+    .venv/bin/python bench/directory.py --same-process         # and the hourly run in one process
 
 Figures are dated in bench/README.md.
 """
@@ -72,7 +76,7 @@ class Step:
 @dataclass
 class Job:
     bots: int
-    job: str  # first | hourly | hourly-apart
+    job: str  # first | hourly | hourly-steps | hourly-one
     status: str = ""
     seconds: float = 0.0
     cpu_s: float = 0.0
@@ -185,14 +189,19 @@ def service_peak_mb(svc: Service) -> float:
     return 0.0
 
 
+# How each job runs: its steps in processes of their own (the analytics in a second one, as
+# `botstats run` re-executes itself for them), or every step in one.
+JOB_PARTS = {"first": ("harvest", "analytics"), "hourly-steps": ("harvest", "analytics"),
+             "hourly-one": ("all",)}
+
+
 def measure(bots: int, job: str, work: Path, svc: Service, log: Path) -> Job:
-    """One job: every step in one child, or (``hourly-apart``) the harvest in one and the
-    trends and report in the next, the job's figures the sum of both (its peak, the higher)."""
+    """One job of measured steps (``JOB_PARTS``), the job's figures the sum of its processes'
+    (its peak, the highest)."""
     cpu = svc.cpu_seconds() or 0.0
-    parts = ("harvest", "analytics") if job == "hourly-apart" else ("all",)
     total = Job(bots, job, "complete")
     run_id = None
-    for part in parts:
+    for part in JOB_PARTS[job]:
         out = work / f".{job}.{part}.json"
         args = ["--child", str(work), "--base-url", svc.base_url, "--out", str(out),
                 "--part", part] + (["--run-id", run_id] if run_id else [])
@@ -215,6 +224,39 @@ def measure(bots: int, job: str, work: Path, svc: Service, log: Path) -> Job:
     total.service_cpu_s = (svc.cpu_seconds() or 0.0) - cpu
     total.service_peak_mb = service_peak_mb(svc)
     return total
+
+
+def measure_run(bots: int, work: Path, svc: Service, log: Path) -> Job:
+    """`botstats run --json` itself, with the settings the measured steps use: its peak RSS is
+    the kernel's for the process (``os.wait4`` keeps the highest across an ``exec``), its parts
+    what the run reports (each image's ``VmHWM``, the harvest's and the trends' seconds)."""
+    config = work / "bench.toml"
+    config.write_text(
+        f'[service]\nbase_url = "{svc.base_url}"\nstats_page_size = {PAGE}\n'
+        f'[store]\ndb = "{work / "archive.ducklake"}"\n[exports]\ndir = "{work / "exports"}"\n'
+        f'[report]\nfile = "{work / "report.html"}"\n')
+    cpu, pages = svc.cpu_seconds() or 0.0, svc.listing_requests()
+    out = work / ".hourly.json"
+    m = run_measured([sys.executable, "-m", "pipeline", "--config", str(config), "run", "--json",
+                      "--no-progress"], cwd=REPO, log=log, append=True, stdout=out,
+                     env={**os.environ, "BOTSTATS_CONFIG": ""})
+    try:
+        report = json.loads(out.read_text())
+    except ValueError:
+        raise SystemExit(f"the hourly run of {bots:,} bots printed no report; see {log}") from None
+    if m.code != 0:
+        raise SystemExit(f"the hourly run of {bots:,} bots ended {report['status']} "
+                         f"(exit {m.code}); see {log}")
+    harvest, trends, memory = report["harvest"], report["trends"], report["memory"]
+    job = Job(bots, "hourly", report["status"], m.seconds, m.cpu_s, m.peak_rss_mb, m.written_mb,
+              harvest["stats_added"], (svc.cpu_seconds() or 0.0) - cpu, service_peak_mb(svc))
+    job.steps = {
+        "harvest": Step(harvest["seconds"], peak_rss_mb=memory["harvest"],
+                        requests=harvest["requests"],
+                        listing_requests=svc.listing_requests() - pages),
+        "trends+report": Step(trends["seconds"], peak_rss_mb=memory["trends"]),
+    }
+    return job
 
 
 def cold_libraries() -> int:
@@ -243,11 +285,11 @@ def cold_libraries() -> int:
 KEPT = ".first"  # a size's folder after its first harvest, kept by --keep
 
 
-def run_size(bots: int, root: Path, keep: bool, apart: bool = False) -> list[Job]:
-    """The first harvest and the hourly run of one size (``apart``: and another hourly run,
-    its analytics in a process of their own). With ``keep`` the folder as the first harvest
-    left it is copied aside, and a later run with ``keep`` starts from that copy: only the
-    hourly runs are measured again (the service is the same for the same size)."""
+def run_size(bots: int, root: Path, keep: bool, same_process: bool = False) -> list[Job]:
+    """The first harvest and the hourly runs of one size (``same_process``: and one more with
+    every step in one process). With ``keep`` the folder as the first harvest left it is copied
+    aside, and a later run with ``keep`` starts from that copy: only the hourly runs are
+    measured again (the service is the same for the same size)."""
     work = root / f"{bots}"
     kept = work / KEPT
     reuse = keep and kept.is_dir()
@@ -269,10 +311,12 @@ def run_size(bots: int, root: Path, keep: bool, apart: bool = False) -> list[Job
             shutil.copytree(work, kept, ignore=shutil.ignore_patterns(KEPT, "*.log"))
         svc.warm()
         svc.advance()
-        jobs.append(measure(bots, "hourly", work, svc, log))
-        if apart:
+        jobs.append(measure_run(bots, work, svc, log))
+        svc.advance()
+        jobs.append(measure(bots, "hourly-steps", work, svc, log))
+        if same_process:
             svc.advance()
-            jobs.append(measure(bots, "hourly-apart", work, svc, log))
+            jobs.append(measure(bots, "hourly-one", work, svc, log))
     finally:
         svc.close()
     return jobs
@@ -283,22 +327,32 @@ def render(jobs: list[Job]) -> str:
              f"{'written MB':>10} {'records':>9} {'svc cpu s':>9} {'svc MB':>7}  per step "
              f"(wall s / cpu s / RSS MB [anon + file] / written MB / requests)"]
     for j in jobs:
-        steps = "  ".join(
-            f"{name} {s.seconds:.1f}/{s.cpu_s:.1f}/{s.peak_rss_mb:.0f} [{s.anon_mb:.0f} + "
-            f"{s.file_mb:.0f}]/{s.written_mb:.1f}"
-            + (f"/{s.requests:,} ({s.listing_requests:,} listing)" if name == "harvest" else "")
-            for name, s in j.steps.items())
+        steps = "  ".join(_step(name, s, measured=j.job != "hourly") for name, s in j.steps.items())
         lines.append(f"{j.bots:>8,} {j.job:<12} {j.status:<9} {j.seconds:>7.1f} {j.cpu_s:>7.1f} "
                      f"{j.peak_rss_mb:>7.0f} {j.written_mb:>10.1f} {j.records:>9,} "
                      f"{j.service_cpu_s:>9.1f} {j.service_peak_mb:>7.0f}  {steps}")
     lines.append("")
     for j in jobs:
-        if j.job in ("hourly", "hourly-apart"):
+        if j.job in HOW:
             verdict = "MET" if j.peak_rss_mb <= TARGET_MB else "MISSED"
-            how = " (trends and report in a process of their own)" if j.job != "hourly" else ""
-            lines.append(f"hourly run at {j.bots:,} bots{how}: peak RSS {j.peak_rss_mb:.0f} MB "
-                         f"(target <= {TARGET_MB:.0f}) {verdict}; {j.seconds:.0f} s")
+            lines.append(f"hourly run at {j.bots:,} bots{HOW[j.job]}: peak RSS "
+                         f"{j.peak_rss_mb:.0f} MB (target <= {TARGET_MB:.0f}) {verdict}; "
+                         f"{j.seconds:.0f} s")
     return "\n".join(lines)
+
+
+HOW = {"hourly": " (botstats run)", "hourly-steps": " (its steps, measured)",
+       "hourly-one": " (every step in one process)"}
+
+
+def _step(name: str, s: Step, *, measured: bool) -> str:
+    """wall / cpu / RSS [anon + file] / written (/ requests) of a measured step; of a part of
+    `botstats run`, what it reports: wall / RSS (/ requests)."""
+    requests = f"/{s.requests:,} ({s.listing_requests:,} listing)" if name == "harvest" else ""
+    if not measured:
+        return f"{name} {s.seconds:.1f}/-/{s.peak_rss_mb:.0f}/-{requests}"
+    return (f"{name} {s.seconds:.1f}/{s.cpu_s:.1f}/{s.peak_rss_mb:.0f} [{s.anon_mb:.0f} + "
+            f"{s.file_mb:.0f}]/{s.written_mb:.1f}{requests}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -310,9 +364,9 @@ def main(argv: list[str] | None = None) -> None:
                    help=f"keep each size's archive after its first harvest (in <work>/<bots>/"
                         f"{KEPT}) and, when it is there, start from it: only the hourly run is "
                         f"measured again (needs --work)")
-    p.add_argument("--apart", action="store_true",
-                   help="also measure an hourly run whose trends and report run in a second "
-                        "process, after the harvest's has exited")
+    p.add_argument("--same-process", action="store_true",
+                   help="also measure an hourly run with every step in one process (as "
+                        "[run].fresh_process = false and the scheduler daemon run them)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--base-url", help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
@@ -331,7 +385,7 @@ def main(argv: list[str] | None = None) -> None:
             kept = args.keep and (root / f"{bots}" / KEPT).is_dir()
             print(f"{bots:,} bots: " + ("an hourly run from the kept first harvest" if kept
                                         else "first harvest, then an hourly run"), flush=True)
-            size = run_size(bots, root, args.keep, args.apart)
+            size = run_size(bots, root, args.keep, args.same_process)
             jobs += size
             for j in size:
                 print(f"  {j.job}: {j.status}, {j.seconds:.1f} s, {j.peak_rss_mb:.0f} MB peak",

@@ -180,6 +180,103 @@ def test_botstats_run_prints_a_summary_and_exits_0(tmp_path: Path, service: Any)
     assert (data["trends"]["mode"], data["trends"]["reason"]) == ("full", "--full")
 
 
+def _run_json(tmp_path: Path, base_url: str, *args: str, **env: str) -> tuple[int, dict[str, Any]]:
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline", "--db", "a.ducklake",
+                             "--base-url", base_url, *args, "run", "--json"], cwd=tmp_path,
+                            env=_env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    out, err = proc.communicate(timeout=120)
+    assert out.strip(), err
+    return proc.returncode, {**json.loads(out), "pid": proc.pid}
+
+
+@pytest.mark.slow
+def test_botstats_run_builds_its_trends_in_a_fresh_image_of_itself(tmp_path: Path,
+                                                                   service: Any) -> None:
+    # The harvest's process re-executes itself for the trends and the report (the same PID, a
+    # fresh heap): the same archive, the same exports, the same report as in one process.
+    fresh, one = tmp_path / "fresh", tmp_path / "one"
+    fresh.mkdir(), one.mkdir()
+    code, data = _run_json(fresh, service.base_url)
+    assert code == 0 and data["status"] == "complete", data
+    assert data["memory"]["fresh_process"] is True
+    assert data["memory"]["harvest"] > 0 and data["memory"]["trends"] > 0
+    assert data["trends"]["run_id"] == data["run_id"] == data["harvest"]["run_id"]
+    assert data["harvest"]["bots_seen"] == 30 and data["harvest"]["stats_added"] > 0
+    # The trends' lock was taken by the fresh image: the same PID, the same run.
+    info = holder(_settings(fresh, service.base_url))
+    assert info is not None and (info["job"], info["pid"], info["run_id"]) == (
+        "run", data["pid"], data["run_id"]) and info["released_at"]
+
+    code, same = _run_json(one, service.base_url, BOTSTATS_RUN_FRESH_PROCESS="false")
+    assert code == 0 and same["status"] == "complete"
+    assert "fresh_process" not in same["memory"]
+    assert {k: v for k, v in same["harvest"].items() if k in ("bots_seen", "stats_added")} == {
+        k: v for k, v in data["harvest"].items() if k in ("bots_seen", "stats_added")}
+    from pipeline import DATASETS, load_dataset
+
+    for name in DATASETS:
+        a = load_dataset(_settings(fresh, service.base_url, **{
+            "exports.dir": str(fresh / "data" / "exports")}), name)
+        b = load_dataset(_settings(one, service.base_url, **{
+            "exports.dir": str(one / "data" / "exports")}), name)
+        assert a.height > 0 or name in ("anomalies",), name
+        assert a.equals(b), name
+
+
+@pytest.mark.slow
+def test_a_run_whose_fresh_image_fails_its_trends_fails(tmp_path: Path, service: Any) -> None:
+    # The verdict crosses the exec: a trends failure in the fresh image fails the run, exit 1.
+    (tmp_path / "notes.txt").write_text("not a directory")
+    code, data = _run_json(tmp_path, service.base_url, BOTSTATS_EXPORTS_DIR="notes.txt/exports")
+    assert (code, data["status"], data["exit_code"]) == (1, "failed", 1)
+    assert data["memory"]["fresh_process"] is True
+    assert data["harvest"]["status"] == "complete" and data["trends"] is None
+    assert "notes.txt" in data["trends_error"]
+    assert _statuses(tmp_path / "a.ducklake") == ["complete"]
+
+
+def test_a_hand_off_inherited_from_another_process_is_ignored(tmp_path: Path,
+                                                              service: Any) -> None:
+    # A run handed off by another process (here this one: its environment leaking into a
+    # child it starts) is not the child's: the child runs its own harvest.
+    stale = {"pid": os.getpid(), "report": {"status": "complete", "harvest": None}}
+    code, data = _run_json(tmp_path, service.base_url,
+                           _BOTSTATS_RUN_HANDOFF=json.dumps(stale))
+    assert code == 0 and data["harvest"]["bots_seen"] == 30
+    assert _statuses(tmp_path / "a.ducklake") == ["complete"]
+
+
+def test_a_run_handed_off_builds_its_trends_once_the_lock_is_free(tmp_path: Path,
+                                                                   service: Any) -> None:
+    # hand_off: the harvest ends, lets go of the lock and leaves the trends to finish_run; a
+    # job that takes the lock in between makes them wait (here: give up, the run still complete).
+    settings = _settings(tmp_path, service.base_url)
+    report = runner.run(settings, hand_off=True)
+    assert report.trends_pending and report.trends is None and report.status == "complete"
+    assert not (tmp_path / "exports" / "manifest.json").exists()
+    info = holder(settings)
+    assert info is not None and info["released_at"]  # the harvest let go of the lock
+    handed = json.loads(json.dumps(report.as_dict(), default=str))
+    with run_lock(settings, "harvest"):
+        waited = runner.finish_run(settings, runner.RunReport.resume(handed), lock_timeout=0.3)
+    assert (waited.status, waited.exit_code, waited.trends) == ("complete", 0, None)
+    assert waited.trends_skipped.startswith("another job kept the lock: ")
+    done = runner.finish_run(settings, runner.RunReport.resume(handed))
+    assert (done.status, done.exit_code, done.trends_skipped) == ("complete", 0, "")
+    assert done.trends is not None and done.trends.run_id == report.run_id
+    assert (tmp_path / "exports" / "manifest.json").exists()
+    assert _statuses(settings.db_path) == ["complete"]
+
+
+def test_a_harvest_report_reads_back_from_its_json() -> None:
+    report = HarvestReport("20261126T080000Z-abc123", "incremental", status="partial",
+                           bots_seen=7, stats_added=3, errors=1, message="listing stopped early")
+    report.finished_at = report.started_at
+    again = HarvestReport.from_dict(json.loads(json.dumps(report.as_dict(), default=str)))
+    assert again == report
+
+
 @pytest.mark.parametrize("job", ["harvest", "trends"])
 def test_harvest_and_trends_on_their_own_take_the_lock_and_name_their_run(
         tmp_path: Path, service: Any, job: str) -> None:

@@ -18,7 +18,7 @@ import click
 
 from .. import __version__
 from ..core import BotstatsError
-from ._options import _shared, common_options, typed, user_token_option
+from ._options import Ctx, _shared, common_options, typed, user_token_option
 
 if TYPE_CHECKING:
     from ..harvester import ProgressFn
@@ -95,7 +95,7 @@ def cli() -> None:
 
 def main() -> None:
     try:
-        cli(prog_name="botstats")
+        cli(prog_name="botstats", obj=Ctx(entry_point=True))
     except SystemExit as exc:
         exit_now(exc.code)
     exit_now(0)

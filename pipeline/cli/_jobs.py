@@ -49,6 +49,12 @@ def _print_run(report: RunReport) -> None:
         click.echo(report.report.summary())
     elif report.report_error:
         click.echo(f"report: failed: {report.report_error}")
+    memory = report.memory
+    if memory.get("trends") and memory.get("fresh_process"):
+        click.echo(f"memory: peak {memory.get('harvest')} MB harvesting, {memory['trends']} MB "
+                   f"for the trends and report (a fresh process)")
+    elif memory.get("trends") or memory.get("harvest"):
+        click.echo(f"memory: peak {memory.get('trends') or memory.get('harvest')} MB")
     if report.took_over:
         click.echo(f"note: took over the lock of a run that died without releasing it "
                    f"(pid {report.took_over.get('pid')}, run {report.took_over.get('run_id')})")
@@ -80,13 +86,21 @@ def run_cmd(full: bool, full_trends: bool, accept_removals: bool, lock_timeout: 
     Exit codes: 0 complete, 3 partial, 1 failed, 4 interrupted, 75 another run holds the lock
     (the message names it), 2 usage or config error.
     """
-    from ..operate import run
+    from ..operate import can_hand_off, finish_run, hand_off, resumed, run, stop_on_signals
 
     settings = settings_from_flags(**{"run.lock_timeout": lock_timeout})
     setup_logging(settings)
-    report = harvesting(progress, lambda stop, on_progress: run(
-        settings, full=full, full_trends=full_trends, accept_removals=accept_removals, stop=stop,
-        on_progress=on_progress, shard=shard))
+    report = resumed()  # this process is the fresh image a harvest handed its run to
+    if report is None:
+        fresh = settings.run.fresh_process and typed().entry_point and can_hand_off()
+        report = harvesting(progress, lambda stop, on_progress: run(
+            settings, full=full, full_trends=full_trends, accept_removals=accept_removals,
+            stop=stop, on_progress=on_progress, shard=shard, hand_off=fresh))
+        if report.trends_pending:
+            hand_off(report)  # returns only if the exec failed
+    if report.trends_pending:
+        with stop_on_signals() as stop:
+            report = finish_run(settings, report, full_trends=full_trends, stop=stop)
     report_and_exit(report, as_json, _print_run)
 
 

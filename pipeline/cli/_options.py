@@ -21,6 +21,9 @@ class Ctx:
 
     config: str | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
+    # main() ran: this process is the botstats command, not a caller that invoked `cli` itself
+    # (a test's CliRunner, a script), so a command may re-execute it (`botstats run`).
+    entry_point: bool = False
 
 
 def _remember(key: str) -> Callable[[click.Context, click.Parameter, Any], Any]:

@@ -200,6 +200,9 @@ class RunSettings:
 
     lock_timeout: float = 60.0  # seconds a second run waits before giving up (exit 75)
     lock_file: str = ""  # "" = <db>.lock beside the archive
+    # `botstats run` builds the trends and the report in a fresh process image (exec) after
+    # the harvest, so that they do not stack on the harvest's heap; False: all in one process.
+    fresh_process: bool = True
 
 
 @dataclass(frozen=True)

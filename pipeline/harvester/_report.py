@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
@@ -54,6 +54,16 @@ class HarvestReport:
         out["seconds"] = round(self.seconds, 3)
         out["shard"] = str(self.shard)
         return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> HarvestReport:
+        """The report again from :meth:`as_dict` (read back as JSON: times as ISO text)."""
+        values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        for key in ("started_at", "finished_at"):
+            if isinstance(values.get(key), str):
+                values[key] = datetime.fromisoformat(values[key])
+        values["shard"] = Shard.parse(str(data.get("shard", "0/1")))
+        return cls(**values)
 
 
 ProgressFn = Callable[[HarvestReport], None]

@@ -1,10 +1,11 @@
 """Operating botstats: runs under a lock, on a schedule, deployed, watched.
 
 ``_runner`` (``run``: harvest then trends then the report, each step on its own too, and the
-archive's upkeep jobs, all under the run lock), ``_lock`` (the run lock), ``_signals`` (stopping
-on SIGTERM after the current batch), ``_schedule`` (the APScheduler daemon), ``_deploy`` (the
-crontab line and systemd units), ``_status`` (``botstats status``), ``_logs`` (logging with
-secrets redacted), ``_demo`` (``botstats demo`` against the embedded service).
+archive's upkeep jobs, all under the run lock), ``_process`` (`botstats run` re-executing itself
+for the trends), ``_memory`` (a process's peak RSS), ``_lock`` (the run lock), ``_signals``
+(stopping on SIGTERM after the current batch), ``_schedule`` (the APScheduler daemon),
+``_deploy`` (the crontab line and systemd units), ``_status`` (``botstats status``), ``_logs``
+(logging with secrets redacted), ``_demo`` (``botstats demo`` against the embedded service).
 """
 
 import lazy_loader

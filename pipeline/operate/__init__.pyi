@@ -4,7 +4,8 @@ from ._demo import demo, next_steps
 from ._deploy import botstats_command, cron_text
 from ._logs import setup_logging
 from ._maintenance import backup_archive, compact_archive, convert_archive, restore_archive
-from ._runner import RunReport, run
+from ._process import can_hand_off, hand_off, resumed
+from ._runner import RunReport, finish_run, run
 from ._schedule import describe_schedule, run_scheduler
 from ._signals import stop_on_signals
 from ._status import SHARD_COLUMNS, archive_status, describe_drift, describe_latest, parse_age
@@ -13,6 +14,7 @@ from ._steps import locked_harvest, locked_trends
 __all__ = [
     "SHARD_COLUMNS",
     "archive_status",
+    "can_hand_off",
     "backup_archive",
     "botstats_command",
     "compact_archive",
@@ -22,11 +24,14 @@ __all__ = [
     "describe_drift",
     "describe_latest",
     "describe_schedule",
+    "finish_run",
+    "hand_off",
     "locked_harvest",
     "locked_trends",
     "next_steps",
     "parse_age",
     "restore_archive",
+    "resumed",
     "run",
     "run_scheduler",
     "RunReport",

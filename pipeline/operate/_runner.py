@@ -8,6 +8,11 @@ code, is the harvest's, except that a trends failure after a good harvest makes 
 
     0 complete   3 partial   1 failed   4 interrupted   75 another run holds the lock
 
+With ``hand_off`` the run stops after the harvest when the trends are due (``trends_pending``)
+and lets go of the lock; :func:`finish_run` builds them under the trends lock, in whatever
+process the caller chose: `botstats run` re-executes itself (``_process``), so that the trends
+and the report do not start from the heap the harvest left.
+
 The scheduler's jobs (:func:`harvest_job`, :func:`trends_job`) are the same steps on their own,
 each under the same lock. A ``stop`` event (set by SIGTERM/SIGINT) makes a running harvest finish
 its current batch and record the run ``interrupted``; set while waiting for the lock, the job gives
@@ -19,12 +24,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..core import BotstatsError, LockTimeout, Settings, Shard
 from ..harvester import EXIT_CODES, HarvestReport, ProgressFn, harvest
 from ._lock import Held, run_lock
+from ._memory import peak_rss_mb
 from ._scope import TRENDS_SCOPE, Scope
 
 if TYPE_CHECKING:
@@ -49,6 +55,10 @@ class RunReport:
     lock_wait: float = 0.0
     took_over: dict[str, Any] | None = None  # the dead holder whose lock this run took over
     message: str = ""
+    trends_pending: bool = False  # harvested; the trends and report are the caller's (finish_run)
+    # Peak RSS in MB: "harvest" at its end; "trends" at the run's end (the same process's peak,
+    # or that of the fresh process the trends ran in: "fresh_process").
+    memory: dict[str, Any] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
@@ -72,7 +82,19 @@ class RunReport:
             "trends_error": self.trends_error or None,
             "report": self.report.as_dict() if self.report else None,
             "report_error": self.report_error or None,
+            "memory": self.memory or None,
         }
+
+    @classmethod
+    def resume(cls, data: dict[str, Any]) -> RunReport:
+        """A run handed off after its harvest (its :meth:`as_dict`, read back as JSON), ready
+        for :func:`finish_run`."""
+        harvested = data.get("harvest")
+        return cls(str(data["status"]), message=str(data.get("message") or ""),
+                   lock_wait=float(data.get("lock_wait_seconds") or 0.0),
+                   took_over=data.get("took_over"), memory=dict(data.get("memory") or {}),
+                   harvest=HarvestReport.from_dict(harvested) if harvested else None,
+                   trends_pending=True)
 
 
 def _noting(lock: Held, on_progress: ProgressFn | None) -> ProgressFn:
@@ -96,10 +118,13 @@ def run(
     stop: threading.Event | None = None,
     on_progress: ProgressFn | None = None,
     shard: Shard | None = None,
+    hand_off: bool = False,
 ) -> RunReport:
     """Lock, harvest, then trends (``full_trends``: recomputed from the whole archive). Raises
     LockTimeout (exit 75) when another run holds the lock. ``shard``: harvest only that shard
-    (the trends, of the whole archive, under the trends lock: one build at a time)."""
+    (the trends, of the whole archive, under the trends lock: one build at a time).
+    ``hand_off``: return after the harvest with ``trends_pending`` set when the trends are due,
+    for :func:`finish_run`."""
     stop = stop or threading.Event()
     started = time.monotonic()
     scope = Scope.harvest(shard)
@@ -108,23 +133,51 @@ def run(
             report = RunReport("running", lock_wait=time.monotonic() - started,
                                took_over=lock.previous if lock.took_over else None)
             _harvest_then_trends(settings, report, lock, scope.shard, full, full_trends,
-                                 accept_removals, stop, on_progress)
+                                 accept_removals, stop, on_progress, hand_off)
     except LockTimeout:
         if not stop.is_set():
             raise
         report = RunReport("interrupted", message="stopped while waiting for the archive lock")
+    if not report.trends_pending:
+        _log_end(report)
+    return report
+
+
+def finish_run(settings: Settings, report: RunReport, *, full_trends: bool = False,
+               lock_timeout: float | None = None,
+               stop: threading.Event | None = None) -> RunReport:
+    """The trends and the report of a run handed off after its harvest (``trends_pending``),
+    under the trends lock (the archive's run lock, with a SQLite catalog); the run's status
+    and exit code as :func:`run` gives them."""
+    stop = stop or threading.Event()
+    report.trends_pending = False
+    try:
+        with run_lock(settings, "run", scope=TRENDS_SCOPE, timeout=lock_timeout,
+                      run_id=report.run_id, stop=stop):
+            _trends_then_report(settings, report, full_trends)
+    except LockTimeout as exc:  # the lock was free between the harvest and now: anyone's
+        report.trends_skipped = ("stopped on request" if stop.is_set()
+                                 else f"another job kept the lock: {exc}")
+    _log_end(report)
+    return report
+
+
+def _log_end(report: RunReport) -> None:
+    if report.trends is not None:
+        report.memory["trends"] = peak_rss_mb()
     log.info("run %s %s (exit %d)", report.run_id, report.status, report.exit_code,
              extra={"run": {k: v for k, v in report.as_dict().items() if k not in ("harvest", "trends")}})
-    return report
 
 
 def _harvest_then_trends(settings: Settings, report: RunReport, lock: Held,
                          shard: Shard, full: bool, full_trends: bool, accept_removals: bool,
-                         stop: threading.Event, on_progress: ProgressFn | None) -> None:
+                         stop: threading.Event, on_progress: ProgressFn | None,
+                         hand_off: bool) -> None:
     report.harvest = harvest(settings, full=full, accept_removals=accept_removals,
                              on_progress=_noting(lock, on_progress), stop=stop, shard=shard,
                              dead=lock.dead)
     lock.note(run_id=report.harvest.run_id)
+    report.memory["harvest"] = peak_rss_mb()
     report.status, report.message = report.harvest.status, report.harvest.message
     if report.harvest.status not in ("complete", "partial"):
         report.trends_skipped = f"the harvest ended {report.harvest.status}"
@@ -132,15 +185,22 @@ def _harvest_then_trends(settings: Settings, report: RunReport, lock: Held,
     if stop.is_set():
         report.trends_skipped = "stopped on request"
         return
+    if hand_off:
+        report.trends_pending = True
+        return
     try:
         with lock.also(TRENDS_SCOPE):
-            report.trends = _build_trends(settings, report.harvest.run_id, full=full_trends)
+            _trends_then_report(settings, report, full_trends)
     except LockTimeout as exc:
-        if stop.is_set():
-            report.trends_skipped = "stopped on request"
-        else:
-            report.trends_skipped = f"another job kept building them: {exc}"
-        return
+        report.trends_skipped = ("stopped on request" if stop.is_set()
+                                 else f"another job kept building them: {exc}")
+
+
+def _trends_then_report(settings: Settings, report: RunReport, full_trends: bool) -> None:
+    """Trends after a good harvest, then the report; a trends failure fails the run."""
+    assert report.harvest is not None
+    try:
+        report.trends = _build_trends(settings, report.harvest.run_id, full=full_trends)
     except BotstatsError as exc:
         report.trends_error = str(exc)
         report.status = "failed"
