@@ -10,6 +10,7 @@ that are real processes (`python -m pipeline`).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -233,12 +234,26 @@ def test_the_user_snapshot_belongs_to_shard_0(service: RunningService, tmp_path:
 
 def test_trends_are_built_by_one_job_at_a_time(service: RunningService, tmp_path: Path) -> None:
     """`run --shard` harvests beside a trends build of another job, then finds the trends lock
-    held: its harvest counts, and it says why it built no trends."""
+    held: its harvest counts, and it says why it built no trends. The command does so from the
+    fresh image it builds its trends in (the harvest's advisory locks ended with its session)."""
     settings = shared_settings(service, tmp_path, {"run.lock_timeout": 0.5,
                                                     "exports.dir": str(tmp_path / "exports")})
+
+    def run_cli(shard: str) -> tuple[int, dict[str, Any]]:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pipeline", "run", "--shard", shard, "--json", "--no-progress",
+             "--lock-timeout", "0.5"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+            env=worker_env(settings, BOTSTATS_EXPORTS_DIR=settings.exports.dir))
+        assert proc.stdout.strip(), proc.stderr
+        return proc.returncode, json.loads(proc.stdout)
+
     with run_lock(settings, "trends", scope=TRENDS_SCOPE):
         report = run(settings, shard=Shard(1, 2))
+        code, data = run_cli("0/2")
     assert (report.status, report.exit_code) == ("complete", 0)
     assert report.trends is None and "the trends lock" in report.trends_skipped
-    report = run(settings, shard=Shard(0, 2))
-    assert report.trends is not None and report.trends.datasets
+    assert (code, data["status"], data["trends"]) == (0, "complete", None)
+    assert data["memory"]["fresh_process"] is True and "the trends lock" in data["trends_skipped"]
+    code, data = run_cli("0/2")
+    assert (code, data["status"]) == (0, "complete") and data["memory"]["fresh_process"] is True
+    assert data["trends"]["datasets"] and data["trends"]["run_id"] == data["run_id"]
