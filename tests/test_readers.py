@@ -20,6 +20,7 @@ from pipeline.archive import _store as store
 from pipeline.archive._store import open_archive
 from pipeline.core._settings import Settings, load_settings
 from pipeline.operate import _runner as runner
+from pipeline.operate import locked_harvest
 
 pytestmark = [pytest.mark.slow, pytest.mark.clock]
 
@@ -63,9 +64,9 @@ def _expected(svc: Any) -> int:
 
 
 def _run(tmp_path: Path, db: Path, base_url: str, *args: str,
-         env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+         env: dict[str, str] | None = None, job: str = "run") -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "pipeline", "--db", str(db), "--base-url", base_url, "run",
+        [sys.executable, "-m", "pipeline", "--db", str(db), "--base-url", base_url, job,
          "--no-progress", *args],
         cwd=tmp_path, env={**_env(), **(env or {})}, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
@@ -103,12 +104,12 @@ def test_an_analyst_query_during_a_harvest_sees_whole_batches_only(tmp_path: Pat
     # time, several batches in all, four bots at once at 0.3 s a request.
     svc = service_factory(bots=40, history_days=3, stats_per_day=2, latency_ms=300)
     settings = _settings(tmp_path, svc.base_url)
-    assert runner.run(settings).status == "complete"
+    assert locked_harvest(settings).status == "complete"
     before = _per_bot(settings)
     svc.directory.advance(2)
     after = {b: len(svc.directory.valid_stats(b)) for b in svc.directory.bot_ids()}
     assert {after[b] - before[b] for b in after} == {2}
-    harvest = _run(tmp_path, settings.db_path, svc.base_url, env={
+    harvest = _run(tmp_path, settings.db_path, svc.base_url, job="harvest", env={
         "BOTSTATS_STORE_BATCH_ROWS": "10", "BOTSTATS_SERVICE_CONCURRENCY": "4"})
     try:
         # Wait until the harvester holds the lock (its holder file names the run).
