@@ -106,9 +106,19 @@ class RunningService:
         finally:
             sock.close()
 
+    def stop(self) -> None:
+        """Ask the server to stop, and return at once: it closes its connections on its own
+        thread (uvicorn takes 0.1-0.3 s). ``close()`` waits for it. Idempotent."""
+        self._server.should_exit = True
+
+    @property
+    def running(self) -> bool:
+        """Whether the server's thread is still there (until a stop has finished)."""
+        return self._thread.is_alive()
+
     def close(self) -> None:
         """Stop the server and wait for its thread. Idempotent."""
-        self._server.should_exit = True
+        self.stop()
         self._thread.join(SHUTDOWN_TIMEOUT)
         if self._thread.is_alive():
             self._server.force_exit = True
