@@ -14,9 +14,9 @@ from ._steps import locked_harvest, locked_trends
 __all__ = [
     "SHARD_COLUMNS",
     "archive_status",
-    "can_hand_off",
     "backup_archive",
     "botstats_command",
+    "can_hand_off",
     "compact_archive",
     "convert_archive",
     "cron_text",
