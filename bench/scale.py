@@ -197,10 +197,15 @@ def disk(work: Path) -> tuple[float, float, int]:
 
 def build(size: str, bots: int, work: Path, base_url: str, log: Path) -> None:
     days, older = SIZES[size]
+    steps: list[tuple[str, dict[str, Any]]] = []
     if older:
-        run_child(work, "synthetic", base_url, 0, log, per_bot=older, days=days)
-    run_child(work, "harvest", base_url, 0, log)
-    run_child(work, "trends", base_url, 0, log)
+        steps.append(("synthetic", {"per_bot": older, "days": days}))
+    steps += [("harvest", {}), ("trends", {})]
+    for step, extra in steps:
+        _, m = run_child(work, step, base_url, 0, log, **extra)
+        # Each step's own cost: a build's peak is otherwise only the largest of its children.
+        print(f"  {step}: {m['seconds']:.1f} s, {m['cpu_s']:.1f} CPU-s, {m['written_mb']:.1f} MB "
+              f"written, {m['peak_rss_mb']:.0f} MB RSS", flush=True)
 
 
 def measure(size: str, case: str, work: Path, svc: Service, page: int, log: Path) -> Run:

@@ -82,6 +82,10 @@ def test_scale_bench_measures_the_hourly_job_on_each_archive(tmp_path: Path) -> 
     records = {r["size"]: r["records"] for r in runs if r["case"] == "paged"}
     assert records["100k"] - records["10k"] == 20 * 900  # the synthetic older records
     assert "MET" in proc.stdout or "MISSED" in proc.stdout  # every target has a verdict
+    # Each build step's own cost is printed (the synthetic past only where there is one).
+    built = [line.split(":")[0].strip() for line in proc.stdout.splitlines()
+             if line.startswith("  ") and "MB RSS" in line and "requests" not in line]
+    assert built == ["harvest", "trends", "synthetic", "harvest", "trends"], proc.stdout
     # Paged either way, the hourly job's requests do not grow with the archive; newest first
     # costs a page a bot less (no empty page to end it).
     requests = {(r["case"], r["size"]): r["requests"] for r in runs}
