@@ -39,9 +39,11 @@ def _settings(tmp_path: Path, base_url: str, **more: Any) -> Settings:
         "exports.dir": str(tmp_path / "exports"), **more})
 
 
-def _botstats(tmp_path: Path, *args: str, **kw: Any) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "pipeline", *args], cwd=tmp_path, env=_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+def _botstats(tmp_path: Path, *args: str, env: dict[str, str] | None = None,
+              **kw: Any) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "pipeline", *args], cwd=tmp_path,
+                            env=_env(**(env or {})), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kw)
 
 
 def _wait_for(check: Any, proc: subprocess.Popen[str], timeout: float = 30) -> None:
@@ -163,10 +165,8 @@ def test_an_unreachable_service_fails_the_run_and_skips_trends(tmp_path: Path) -
 
 # --- the CLI ---------------------------------------------------------------------------------
 def _run_json(tmp_path: Path, base_url: str, *args: str, **env: str) -> tuple[int, dict[str, Any]]:
-    proc = subprocess.Popen([sys.executable, "-m", "pipeline", "--db", "a.ducklake",
-                             "--base-url", base_url, "run", "--json", *args], cwd=tmp_path,
-                            env=_env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = _botstats(tmp_path, "--db", "a.ducklake", "--base-url", base_url, "run", "--json",
+                     *args, env=env)
     out, err = proc.communicate(timeout=120)
     assert out.strip(), err
     return proc.returncode, {**json.loads(out), "pid": proc.pid}
