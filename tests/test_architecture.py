@@ -22,10 +22,12 @@ LAYERS: dict[str, set[str]] = {
     "interface": {"core"},
     "archive": {"core"},
     "harvester": {"core", "interface", "archive"},
+    # The probe reads the service as the harvest would, with the harvest's record rules.
+    "probe": {"core", "interface", "harvester"},
     "analytics": {"core", "archive"},
     "operate": {"core", "interface", "harvester", "archive", "analytics", "service"},
     # The CLI reads its version from the package root, which never imports the CLI.
-    "cli": {"", "core", "interface", "harvester", "analytics", "operate", "service"},
+    "cli": {"", "core", "interface", "harvester", "probe", "analytics", "operate", "service"},
     "": {"core", "harvester", "archive", "analytics", "operate", "cli"},  # pipeline/__init__, __main__
 }
 

@@ -444,7 +444,7 @@ def test_a_key_sent_twice_in_one_batch_is_archived_once_with_its_last_copy(
     from pipeline.archive._runs import begin_run
     from pipeline.core._settings import StoreSettings
     from pipeline.harvester._batch import Batch, Db
-    from pipeline.harvester._pages import parse_stats
+    from pipeline.harvester._records import parse_stats
     from pipeline.harvester._report import HarvestReport
 
     settings = Settings(store=StoreSettings(db=str(tmp_path / "a.ducklake")))

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from pipeline.core._errors import ListingUnstable, SkipIgnored
-from pipeline.harvester._pager import Pager
+from pipeline.harvester._paging import Pager
 
 REQUEST_LIMIT = 20_000  # far above any bound of the pager: reaching it is an endless loop
 

@@ -18,11 +18,11 @@ from conftest import query
 from pipeline.cli import cli
 from pipeline.core._errors import ConfigError
 from pipeline.core._settings import load_settings
-from pipeline.harvester._probe import ProbeReport, Proposal, run_probe
-from pipeline.harvester._probe_reading import listing_order
-from pipeline.harvester._probe_writing import write_settings
 from pipeline.harvester._run import harvest
 from pipeline.interface._client import Reply
+from pipeline.probe._probe import ProbeReport, Proposal, run_probe
+from pipeline.probe._reading import listing_order
+from pipeline.probe._writing import write_settings
 from pipeline.service import RunningService
 
 REPO_CONFIG = Path(__file__).parents[1] / "config.toml"

@@ -19,11 +19,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pipeline.core._settings import FieldSettings
-from pipeline.harvester import _pages as pages
+from pipeline.harvester import _records as pages
 from pipeline.harvester import _records as records
-from pipeline.harvester._pager import Pager
-from pipeline.harvester._pages import StatPage, _raw_page_by_record, parse_stats, parse_stats_raw
-from pipeline.harvester._records import latest_allowed
+from pipeline.harvester._paging import Pager
+from pipeline.harvester._records import (
+    StatPage,
+    _raw_page_by_record,
+    latest_allowed,
+    parse_stats,
+    parse_stats_raw,
+)
 from pipeline.interface._client import decode_json, split_array
 
 BOT = "1234567890123456789"

@@ -120,8 +120,7 @@ RECEIVED = datetime(2024, 6, 1, 12, tzinfo=UTC)
 ])
 def test_a_stat_stamped_beyond_the_future_skew_is_refused(stamp: Any, skew: str,
                                                           refused: bool) -> None:
-    from pipeline.harvester._pages import parse_stats
-    from pipeline.harvester._records import latest_allowed
+    from pipeline.harvester._records import latest_allowed, parse_stats
 
     fields = FieldSettings(max_future_skew=skew)
     page = parse_stats([stat_record(timestamp=stamp)], BOT, fields, received_at=RECEIVED)

@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from pipeline.core._settings import FieldSettings
-from pipeline.harvester._pages import (
+from pipeline.harvester._records import (
     StatPage,
     _decoders,
     _raw_page_by_record,

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.harvester._pager import Pager
-from pipeline.harvester._tail_read import Mark, Order, TailRead
+from pipeline.harvester._paging import Mark, Order, Pager, TailRead
 
 REQUEST_LIMIT = 200
 

@@ -29,10 +29,10 @@ from conftest import harvest_settings_for, query
 from pipeline.core import FieldSettings
 from pipeline.harvester import harvest, run_probe
 from pipeline.harvester._ids import Identities, repeated
-from pipeline.harvester._probe_reading import read_listing
 from pipeline.harvester._shapes import id_candidates
 from pipeline.harvester._verdict import RunTally, judge
 from pipeline.interface import Reply
+from pipeline.probe._reading import read_listing
 from pipeline.service import RunningService
 
 Factory = Callable[..., RunningService]

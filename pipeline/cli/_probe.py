@@ -32,7 +32,7 @@ def probe_cmd(bot_key: str | None, post_bot: str | None, max_requests: int,
     """
     from pathlib import Path
 
-    from ..harvester import run_probe, write_settings
+    from ..probe import run_probe, write_settings
 
     settings = settings_from_flags(**({"bot_key": bot_key} if bot_key else {}))
     report = run_probe(settings, max_requests=max_requests, post_bot=post_bot)

@@ -1,15 +1,37 @@
 """The surface of pipeline.harvester (imported lazily: see __init__.py)."""
 
-from ._probe import run_probe
-from ._probe_writing import write_settings
+from ._records import Invalid, entity_id, parse_bot, parse_stats, parse_time
 from ._report import EXIT_CODES, HarvestReport, ProgressFn
 from ._run import harvest
+from ._shapes import (
+    TIME_NAMES,
+    Candidate,
+    custom_keys,
+    decided_id,
+    id_candidates,
+    name_candidates,
+    time_candidates,
+    time_kind,
+    value_types,
+)
 
 __all__ = [
     "EXIT_CODES",
-    "harvest",
+    "TIME_NAMES",
+    "Candidate",
     "HarvestReport",
+    "Invalid",
     "ProgressFn",
-    "run_probe",
-    "write_settings",
+    "custom_keys",
+    "decided_id",
+    "entity_id",
+    "harvest",
+    "id_candidates",
+    "name_candidates",
+    "parse_bot",
+    "parse_stats",
+    "parse_time",
+    "time_candidates",
+    "time_kind",
+    "value_types",
 ]

@@ -15,7 +15,7 @@ import polars as pl
 from .. import archive
 from ..archive import BotRow
 from ..core import FieldSettings, IdsNotUnique
-from ._pages import StatPage
+from ._records import StatPage
 from ._report import HarvestReport
 from ._verdict import RunTally, judge
 

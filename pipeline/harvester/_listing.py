@@ -20,7 +20,7 @@ from ..core import (
 from ..interface import Client
 from ._batch import Batch, Db
 from ._ids import Identities, not_unique, repeated
-from ._pager import Pager
+from ._paging import Pager
 from ._records import (
     Invalid,
     parse_bot,

@@ -15,7 +15,7 @@ from ..core import (
 from ..interface import Client
 from ._batch import Batch
 from ._ids import not_unique, repeated
-from ._paged import paged_list, read_paged
+from ._paging import paged_list, read_paged
 from ._records import (
     Invalid,
     entity_id,

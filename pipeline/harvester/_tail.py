@@ -6,7 +6,7 @@ import asyncio
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any, overload
+from typing import Any
 
 from .. import archive
 from ..core import (
@@ -22,12 +22,15 @@ from ..core import (
 from ..interface import Client, RawArray, split_array
 from ._batch import Batch, first_line
 from ._ids import not_unique, repeated
-from ._paged import paged_list, read_paged
-from ._pager import Pager
-from ._pages import StatPage, parse_stats, parse_stats_raw
-from ._records import EPOCH, ONE_US, Invalid, parse_time, stat_key
+from ._paging import ANCHOR_WINDOW, Marks, Order, Pager, TailRead, mark_of, paged_list, read_paged
+from ._records import (
+    Invalid,
+    StatPage,
+    parse_stats,
+    parse_stats_raw,
+    stat_key,
+)
 from ._report import HarvestReport
-from ._tail_read import ANCHOR_WINDOW, Mark, Order, TailRead
 from ._verdict import MISSING_CHECKS, STAT_READ, STATS_READ
 
 
@@ -211,47 +214,6 @@ def _find(items: Sequence[Any], key: str, lo: int, hi: int, bot_id: str,
     return None
 
 
-def mark_of(text: bytes, bot_id: str, fields: FieldSettings) -> Mark:
-    """A record's key and time as the tail reads them; None for what it does not give."""
-    try:
-        record = decode_json(text)
-    except ValueError:
-        return Mark(None, None)
-    try:
-        key: str | None = stat_key(record, bot_id, fields)
-    except Invalid:
-        key = None
-    try:
-        at: int | None = (parse_time(record[fields.stat_time]) - EPOCH) // ONE_US
-    except (Invalid, KeyError, TypeError):
-        at = None
-    return Mark(key, at)
-
-
-class _Marks(Sequence[Mark]):
-    """A page's marks, each decoded when first looked at."""
-
-    def __init__(self, texts: list[bytes], bot_id: str, fields: FieldSettings) -> None:
-        self._texts, self._bot_id, self._fields = texts, bot_id, fields
-        self._marks: dict[int, Mark] = {}
-
-    def __len__(self) -> int:
-        return len(self._texts)
-
-    @overload
-    def __getitem__(self, index: int) -> Mark: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[Mark]: ...
-    def __getitem__(self, index: int | slice) -> Mark | Sequence[Mark]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self._texts)
-        if index not in self._marks:
-            self._marks[index] = mark_of(self._texts[index], self._bot_id, self._fields)
-        return self._marks[index]
-
-
 def subarray(items: list[Any]) -> tuple[bytes, list[Any]]:
     """A JSON array of ``items`` (raw record texts) and its items, as the client splits one."""
     body = b"[" + b",".join(bytes(item) for item in items) + b"]"
@@ -321,7 +283,7 @@ async def stats_pages(client: Client, bot_id: str, page_size: int, fields: Field
     did not reach its end).
 
     With the bot's newest archived record known, only the pages where what is new lies are
-    read (:class:`~._tail_read.TailRead`), whichever way the service orders the list; ``order``
+    read (:class:`~._paging.TailRead`), whichever way the service orders the list; ``order``
     is the run's hint of that order, and learns what this read saw."""
 
     async def texts(limit: int, skip: int) -> list[bytes]:
@@ -349,7 +311,7 @@ async def stats_pages(client: Client, bot_id: str, page_size: int, fields: Field
             skip, limit = request
             items = await texts(limit, skip)
             keys = [_text_key(item) for item in items]
-            new = set(read.feed(skip, keys, _Marks(items, bot_id, fields)))
+            new = set(read.feed(skip, keys, Marks(items, bot_id, fields)))
             for item, item_key in zip(items, keys, strict=True):
                 if item_key in new:
                     new.discard(item_key)  # a record twice in one page is kept once

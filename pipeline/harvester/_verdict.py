@@ -36,7 +36,7 @@ from typing import Any
 import orjson
 
 from ..core import FieldSettings
-from ._pages import StatPage
+from ._records import StatPage
 from ._shapes import Candidate, custom_keys, decided_id, id_candidates, time_candidates
 
 NEARLY_ALL = 0.9  # share of a kind's records refused that fails the run

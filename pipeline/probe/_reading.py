@@ -6,9 +6,7 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from ..core import Settings
-from ..interface import Reply
-from ._probe_report import BIG_LIMIT, COUNTS, NO_ANSWER, RATE_HEADERS, Finding, Proposal
-from ._shapes import (
+from ..harvester import (
     TIME_NAMES,
     Candidate,
     custom_keys,
@@ -19,6 +17,8 @@ from ._shapes import (
     time_kind,
     value_types,
 )
+from ..interface import Reply
+from ._report import BIG_LIMIT, COUNTS, NO_ANSWER, RATE_HEADERS, Finding, Proposal
 
 
 def brief(reply: Reply) -> str:
@@ -303,7 +303,7 @@ def read_stats_paging(whole: Reply, two: Reply | None, next_two: Reply | None,
 
 
 def _sortable(value: Any) -> float | None:
-    from ._records import Invalid, parse_time
+    from ..harvester import Invalid, parse_time
 
     if time_kind(value) is None:
         return None

@@ -17,9 +17,10 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from ..core import ApiError, ConfigError, Settings
+from ..harvester import Candidate, decided_id, id_candidates
 from ..interface import Client, Reply
-from ._probe_accepts import not_proposed, read_acceptance
-from ._probe_reading import (
+from ._accepts import not_proposed, read_acceptance
+from ._reading import (
     brief,
     failed,
     items,
@@ -29,7 +30,7 @@ from ._probe_reading import (
     read_stat_shape,
     read_stats_paging,
 )
-from ._probe_report import (
+from ._report import (
     BIG_LIMIT,
     DEFAULT_MAX_REQUESTS,
     ID_TRIES,
@@ -39,7 +40,6 @@ from ._probe_report import (
     ProbeReport,
     Proposal,
 )
-from ._shapes import Candidate, decided_id, id_candidates
 
 
 class _Spent(Exception):

@@ -10,9 +10,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..core import FieldSettings, Settings
-from ._pages import parse_stats
-from ._probe_report import Finding, Proposal
-from ._records import Invalid, entity_id, parse_bot
+from ..harvester import Invalid, entity_id, parse_bot, parse_stats
+from ._report import Finding, Proposal
 
 # What the service shows and the probe reads; any other [fields] or [service] setting is a
 # choice of the operator's.

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from ..core import BotstatsError, ConfigError, load_settings
-from ._probe_report import ProbeReport
+from ..core import BotstatsError, ConfigError, load_settings, replacing
+from ._report import ProbeReport
 
 
 def write_settings(report: ProbeReport, path: Path) -> list[str]:
@@ -30,16 +29,13 @@ def write_settings(report: ProbeReport, path: Path) -> list[str]:
             doc.add(section, tomlkit.table())
         doc[section][key] = proposal.value
         written.append(proposal.key)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(tomlkit.dumps(doc), encoding="utf-8")
-        load_settings(tmp, env={})  # what botstats will read: refuse to write a broken file
-        os.replace(tmp, path)
+        with replacing(path) as tmp:
+            tmp.write_text(tomlkit.dumps(doc), encoding="utf-8")
+            load_settings(tmp, env={})  # what botstats will read: refuse to write a broken file
     except OSError as exc:
         raise ConfigError(f"cannot write {path}: {exc.strerror or exc}.") from exc
     except BotstatsError as exc:
         raise ConfigError(f"the merged settings would not load ({exc}); {path} is left as "
                           f"it was.") from exc
-    finally:
-        tmp.unlink(missing_ok=True)
     return written
