@@ -572,11 +572,15 @@ def test_truncated_json_then_good_json_succeeds(scripted: Callable[..., Scripted
     assert out.value == {"id": 3} and out.stats.retries == 1
 
 
+async def _stats_as_received(c: Client) -> Any:
+    return (await c.list_whole("stats", "/bots/7/stats", raw=True)).items
+
+
 def test_stats_as_received_are_the_records_exactly_as_sent(
         scripted: Callable[..., Scripted]) -> None:
     body = '[ {"id": "a", "v": 1.50},\n  {"id": "b", "nested": {"x": [true, null]}} ]'
     server = scripted(Reply(body=body))
-    out = call(make_settings(server.base_url), lambda c: c.bot_stats_raw(7))
+    out = call(make_settings(server.base_url), lambda c: _stats_as_received(c))
     assert isinstance(out.value, RawArray)
     assert out.value.body == body.encode()
     assert [bytes(i).decode() for i in out.value.items] == \
@@ -585,28 +589,41 @@ def test_stats_as_received_are_the_records_exactly_as_sent(
 
 def test_stats_only_the_lenient_reader_takes_come_decoded(scripted: Callable[..., Scripted]) -> None:
     server = scripted(Reply(body='[{"id": "a", "load": NaN}]'))
-    out = call(make_settings(server.base_url), lambda c: c.bot_stats_raw(7))
+    out = call(make_settings(server.base_url), lambda c: _stats_as_received(c))
     assert isinstance(out.value, list) and out.value[0]["id"] == "a"
 
 
 def test_stats_as_received_are_retried_when_cut_then_refused(
         scripted: Callable[..., Scripted]) -> None:
     server = scripted(Reply(body='[{"id": "a"}, {"id'), Reply(body='[{"id": "a"}]'))
-    out = call(make_settings(server.base_url), lambda c: c.bot_stats_raw(7))
+    out = call(make_settings(server.base_url), lambda c: _stats_as_received(c))
     assert isinstance(out.value, RawArray) and out.stats.retries == 1
     server = scripted(Reply(body='{"not": "a list"}'))
-    out = call(make_settings(server.base_url), lambda c: c.bot_stats_raw(7))
-    assert isinstance(out.error, BadResponse) and "promises" in str(out.error)
+    out = call(make_settings(server.base_url), lambda c: _stats_as_received(c))
+    assert isinstance(out.error, BadResponse) and "where a list was expected" in str(out.error)
+    assert "--base-url" in str(out.error)  # no key of it holds a list
 
 
-@pytest.mark.parametrize(("method", "body"), [("list_bots", {"bots": []}), ("bot", [1, 2])])
+def test_a_listing_inside_an_object_names_the_setting_that_reads_it(
+        scripted: Callable[..., Scripted]) -> None:
+    body = {"results": [{"id": "1"}], "limit": 1, "offset": 0, "count": 1, "total": 7}
+    server = scripted(Reply(body=body))
+    out = call(make_settings(server.base_url), lambda c: c.list_bots())
+    assert isinstance(out.error, BadResponse)
+    message = str(out.error)
+    assert "[service].bots_list_path = 'results'" in message
+    assert "[service].total_path = 'total'" in message
+    assert "--base-url" not in message  # the base URL was right
+
+
+@pytest.mark.parametrize(("method", "body"), [("list_bots", {"bots": 1}), ("bot", [1, 2])])
 def test_wrong_top_level_shape_is_a_bad_response(scripted: Callable[..., Scripted], method: str,
                                                  body: Any) -> None:
     server = scripted(Reply(body=body))
     args = () if method == "list_bots" else (1,)
     out = call(make_settings(server.base_url), lambda c: getattr(c, method)(*args))
     assert isinstance(out.error, BadResponse)
-    assert "promises" in str(out.error) and "--base-url" in str(out.error)
+    assert "--base-url" in str(out.error)
     assert json.loads(out.error.body or "") == body
     assert len(server.seen) == 1  # a wrong shape is not transient
 

@@ -378,9 +378,9 @@ def test_stats_page_size_against_a_service_sending_whole_lists_says_so(
     # Every /stats read failed: a whole kind of request, so the run fails (see _verdict).
     assert (report.status, report.errors) == ("failed", 10)
     assert "10 of 10 GET /bots/:id/stats failed" in report.message
-    assert "set [service].stats_page_size = 0" in report.message
+    assert "[service].stats_page_size = 0" in report.message
     for (error,) in query(settings, "SELECT error FROM harvest_errors"):
-        assert "ignores `skip`" in error and "set [service].stats_page_size = 0" in error
+        assert "ignores `skip`" in error and "[service].stats_page_size = 0" in error
     assert query(settings, "SELECT count(*) FROM bot_stats") == [(0,)]  # nothing half-read
     assert harvest(harvest_settings(svc)).status == "complete"
     assert_archive_equals_service(settings, svc.directory, bots=True)
@@ -405,12 +405,13 @@ def test_paged_stats_that_only_the_lenient_decoder_reads_come_back_whole(tmp_pat
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         settings = load_settings(None, env={}, overrides={
-            "service.base_url": f"http://127.0.0.1:{server.server_address[1]}"})
+            "service.base_url": f"http://127.0.0.1:{server.server_address[1]}",
+            "service.stats_page_size": 4})
 
         async def read() -> Any:
             async with Client(settings) as client:
-                return await stats_pages(client, "b1", 4, settings.fields, None, None,
-                                         OrderHint(), [])
+                return await stats_pages(client, "b1", settings.fields, None, None,
+                                         OrderHint(), [], [])
 
         records = asyncio.run(read())
     finally:

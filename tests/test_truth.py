@@ -27,7 +27,8 @@ from _truth_support import (
 from conftest import harvest_settings_for, query
 
 from pipeline.core import FieldSettings
-from pipeline.harvester import harvest, run_probe
+from pipeline.harvester import harvest
+from pipeline.probe import run_probe
 from pipeline.harvester._ids import Identities, repeated
 from pipeline.harvester._shapes import id_candidates
 from pipeline.harvester._verdict import RunTally, judge

@@ -40,8 +40,10 @@ from ._redact import Redactor, redact_url
 from ._run_id import new_run_id
 from ._settings import (
     DEFAULT_CONFIG_FILE,
+    PAGING_FAMILIES,
     FieldSettings,
     Secret,
+    ServiceSettings,
     Settings,
     TrendSettings,
     as_dict,
@@ -75,6 +77,7 @@ __all__ = [
     "next_fire_times",
     "NotFound",
     "on_calendar",
+    "PAGING_FAMILIES",
     "parse_crontab",
     "parse_dsn",
     "parse_duration",
@@ -86,6 +89,7 @@ __all__ = [
     "same_record",
     "Secret",
     "ServerError",
+    "ServiceSettings",
     "Settings",
     "Shard",
     "SkipIgnored",

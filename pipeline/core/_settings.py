@@ -79,6 +79,30 @@ class ServiceSettings:
     stats_page_size: int = 0
     # The same for a user's bots, servers and webhooks (the snapshot a user token takes).
     user_lists_page_size: int = 0
+    # Where each list endpoint's answer holds its list: "" = the answer is the array; else the
+    # key of an object that holds it ("results"; dotted for nesting: "data.items").
+    bots_list_path: str = ""
+    stats_list_path: str = ""
+    user_lists_path: str = ""
+    # How each list endpoint pages (PAGING_FAMILIES): "offset" (limit + offset_param), "page"
+    # (page_param + size_param), "link" (pages named in a Link header), "next" (a next URL in
+    # the answer), "cursor" (an opaque cursor in the answer, sent back as cursor_param).
+    bots_paging: str = "offset"
+    stats_paging: str = "offset"
+    user_lists_paging: str = "offset"
+    # The names those families use, shared by every list endpoint.
+    limit_param: str = "limit"
+    offset_param: str = "skip"
+    page_param: str = "page"
+    size_param: str = "per_page"
+    first_page: int = 1
+    cursor_param: str = "cursor"
+    next_path: str = "next"
+    cursor_path: str = "next_cursor"
+    # Where the service says how long the whole list is, if it does: a key of the answer's
+    # object ("total"; dotted for nesting) and/or a header ("X-Total-Count"); "" = not said.
+    total_path: str = ""
+    total_header: str = ""
     # Send the user token (`Authorization: Bearer`) on the bot reads too: the interface leaves
     # their auth open, and some services want it there.
     token_on_bot_reads: bool = False
@@ -293,11 +317,16 @@ ENV_ALIASES = {
     "BOTSTATS_LOG_LEVEL": ("log", "level"),
     "BOTSTATS_LOG_FILE": ("log", "file"),
 }
+# How a service may page a list: the families botstats knows (docs/probe.md).
+PAGING_FAMILIES = ("offset", "page", "link", "next", "cursor")
 CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("log", "format"): ("text", "json"),
     ("log", "level"): ("debug", "info", "warning", "error"),
     ("exports", "compression"): ("zstd", "snappy", "lz4", "gzip", "uncompressed"),
     ("store", "s3_url_style"): ("vhost", "path"),
+    ("service", "bots_paging"): PAGING_FAMILIES,
+    ("service", "stats_paging"): PAGING_FAMILIES,
+    ("service", "user_lists_paging"): PAGING_FAMILIES,
 }
 
 
@@ -489,6 +518,7 @@ def validate(settings: Settings) -> Settings:
         "service.max_keepalive": s.max_keepalive,
         "service.stats_page_size": s.stats_page_size,
         "service.user_lists_page_size": s.user_lists_page_size,
+        "service.first_page": s.first_page,
         "service.request_budget": s.request_budget,
         "retry.backoff_base": settings.retry.backoff_base,
         "retry.backoff_max": settings.retry.backoff_max,

@@ -20,7 +20,7 @@ from ..core import (
 from ..interface import Client
 from ._batch import Batch, Db
 from ._ids import Identities, not_unique, repeated
-from ._paging import Pager
+from ._paging import FrontPager, shortfall, walk_for
 from ._records import (
     Invalid,
     parse_bot,
@@ -39,7 +39,8 @@ async def list_directory(
     full: bool,
     stop: threading.Event,
 ) -> None:
-    pager = Pager(page_size=settings.service.page_size)
+    shape = client.shapes["bots"]
+    pager = walk_for(shape, "GET /bots", "bots", settings.service.page_size)
     fields = settings.fields
     identities = Identities(fields.bot_id)
     skip = 0
@@ -49,14 +50,17 @@ async def list_directory(
             if request is None:
                 break
             skip, limit = request
-            page = await client.list_bots(limit=limit, skip=skip)
-            ids, rows = parse_page(page, skip, fields, buffer, pager.seen)
+            if isinstance(pager, FrontPager):
+                answer = await client.list_front("bots", "/bots", limit, after=pager.after)
+            else:
+                answer = await client.list_window("bots", "/bots", skip, limit)
+            ids, rows = parse_page(answer.records, skip, fields, buffer, pager.seen)
             twice = repeated([r.bot_id for r, _ in rows], [r.raw for r, _ in rows]) or \
                 identities.clashes((r.bot_id, record) for r, record in rows)
             if twice:
                 buffer.refuse(not_unique("bot_id", fields.bot_id, "GET /bots", twice))
                 return
-            new = set(pager.feed(skip, ids))
+            new = set(pager.feed(skip, ids, answer))
         except SkipIgnored:
             raise  # the directory cannot be paged at all: the run fails, saying why
         except ApiError as exc:
@@ -87,6 +91,14 @@ async def list_directory(
             if stop.is_set():
                 return
             await queue.put((row.bot_id, newest.get(row.bot_id)))
+    if pager.complete and (short := shortfall(pager)) is not None:
+        # Read to its end by every sign the pages gave, yet shorter than the service says:
+        # the listing is not believed whole, so no bot is marked removed.
+        short_read = BadResponse(f"GET /bots was read to its end, yet {short}. Check "
+                          f"{shape.setting} and [service].page_size (`botstats probe` tells).")
+        buffer.error("GET /bots", None, short_read)
+        report.message = f"listing incomplete: {short_read}"
+        return
     report.listing_complete = pager.complete
 
 

@@ -55,6 +55,7 @@ from enum import Enum
 from typing import TypeVar, overload
 
 from ..core import FieldSettings, ListingUnstable, SkipIgnored, decode_json
+from ..interface import ListPage, ListShape
 from ._records import EPOCH, ONE_US, Invalid, parse_time, stat_key
 
 
@@ -90,6 +91,7 @@ class Pager:
     start: int = 0
     reread_head: bool = True
     _head_ids: set[str] = field(default_factory=set)  # bots first seen by the head walk
+    total: int | None = None  # the list's length, as the last page that said it did
     _walk_requests: int = 0  # requests made before the head walk began
 
     def __post_init__(self) -> None:
@@ -116,9 +118,12 @@ class Pager:
             )
         return self._next_skip, self.page_size
 
-    def feed(self, skip: int, ids: list[str]) -> list[str]:
-        """Take the bot ids of the page asked at ``skip``; return those not seen before, in order."""
+    def feed(self, skip: int, ids: list[str], page: ListPage | None = None) -> list[str]:
+        """Take the bot ids of the page asked at ``skip``; return those not seen before, in order.
+        ``page``: what the service said beside them (its total is kept, to check the read)."""
         self.requests += 1
+        if page is not None and page.total is not None:
+            self.total = page.total
         self._check_skip_honoured(skip, ids)
         self._largest_page = max(self._largest_page, len(ids))
         overlap = min(self.overlap, self._largest_page // 2)
@@ -239,17 +244,84 @@ T = TypeVar("T")
 
 
 
-async def read_paged(fetch: Callable[[int, int], Awaitable[list[T]]], key: Callable[[T], str],
-                      pager: Pager) -> list[T]:
-    """Every item of a list the service pages, once each and in order: ``fetch(limit, skip)``
-    reads a page, ``pager`` pages as the listing is paged (an overlap, an empty page to end,
-    ``skip`` checked), ``key`` tells items apart (the overlap re-reads some)."""
+@dataclass
+class FrontPager:
+    """A list read from its front, one page after another, each named by the one before it (a
+    next URL or a cursor in the answer): the end is a page that names no next one. What a
+    service names twice is a loop, refused; ``seen`` and ``total`` as the :class:`Pager`'s."""
+
+    page_size: int
+    what: str = "GET /bots"
+    items: str = "bots"
+    unstable_advice: str = "The bots seen are harvested; run again later."
+    seen: set[str] = field(default_factory=set)
+    requests: int = 0
+    complete: bool = False
+    total: int | None = None
+    after: str | None = None  # what names the next page (a URL or a cursor); None: the first
+    _pos: int = 0
+    _named: set[str] = field(default_factory=set)
+
+    def next_request(self) -> tuple[int, int] | None:
+        """(position, limit) of the next page (its name is :attr:`after`), or None at the end."""
+        return None if self.complete else (self._pos, self.page_size)
+
+    def feed(self, skip: int, ids: list[str], page: ListPage | None = None) -> list[str]:
+        self.requests += 1
+        new = [i for i in dict.fromkeys(ids) if i not in self.seen]
+        self.seen.update(new)
+        self._pos += len(ids)
+        if page is not None and page.total is not None:
+            self.total = page.total
+        after = None if page is None else page.next_url or (
+            str(page.cursor) if page.cursor is not None else None)
+        if after is None or not ids:
+            self.complete, self.after = True, None
+        elif after in self._named:
+            raise ListingUnstable(
+                f"{self.what} named the same next page twice ({self.requests} requests, "
+                f"{len(self.seen)} {self.items} seen): it would loop. {self.unstable_advice}")
+        else:
+            self._named.add(after)
+            self.after = after
+        return new
+
+
+Walk = Pager | FrontPager
+
+
+def walk_for(shape: ListShape, what: str, items: str, page_size: int, *, start: int = 0,
+             reread_head: bool = True) -> Walk:
+    """The walk of a list the service pages as ``shape`` says, with the messages of this list:
+    the :class:`Pager` where any window can be asked (from ``start``), else from the front."""
+    setting = "page_size" if shape.kind == "bots" else f"{shape.kind}_page_size"
+    unstable = "Nothing of this list is archived this run; it is read again next run."
+    if not shape.positional:
+        return FrontPager(page_size=page_size, what=what, items=items, unstable_advice=unstable)
+    family = {"offset": f"`{shape.offset_param}`", "page": f"`{shape.page_param}`",
+              "link": f"`{shape.page_param}`"}[shape.paging]
+    return Pager(
+        page_size=page_size, what=what, items=items, start=start, reread_head=reread_head,
+        # Page numbers cannot be asked from the middle of a page: no overlap, whole pages.
+        overlap=5 if shape.paging == "offset" else 0,
+        skip_advice=f"the list cannot be paged by {family}: set {shape.setting} to how the "
+                    f"service pages it (`botstats probe` tells), or [service].{setting} = 0 if "
+                    f"it sends whole lists.",
+        unstable_advice=unstable)
+
+
+async def read_paged(fetch: Callable[[Walk, int, int], Awaitable[tuple[list[T], ListPage]]],
+                     key: Callable[[T], str], walk: Walk) -> list[T]:
+    """Every item of a list the service pages, once each and in order: ``fetch(walk, skip,
+    limit)`` reads a page and says what the service said beside it, ``walk`` pages it (an
+    overlap, an empty page to end, ``skip`` checked; or from the front), ``key`` tells items
+    apart (the overlap re-reads some)."""
     kept: list[T] = []
-    while (request := pager.next_request()) is not None:
+    while (request := walk.next_request()) is not None:
         skip, limit = request
-        items = await fetch(limit, skip)
+        items, page = await fetch(walk, skip, limit)
         keys = [key(item) for item in items]
-        new = set(pager.feed(skip, keys))
+        new = set(walk.feed(skip, keys, page))
         for item, item_key in zip(items, keys, strict=True):
             if item_key in new:
                 new.discard(item_key)  # an item twice in one page is kept once
@@ -257,13 +329,14 @@ async def read_paged(fetch: Callable[[int, int], Awaitable[list[T]]], key: Calla
     return kept
 
 
-def paged_list(what: str, items: str, setting: str, page_size: int, *, start: int = 0,
-                reread_head: bool = True) -> Pager:
-    return Pager(
-        page_size=page_size, what=what, items=items, start=start, reread_head=reread_head,
-        skip_advice=f"the list cannot be paged: set [service].{setting} = 0 if the service "
-                    f"sends whole lists.",
-        unstable_advice="Nothing of this list is archived this run; it is read again next run.")
+def shortfall(walk: Walk, start: int = 0) -> str | None:
+    """Why a walk read to its end did not read the whole list (None: nothing says so): the
+    service said the list is longer than what was read."""
+    read = start + len(walk.seen)
+    if walk.total is not None and walk.total > read:
+        return (f"the service says the list holds {walk.total} {walk.items}, and "
+                f"{read} were read")
+    return None
 
 
 # How many records before where the last read ended an oldest-first read starts (at most half a

@@ -41,7 +41,7 @@ from ..core import (
     new_run_id,
     redact_url,
 )
-from ..interface import Client, RawArray, workers
+from ..interface import Client, RawArray, stats_path, workers
 from ._batch import Batch, Db
 from ._listing import list_directory
 from ._removals import judge_removals
@@ -190,7 +190,8 @@ async def _read_past(client: Client, bot_id: str, length: int, first: Any) -> st
     them: ``?limit=length&skip=length`` answers records, not the same list again (a service
     that ignores both) nor none. The message for :func:`judge` when it does."""
     try:
-        more = await client.bot_stats_raw(bot_id, limit=length, skip=length)
+        more = (await client.list_window("stats", stats_path(bot_id), length, length,
+                                         raw=True)).items
     except ApiError:
         return None  # cannot tell
     records = more.items if isinstance(more, RawArray) else more

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from ..core import (
     ApiError,
+    BadResponse,
     Settings,
 )
-from ..interface import Client
+from ..interface import Client, ListPage, user_list_path
 from ._batch import Batch
 from ._ids import not_unique, repeated
-from ._paging import paged_list, read_paged
+from ._paging import FrontPager, Walk, read_paged, shortfall, walk_for
 from ._records import (
     Invalid,
     entity_id,
@@ -24,15 +24,34 @@ from ._records import (
 from ._report import HarvestReport
 
 
-async def user_list(fetch: Callable[..., Awaitable[list[Any]]], user_id: str, what: str,
-                     page_size: int) -> list[Any]:
-    """A user's bots, servers or webhooks (``fetch`` is the client's method), whole or paged."""
-    if not page_size:
-        return await fetch(user_id)
-    return await read_paged(
-        lambda limit, skip: fetch(user_id, limit=limit, skip=skip),
-        lambda record: json.dumps(record, sort_keys=True, separators=(",", ":")),
-        paged_list(f"GET /users/{user_id}/{what}", what, "user_lists_page_size", page_size))
+async def user_list(client: Client, user_id: str, what: str) -> list[Any]:
+    """A user's bots, servers or webhooks, whole or paged as [service] says; a list that the
+    service says is longer than what was read is an error (nothing of it is kept)."""
+    shape = client.shapes["user_lists"]
+    path = user_list_path(user_id, what)
+    endpoint = f"GET {path}"
+    if not shape.page_size:
+        page = await client.list_whole("user_lists", path)
+        if (more := page.more()) is not None:
+            raise BadResponse(f"{endpoint} is not the whole list: {more}. The service pages its "
+                              f"user lists: set [service].user_lists_page_size (and "
+                              f"{shape.setting}); `botstats probe` tells both.")
+        return page.records
+
+    async def fetch(walk: Walk, skip: int, limit: int) -> tuple[list[Any], ListPage]:
+        if isinstance(walk, FrontPager):
+            page = await client.list_front("user_lists", path, limit, after=walk.after)
+        else:
+            page = await client.list_window("user_lists", path, skip, limit)
+        return page.records, page
+
+    walk = walk_for(shape, endpoint, what, shape.page_size)
+    records = await read_paged(
+        fetch, lambda record: json.dumps(record, sort_keys=True, separators=(",", ":")), walk)
+    if (short := shortfall(walk)) is not None:
+        raise BadResponse(f"{endpoint} was read to its end, yet {short}: nothing of it is kept "
+                          f"this run. Check {shape.setting} (`botstats probe` tells).")
+    return records
 
 
 async def snapshot_user(client: Client, settings: Settings, report: HarvestReport,
@@ -53,11 +72,10 @@ async def snapshot_user(client: Client, settings: Settings, report: HarvestRepor
         return
     buffer.tally.keep("user", 1)
     buffer.tally.known["user"].add(user_id)
-    size = settings.service.user_lists_page_size
     try:
-        lists = await asyncio.gather(user_list(client.user_bots, user_id, "bots", size),
-                                     user_list(client.user_servers, user_id, "servers", size),
-                                     user_list(client.user_webhooks, user_id, "webhooks", size))
+        lists = await asyncio.gather(user_list(client, user_id, "bots"),
+                                     user_list(client, user_id, "servers"),
+                                     user_list(client, user_id, "webhooks"))
     except ApiError as exc:
         buffer.error(f"GET /users/{user_id}/...", None, exc)
         return

@@ -19,10 +19,22 @@ from ..core import (
     SkipIgnored,
     decode_json,
 )
-from ..interface import Client, RawArray, split_array
+from ..interface import Client, ListPage, RawArray, split_array, stats_path
 from ._batch import Batch, first_line
 from ._ids import not_unique, repeated
-from ._paging import ANCHOR_WINDOW, Marks, Order, Pager, TailRead, mark_of, paged_list, read_paged
+from ._paging import (
+    ANCHOR_WINDOW,
+    FrontPager,
+    Marks,
+    Order,
+    Pager,
+    TailRead,
+    Walk,
+    mark_of,
+    read_paged,
+    shortfall,
+    walk_for,
+)
 from ._records import (
     Invalid,
     StatPage,
@@ -49,6 +61,7 @@ async def harvest_bot(
     page_size = settings.service.stats_page_size
     last_key = None
     listed: list[int | None] = []
+    said: list[str] = []  # why the service says the read is not the whole list
     read = STAT_READ
     try:
         if newest is not None and not full:
@@ -65,10 +78,13 @@ async def harvest_bot(
         endpoint, read = f"GET /bots/{bot_id}/stats", STATS_READ
         buffer.tally.request(read).tried += 1
         if page_size:
-            records = await stats_pages(client, bot_id, page_size, fields,
-                                        None if full else newest, last_key, order, listed)
+            records = await stats_pages(client, bot_id, fields, None if full else newest,
+                                        last_key, order, listed, said)
         else:
-            records = await client.bot_stats_raw(bot_id)
+            whole = await client.list_whole("stats", stats_path(bot_id), raw=True)
+            records = whole.items
+            if (more := whole.more()) is not None:
+                said.append(f"{endpoint} is not the whole list: {more}")
     except NotFound as exc:
         # The bot left between the listing and now (or has no records, at some services): not
         # an error alone, but counted, and the bot looked up (see _verdict: most answered 404).
@@ -107,11 +123,19 @@ async def harvest_bot(
     if last_key is not None and not page_size and not holds(page, last_key, bot_id, fields):
         cut = (f"{endpoint} lacks the bot's newest record ({last_key}, which GET "
                f"/bots/{bot_id}/stat returned)")
+    if said and not page_size:
+        cut = said[0]
     if cut is not None:
         buffer.error(endpoint, bot_id, BadResponse(
             f"{cut}: the service seems to page /stats. Set [service].stats_page_size to its "
-            f"page size (now {page_size}); the records read are archived and the bot is read "
+            f"page size (now {page_size}) and [service].stats_paging to how it pages "
+            f"(`botstats probe` tells both); the records read are archived and the bot is read "
             f"again next run."))
+    elif said:
+        buffer.error(endpoint, bot_id, BadResponse(
+            f"{said[0]}: the read is not the whole list. Check [service].stats_paging and "
+            f"[service].stats_page_size (`botstats probe` tells both); the records read are "
+            f"archived and the bot is read again next run."))
     if len(set(page.stat_id)) < len(page) and (twice := repeated(page.stat_id, page.raw)):
         field = ("stat_id", fields.stat_id) if fields.stat_id else ("stat_time", fields.stat_time)
         buffer.refuse(not_unique(*field, endpoint, twice, derived=not fields.stat_id))
@@ -275,41 +299,55 @@ class OrderHint:
             settling.set()
 
 
-async def stats_pages(client: Client, bot_id: str, page_size: int, fields: FieldSettings,
+async def stats_pages(client: Client, bot_id: str, fields: FieldSettings,
                       newest: archive.Newest | None, last_key: str | None, order: OrderHint,
-                      listed: list[int | None]) -> RawArray | list[Any]:
+                      listed: list[int | None], said: list[str]) -> RawArray | list[Any]:
     """A bot's /stats list from a service that pages it, as one list; records are told apart by
     their JSON text, valid or not. ``listed`` receives the length of the list (None: the read
-    did not reach its end).
+    did not reach its end); ``said``, why the service says the list holds more than was read.
 
-    With the bot's newest archived record known, only the pages where what is new lies are
-    read (:class:`~._paging.TailRead`), whichever way the service orders the list; ``order``
-    is the run's hint of that order, and learns what this read saw."""
+    With the bot's newest archived record known and a list paged by position, only the pages
+    where what is new lies are read (:class:`~._paging.TailRead`), whichever way the service
+    orders the list; ``order`` is the run's hint of that order, and learns what this read saw.
+    A list paged from the front (a next URL, a cursor) is read whole."""
+    shape = client.shapes["stats"]
+    path = stats_path(bot_id)
+    what = f"GET {path}"
+    totals: list[int] = []
 
-    async def texts(limit: int, skip: int) -> list[bytes]:
-        page = await client.bot_stats_raw(bot_id, limit=limit, skip=skip)
-        if isinstance(page, RawArray):
-            return [bytes(item) for item in page.items]
+    async def fetch(walk: Walk | None, skip: int, limit: int) -> tuple[list[bytes], ListPage]:
+        if isinstance(walk, FrontPager):
+            page = await client.list_front("stats", path, limit, after=walk.after, raw=True)
+        else:
+            page = await client.list_window("stats", path, skip, limit, raw=True)
+        if page.total is not None:
+            totals.append(page.total)
+        if isinstance(page.items, RawArray):
+            return [bytes(item) for item in page.items.items], page
         # A page only the lenient decoder read (NaN, lone surrogates, ...) is spelled again in
         # ASCII JSON, which that decoder reads back as it was.
-        return [json.dumps(r, separators=(",", ":")).encode() for r in page]
+        return [json.dumps(r, separators=(",", ":")).encode() for r in page.items], page
 
     def walk(start: int, whole: bool) -> Pager:
-        return paged_list(f"GET /bots/{bot_id}/stats", "records", "stats_page_size", page_size,
-                          start=start, reread_head=whole)
+        made = walk_for(shape, what, "records", shape.page_size, start=start, reread_head=whole)
+        assert isinstance(made, Pager)
+        return made
 
-    if newest is None:  # a first read, or --full: the whole list
-        kept = await read_paged(texts, _text_key, walk(0, True))
+    if newest is None or not shape.positional:  # a first read, --full, or from the front
+        whole = walk_for(shape, what, "records", shape.page_size)
+        kept = await read_paged(fetch, _text_key, whole)
         listed.append(len(kept))
+        if (short := shortfall(whole)) is not None:
+            said.append(f"{what} was read to its end, yet {short}")
         return _joined(kept)
     hint, settles = await order.hint()
-    read = TailRead(page_size, newest.stat_id, newest.recorded_at, last_key, newest.listed,
-                    walk, hint)
+    read = TailRead(shape.page_size, newest.stat_id, newest.recorded_at, last_key,
+                    newest.listed, walk, hint)
     kept = []
     try:
         while (request := read.next_request()) is not None:
             skip, limit = request
-            items = await texts(limit, skip)
+            items, _ = await fetch(None, skip, limit)
             keys = [_text_key(item) for item in items]
             new = set(read.feed(skip, keys, Marks(items, bot_id, fields)))
             for item, item_key in zip(items, keys, strict=True):
@@ -319,8 +357,12 @@ async def stats_pages(client: Client, bot_id: str, page_size: int, fields: Field
     finally:
         if settles:
             order.settle(read.found)
-    listed.append(None if read.found is Order.NEWEST_FIRST and not read.whole
-                  else read.start + len(kept))
+    length = None if read.found is Order.NEWEST_FIRST and not read.whole \
+        else read.start + len(kept)
+    listed.append(length)
+    if length is not None and totals and totals[-1] > length:
+        said.append(f"the service says {what} holds {totals[-1]} records, and the read ended "
+                    f"at {length}")
     return _joined(kept)
 
 

@@ -1,18 +1,23 @@
 """The surface of pipeline.interface (imported lazily: see __init__.py)."""
 
-from ._client import Client
+from ._client import Client, stats_path, user_list_path
 from ._concurrency import AimdLimit, workers
+from ._lists import ListPage, ListShape
 from ._payloads import RawArray, Reply, split_array, stat_payload
 from ._ratelimit import RateLimit, read_rate_limit
 
 __all__ = [
     "AimdLimit",
     "Client",
+    "ListPage",
+    "ListShape",
     "RateLimit",
     "RawArray",
     "Reply",
     "read_rate_limit",
     "split_array",
+    "stats_path",
+    "user_list_path",
     "stat_payload",
     "workers",
 ]

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from ..core import (
     redact_url,
 )
+
+if TYPE_CHECKING:
+    from ._lists import ListShape
 
 
 @dataclass
@@ -46,6 +49,7 @@ class Call:
     auth_hint: str  # what to check when the service refuses the credentials
     recheck: str = ""  # for a POST: how to tell whether a failed attempt was stored anyway
     raw: bool = False  # a list answer as a RawArray (elements undecoded) when it is plain JSON
+    shape: ListShape | None = None  # a list endpoint's answer, read as [service] says (a ListPage)
     # Written by each attempt, read by the retry predicate and the wait.
     retryable: bool = False
     retry_after: float | None = None

@@ -49,8 +49,9 @@ from ..core import (
 from ._call import Call, ClientStats
 from ._concurrency import Gate, adaptive_control
 from ._failures import RETRY_STATUSES, Failures, after_attempts, json_kind, reason_of
+from ._lists import KINDS, ListPage, ListShape, NotAList, read_list
 from ._pacing import Pace
-from ._payloads import RawArray, Reply, page_query, segment, split_array
+from ._payloads import RawArray, Reply, segment, split_array
 from ._ratelimit import NOTHING_SAID, RateLimit, read_rate_limit
 from ._transport import NEVER_SENT, TRANSIENT, Lanes, env_proxy
 
@@ -97,6 +98,7 @@ class Client:
         # The service may echo a credential back in an error; never pass it on.
         self._redactor = Redactor([settings.user_token.get(), settings.bot_key.get()], patterns=())
         self._failures = Failures(settings, self.stats, self._redactor)
+        self.shapes = {kind: ListShape.of(svc, kind) for kind in KINDS}
 
     async def __aenter__(self) -> Client:
         return self
@@ -135,20 +137,26 @@ class Client:
 
     async def _user_list(self, user_id: str | int, what: str, limit: int | None,
                          skip: int) -> list[Any]:
-        """A user's bots, servers or webhooks; with ``limit``, one page (``limit``/``skip``)."""
-        path = f"/users/{segment(user_id)}/{what}"
-        return await self._get(path, list, params=page_query(limit, skip), auth=self._user_auth(path))
+        """A user's bots, servers or webhooks; with ``limit``, one window (``limit``/``skip``)."""
+        path = user_list_path(user_id, what)
+        if limit is None:
+            page = await self.list_whole("user_lists", path)
+        else:
+            page = await self.list_window("user_lists", path, skip, limit)
+        return page.records
 
     # --- bot endpoints (no credentials, unless [service].token_on_bot_reads) ----------------
     async def list_bots(self, limit: int | None = None, skip: int = 0) -> list[Any]:
-        """One page of GET /bots; ``limit`` defaults to [service].page_size.
+        """The bots of GET /bots at ``[skip, skip + limit)``; ``limit`` defaults to
+        [service].page_size.
 
         The service may return fewer than ``limit`` even when more bots follow: paging must
         not treat a short page as the last one.
         """
         limit = self.settings.service.page_size if limit is None else limit
-        return await self._get("/bots", list, params={"limit": limit, "skip": skip},
-                               auth=self._read_auth("/bots"))
+        if self.shapes["bots"].positional:
+            return (await self.list_window("bots", "/bots", skip, limit)).records
+        return (await self.list_front("bots", "/bots", limit)).records
 
     async def bot(self, bot_id: str | int) -> dict[str, Any]:
         path = f"/bots/{segment(bot_id)}"
@@ -156,19 +164,94 @@ class Client:
 
     async def bot_stats(self, bot_id: str | int, *, limit: int | None = None,
                         skip: int = 0) -> list[Any]:
-        """GET /bots/:bot_id/stats, decoded; with ``limit``, one page (``limit``/``skip``)."""
-        path = f"/bots/{segment(bot_id)}/stats"
-        return await self._get(path, list, params=page_query(limit, skip), auth=self._read_auth(path))
+        """GET /bots/:bot_id/stats, decoded; with ``limit``, one window (``limit``/``skip``)."""
+        path = stats_path(bot_id)
+        if limit is None:
+            return (await self.list_whole("stats", path)).records
+        return (await self.list_window("stats", path, skip, limit)).records
 
-    async def bot_stats_raw(self, bot_id: str | int, *, limit: int | None = None,
-                            skip: int = 0) -> RawArray | list[Any]:
-        """GET /bots/:bot_id/stats as received: a :class:`RawArray` (each record's JSON text,
-        not decoded: the harvester decodes a whole page at once), or the decoded list when only
-        the lenient decoder reads the body (NaN, lone surrogates, UTF-16, ...). With ``limit``,
-        one page of a service that pages the list (``limit``/``skip``, as GET /bots)."""
-        path = f"/bots/{segment(bot_id)}/stats"
-        return await self._get(path, list, raw=True, params=page_query(limit, skip),
-                               auth=self._read_auth(path))
+    # --- a list endpoint's answers, as [service] says it pages (ListShape) -------------------
+    async def list_whole(self, kind: str, path: str, *, raw: bool = False) -> ListPage:
+        """A list asked whole (no paging parameters). ``raw``: the records as their JSON texts
+        (a :class:`RawArray`: the harvester decodes a whole page at once) where the body is
+        plain JSON, else decoded (NaN, lone surrogates, UTF-16, ... read leniently)."""
+        return await self._list(kind, self._request("GET", path, headers=self._auth_of(kind, path)),
+                                raw)
+
+    async def list_window(self, kind: str, path: str, skip: int, limit: int, *,
+                          raw: bool = False) -> ListPage:
+        """The records at ``[skip, skip + limit)`` of a list paged by position (offset, page
+        number, Link header): one request, or the two pages that hold a window that does not
+        start on a page's start. What the service said is the last page's."""
+        shape = self.shapes[kind]
+        pages = []
+        for query, start in shape.windows(skip, limit):
+            request = self._request("GET", path, params=query, headers=self._auth_of(kind, path))
+            page = await self._list(kind, request, raw)
+            self._check_page_size(shape, request, page, start, limit)
+            pages.append((page, start))
+            if len(page) < limit:
+                break  # the list ends within this page: the next one is past its end
+        if len(pages) == 1 and pages[0][1] == skip:
+            return pages[0][0]
+        records = [r for page, _ in pages for r in page.records]
+        cut = records[skip - pages[0][1]:skip - pages[0][1] + limit]
+        last = pages[-1][0]
+        items: RawArray | list[Any] = cut
+        if isinstance(pages[0][0].items, RawArray) and all(
+                isinstance(page.items, RawArray) for page, _ in pages):
+            items = joined(cut)
+        return ListPage(items, last.total, last.next_url, last.last_url, last.cursor,
+                        last.has_more)
+
+    async def list_front(self, kind: str, path: str, limit: int, *, after: str | None = None,
+                         raw: bool = False) -> ListPage:
+        """A page of a list read from the front: the first (``after`` None), or the one after a
+        page, named by that page's next URL (families "link", "next") or its cursor
+        ("cursor"). A next URL must stay on the service's origin: a credential never follows
+        it elsewhere."""
+        shape = self.shapes[kind]
+        headers = self._auth_of(kind, path)
+        if after is None or shape.paging == "cursor":
+            request = self._request("GET", path, params=shape.front(limit, after),
+                                    headers=headers)
+        else:
+            request = self._request_url(after, headers)
+        return await self._list(kind, request, raw)
+
+    def _request_url(self, url: str, headers: dict[str, str] | None) -> httpx.Request:
+        base = httpx.URL(self._base + "/")
+        target = base.join(url)
+        if (target.scheme, target.host, target.port) != (base.scheme, base.host, base.port):
+            raise BadResponse(
+                f"the service named a next page on another origin ({redact_url(str(target))}, "
+                f"not {base.scheme}://{base.netloc.decode()}): not followed, so that no "
+                f"credential leaves the service. Check [service].base_url.")
+        return httpx.Request("GET", target, headers={**self._headers, **(headers or {})},
+                             extensions=self._extensions)
+
+    def _check_page_size(self, shape: ListShape, request: httpx.Request, page: ListPage,
+                         start: int, limit: int) -> None:
+        """A page-numbered list whose page came back shorter than asked while the service says
+        more follow: page N is then not at (N - 1) x the size asked, and reading on by numbers
+        would skip records. Said, never read past."""
+        if shape.paging == "offset" or len(page) >= limit or page.more(start) is None:
+            return
+        setting = "page_size" if shape.kind == "bots" else f"{shape.kind}_page_size"
+        raise BadResponse(
+            f"GET {redact_url(str(request.url))} answered {len(page)} records where "
+            f"{shape.size_param}={limit} was asked, and {page.more(start)}: the service caps "
+            f"its pages at {len(page)}. Set [service].{setting} = {len(page)}.",
+            method="GET", url=redact_url(str(request.url)))
+
+    async def _list(self, kind: str, request: httpx.Request, raw: bool) -> ListPage:
+        hint = self._auth_hint(bool(request.headers.get("Authorization")))
+        page: ListPage = await self._call(Call(request, list, idempotent=True, auth_hint=hint,
+                                               raw=raw, shape=self.shapes[kind]))
+        return page
+
+    def _auth_of(self, kind: str, path: str) -> dict[str, str] | None:
+        return self._user_auth(path) if kind == "user_lists" else self._read_auth(path)
 
     async def bot_last_stat(self, bot_id: str | int) -> dict[str, Any]:
         path = f"/bots/{segment(bot_id)}/stat"
@@ -339,14 +422,18 @@ class Client:
         raw: bool = False,
     ) -> Any:
         request = self._request("GET", path, params=params, headers=auth)
-        hint = (
+        return await self._call(Call(request, expect, idempotent=True,
+                                     auth_hint=self._auth_hint(bool(auth)), raw=raw))
+
+    @staticmethod
+    def _auth_hint(sent: bool) -> str:
+        return (
             "check BOTSTATS_USER_TOKEN / --user-token"
-            if auth
+            if sent
             else "this read sends no credentials, yet the service wants some: if it wants the "
                  "user token on bot reads, set [service].token_on_bot_reads = true (and "
                  "BOTSTATS_USER_TOKEN); else check --base-url"
         )
-        return await self._call(Call(request, expect, idempotent=True, auth_hint=hint, raw=raw))
 
     async def _call(self, call: Call) -> Any:
         try:
@@ -423,6 +510,8 @@ class Client:
         raise self._failures.status_error(call, response, attempt)
 
     def _decode(self, call: Call, response: httpx.Response, attempt: int) -> Any:
+        if call.shape is not None:
+            return self._decode_list(call, response, attempt)
         if call.raw and (split := split_array(response.content)) is not None:
             return split
         try:
@@ -447,6 +536,48 @@ class Client:
                 **self._failures.error_fields(call, response),
             )
         return data
+
+
+    def _decode_list(self, call: Call, response: httpx.Response, attempt: int) -> ListPage:
+        shape = call.shape
+        assert shape is not None
+        try:
+            return read_list(response.content, response.headers, response.links, shape,
+                             raw=call.raw)
+        except NotAList as exc:
+            self.stats.bad_responses += 1
+            advice = exc.advice or "check --base-url points at the bot-listing service"
+            raise BadResponse(
+                f"{call.where} answered {exc.found} where a list was expected"
+                f"{after_attempts(attempt)}: {self._failures.snippet(response)!r}. "
+                f"{advice[0].upper()}{advice[1:]}.",
+                **self._failures.error_fields(call, response),
+            ) from None
+        except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+            self.stats.bad_responses += 1
+            call.retryable = True  # a truncated body may be transient
+            raise BadResponse(
+                f"{call.where} answered {response.status_code} with a body that is not JSON "
+                f"({exc}){after_attempts(attempt)}: {self._failures.snippet(response)!r}. Check "
+                f"--base-url points at the bot-listing service.",
+                **self._failures.error_fields(call, response),
+            ) from exc
+
+
+def stats_path(bot_id: str | int) -> str:
+    return f"/bots/{segment(bot_id)}/stats"
+
+
+def user_list_path(user_id: str | int, what: str) -> str:
+    return f"/users/{segment(user_id)}/{what}"
+
+
+def joined(texts: list[Any]) -> RawArray:
+    """A RawArray of records' JSON texts (a page cut out of others, or pages put together)."""
+    body = b"[" + b",".join(bytes(text) for text in texts) + b"]"
+    split = split_array(body)
+    assert split is not None  # each text was a JSON value of an array that split
+    return split
 
 
 # The names that start every header of a rate limit (lowercased, as httpx gives them).

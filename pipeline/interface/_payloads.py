@@ -71,11 +71,6 @@ def stat_payload(fields: FieldSettings, counts: Mapping[str, int | None],
     return payload
 
 
-def page_query(limit: int | None, skip: int) -> dict[str, int] | None:
-    """The query of one page of a list the service pages; none without a ``limit``: a list
-    asked whole sends no paging parameters."""
-    return None if limit is None else {"limit": limit, "skip": skip}
-
 
 def segment(value: str | int) -> str:
     """A path parameter as one URL segment (a '/' in an id must not change the route)."""
