@@ -580,7 +580,7 @@ def test_stats_as_received_are_the_records_exactly_as_sent(
         scripted: Callable[..., Scripted]) -> None:
     body = '[ {"id": "a", "v": 1.50},\n  {"id": "b", "nested": {"x": [true, null]}} ]'
     server = scripted(Reply(body=body))
-    out = call(make_settings(server.base_url), lambda c: _stats_as_received(c))
+    out = call(make_settings(server.base_url), _stats_as_received)
     assert isinstance(out.value, RawArray)
     assert out.value.body == body.encode()
     assert [bytes(i).decode() for i in out.value.items] == \
@@ -589,17 +589,17 @@ def test_stats_as_received_are_the_records_exactly_as_sent(
 
 def test_stats_only_the_lenient_reader_takes_come_decoded(scripted: Callable[..., Scripted]) -> None:
     server = scripted(Reply(body='[{"id": "a", "load": NaN}]'))
-    out = call(make_settings(server.base_url), lambda c: _stats_as_received(c))
+    out = call(make_settings(server.base_url), _stats_as_received)
     assert isinstance(out.value, list) and out.value[0]["id"] == "a"
 
 
 def test_stats_as_received_are_retried_when_cut_then_refused(
         scripted: Callable[..., Scripted]) -> None:
     server = scripted(Reply(body='[{"id": "a"}, {"id'), Reply(body='[{"id": "a"}]'))
-    out = call(make_settings(server.base_url), lambda c: _stats_as_received(c))
+    out = call(make_settings(server.base_url), _stats_as_received)
     assert isinstance(out.value, RawArray) and out.stats.retries == 1
     server = scripted(Reply(body='{"not": "a list"}'))
-    out = call(make_settings(server.base_url), lambda c: _stats_as_received(c))
+    out = call(make_settings(server.base_url), _stats_as_received)
     assert isinstance(out.error, BadResponse) and "where a list was expected" in str(out.error)
     assert "--base-url" in str(out.error)  # no key of it holds a list
 

@@ -22,6 +22,7 @@ from pipeline.harvester._run import harvest
 from pipeline.interface._client import Reply
 from pipeline.probe._probe import ProbeReport, Proposal, run_probe
 from pipeline.probe._reading import listing_order
+from pipeline.probe._report import TOPICS, Finding
 from pipeline.probe._writing import write_settings
 from pipeline.service import RunningService
 
@@ -47,8 +48,17 @@ def served_keys(svc: RunningService) -> list[tuple[Any, ...]]:
                   for r in svc.directory.valid_stats(bot_id))
 
 
+def finding_of(report: ProbeReport, what: str) -> Finding:
+    """The finding ``what`` ("order of records"), or ``topic/what`` ("stats/paging")."""
+    topic, _, rest = what.partition("/")
+    if topic in TOPICS:
+        what = rest
+    return next(f for f in report.findings if f.what == what and (topic not in TOPICS
+                                                                  or f.topic == topic))
+
+
 def finding(report: ProbeReport, what: str) -> str:
-    return next(f.result for f in report.findings if f.what == what)
+    return finding_of(report, what).result
 
 
 def proposed(report: ProbeReport) -> dict[str, Any]:
@@ -68,11 +78,12 @@ SERVICES: list[tuple[dict[str, Any], dict[str, Any], dict[str, str], dict[str, A
      {"fields.stat_time": "created_at", "fields.stat_id": "_id", "fields.bot_id": "bot_id",
       "fields.custom_name": "key", "fields.custom_value": "val"}),
     ({"max_page_size": 15}, {},
-     {"page cap": "15 bots (asked 1000; more follow)", "skip": "honoured"},
-     {"service.page_size": 15}),
+     {"listing/paging": "offset: `limit` and `skip` are honoured"},
+     {"service.page_size": 15, "service.bots_paging": "offset", "service.offset_param": "skip"}),
     ({"stats_page_size": 4}, {},
-     {"paging": "paged: limit is honoured", "order of records": "oldest first"},
-     {"service.stats_page_size": 4}),
+     {"stats/paging": "offset: `limit` and `skip` are honoured",
+      "order of records": "oldest first"},
+     {"service.stats_page_size": 4, "service.stats_paging": "offset"}),
     ({"bot_reads_need_token": True, "user_lists_page_size": 2}, {"user_token": "<token>"},
      {"bot reads without a token": "refused; with the user token: 200"},
      {"service.token_on_bot_reads": True, "service.user_lists_page_size": 2}),
@@ -99,7 +110,7 @@ def test_probe_finds_the_difference_and_its_settings_archive_everything(
     for what, words in findings.items():
         result = finding(report, what)
         assert words in result, (what, result)
-        evidence = next(f.evidence for f in report.findings if f.what == what)
+        evidence = finding_of(report, what).evidence
         if what not in ("order of records", "429 answers", "rate-limit headers", "custom fields"):
             assert evidence and " -> " in evidence[0]  # the request and what came back
     for key, value in proposals.items():

@@ -5,6 +5,7 @@ embedded service playing services that spell records otherwise."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import re
@@ -28,12 +29,12 @@ from conftest import harvest_settings_for, query
 
 from pipeline.core import FieldSettings
 from pipeline.harvester import harvest
-from pipeline.probe import run_probe
 from pipeline.harvester._ids import Identities, repeated
 from pipeline.harvester._shapes import id_candidates
 from pipeline.harvester._verdict import RunTally, judge
 from pipeline.interface import Reply
-from pipeline.probe._reading import read_listing
+from pipeline.probe import run_probe
+from pipeline.probe._paging import probe_paging
 from pipeline.service import RunningService
 
 Factory = Callable[..., RunningService]
@@ -322,13 +323,41 @@ def test_id_candidates_follow_the_rules(records: list[dict[str, Any]], kind: str
     assert [c.field for c in id_candidates(records, kind, foreign=foreign)] == found
 
 
+def _scripted_get(answers: dict[str, Reply]) -> Any:
+    """A probe's GET over canned replies, keyed by the query it asks."""
+    async def get(path: str, params: dict[str, Any] | None) -> Reply:
+        query = "&".join(f"{k}={v}" for k, v in (params or {}).items())
+        return answers.get(query, Reply("GET", f"http://x{path}?{query}", "read", 200, {},
+                                        "[]", 0.1))
+    return get
+
+
 def test_a_failed_read_is_unknown_never_evidence() -> None:
-    page = Reply("GET", "http://x/bots", "read", 200, {}, json.dumps([{"id": "1"}] * 3), 0.1)
-    cap = Reply("GET", "http://x/bots?limit=1000", "read", 503, {}, "", 0.1)
-    found, proposals = read_listing(page, cap, None, None, None, "id")
-    assert next(f.result for f in found if f.what == "page cap") == "unknown: a read failed"
-    assert [(p.key, p.decided) for p in proposals] == [("service.page_size", False)]
-    assert "503 after every retry" in proposals[0].why
+    three = json.dumps([{"id": str(i)} for i in range(3)])
+    page = Reply("GET", "http://x/bots", "read", 200, {}, three, 0.1)
+    busy = Reply("GET", "http://x/bots?limit=2&skip=0", "read", 503, {}, "", 0.1)
+    found = asyncio.run(probe_paging(_scripted_get({"limit=2&skip=0": busy}), "bots", "/bots",
+                                     page))
+    assert found.family is None and "503 after every retry" in found.why
+    assert [(p.key, p.decided) for p in found.proposals()] == [
+        ("service.bots_list_path", True), ("service.bots_paging", False),
+        ("service.page_size", False)]
+
+
+def test_a_refused_large_page_is_read_for_its_words_never_taken_for_an_empty_list() -> None:
+    bots = [{"id": str(i)} for i in range(600)]
+
+    def page(skip: int, limit: int) -> Reply:
+        return Reply("GET", "http://x/bots", "read", 200, {},
+                     json.dumps({"results": bots[skip:skip + limit], "total": len(bots)}), 0.1)
+
+    answers = {f"limit={n}&skip={s}": page(s, n) for n, s in ((2, 0), (2, 2), (500, 0))}
+    answers["limit=1000&skip=0"] = Reply("GET", "http://x/bots?limit=1000", "read", 400, {},
+                                         '{"error": "limit must be at most 500"}', 0.1)
+    found = asyncio.run(probe_paging(_scripted_get(answers), "bots", "/bots", page(0, 50)))
+    assert (found.family, found.cap, found.first.list_path) == ("offset", 500, "results")
+    assert len(found.records) == 500  # the largest page read, a sample of the directory
+    assert {p.key: p.value for p in found.proposals()}["service.page_size"] == 500
 
 
 def test_the_probe_retries_transient_failures_and_decides_every_setting_or_says_why(

@@ -20,18 +20,15 @@ from ..core import ApiError, ConfigError, Settings
 from ..harvester import Candidate, decided_id, id_candidates
 from ..interface import Client, Reply
 from ._accepts import not_proposed, read_acceptance
+from ._paging import Paging, brief, failed, items, probe_paging, settings_of
 from ._reading import (
-    brief,
-    failed,
-    items,
     read_bot_shape,
+    read_head,
     read_limits,
-    read_listing,
     read_stat_shape,
-    read_stats_paging,
+    read_stats_order,
 )
 from ._report import (
-    BIG_LIMIT,
     DEFAULT_MAX_REQUESTS,
     ID_TRIES,
     NO_ANSWER,
@@ -55,6 +52,7 @@ class _Prober:
         self.read_auth = "read"
         self.seen: dict[str, list[Any]] = {}  # records read, by kind ("bot", "stat", ...)
         self.ids: dict[str, set[str]] = {"bot": set(), "user": set()}  # known, for references
+        self.pagings: list[Paging] = []  # how each list answers and pages
 
     async def get(self, path: str, params: dict[str, Any] | None = None, *,
                   auth: str | None = None, method: str = "GET", payload: Any = None) -> Reply:
@@ -98,6 +96,7 @@ async def probe(settings: Settings, *, max_requests: int = DEFAULT_MAX_REQUESTS,
         except _Spent as exc:
             report.stopped = str(exc)
         finally:
+            report.proposals += settings_of(prober.pagings)
             report.findings += read_acceptance(prober.seen, settings.fields, report.proposals)
             report.proposals += not_proposed(settings, report.proposals, report.stopped)
             for proposal in report.proposals:
@@ -142,19 +141,17 @@ async def _probe(p: _Prober, settings: Settings, report: ProbeReport,
     else:
         raise ApiError(f"{brief(default)}: not the bot-listing service's answer to GET /bots. "
                        f"Check --base-url.")
-    cap = await p.get("/bots", {"limit": BIG_LIMIT, "skip": 0})
-    page = items(cap) or items(default)
+    listing = await probe_paging(p.get, "bots", "/bots", default)
+    p.pagings.append(listing)
+    page = listing.records
     p.seen["bot"] = page
-    after = (await p.get("/bots", {"limit": BIG_LIMIT, "skip": len(page)})
-             if page and len(page) < BIG_LIMIT and not failed(cap) else None)
     candidates = id_candidates(page, "bot")
     bot_field, tried = await p.addressed("bot", page, candidates)
     id_field = bot_field.field if bot_field else None
-    skipped = await p.get("/bots", {"limit": 2, "skip": 1}) if len(page) >= 3 else None
-    again = await p.get("/bots", {"limit": BIG_LIMIT, "skip": 0})
-    found, proposals = read_listing(default, cap, after, skipped, again, id_field)
-    report.findings += found
-    report.proposals += proposals
+    again = await p.get("/bots", _head_query(listing)) if listing.family else None
+    report.findings += listing.findings()
+    report.findings += read_head(page, again, id_field)
+    report.proposals += listing.proposals()
     bot_ids = [str(r[id_field]).strip() for r in page
                if id_field and isinstance(r, dict) and id_field in r]
     p.ids["bot"].update(bot_ids)
@@ -187,7 +184,8 @@ async def _probe_stats(p: _Prober, settings: Settings, report: ProbeReport,
         for key in ("stat_id", "stat_time", "custom_name", "custom_value"):
             report.proposals.append(Proposal(f"fields.{key}", None, why,
                                              getattr(settings.fields, key)))
-        report.proposals.append(Proposal("service.stats_page_size", None, why))
+        for key in ("stats_page_size", "stats_paging", "stats_list_path"):
+            report.proposals.append(Proposal(f"service.{key}", None, why))
         return
     path = f"/bots/{quote(bot_id, safe='')}/stats"
     records = items(whole)
@@ -197,16 +195,14 @@ async def _probe_stats(p: _Prober, settings: Settings, report: ProbeReport,
     report.findings += found
     report.proposals += proposals
     id_field = next((x.value or None for x in proposals if x.key == "fields.stat_id"), None)
-    two = next_two = big = None
-    if len(records) > 2:
-        two = await p.get(path, {"limit": 2, "skip": 0})
-        if len(items(two)) == 2:
-            next_two = await p.get(path, {"limit": 2, "skip": 2})
-            big = await p.get(path, {"limit": BIG_LIMIT, "skip": 0})
     last = await p.get(f"/bots/{quote(bot_id, safe='')}/stat")
-    found, proposals = read_stats_paging(whole, two, next_two, big, last, time_field, id_field)
-    report.findings += found
-    report.proposals += proposals
+    newest = last.json() if last.status == 200 else None
+    paging = await probe_paging(p.get, "stats", path, whole, newest=newest)
+    p.pagings.append(paging)
+    report.findings += paging.findings()
+    report.proposals += paging.proposals()
+    report.findings += read_stats_order(records, paging.family not in (None, "whole"), last,
+                                        time_field, id_field)
 
 
 # The user's lists: (path, [fields] key of their id, kind of record the id rules read).
@@ -220,7 +216,8 @@ async def _probe_user(p: _Prober, settings: Settings, report: ProbeReport) -> No
         why = "no user token (BOTSTATS_USER_TOKEN, --user-token) to read the user with"
         report.findings.append(Finding("user lists", "paging", f"not probed: {why}"))
         for key in ("fields.user_id", "fields.server_id", "fields.webhook_id",
-                    "service.user_lists_page_size"):
+                    "service.user_lists_page_size", "service.user_lists_paging",
+                    "service.user_lists_path"):
             report.proposals.append(Proposal(key, None, why))
         return
     me = await p.get("/users/@me", auth="user")
@@ -230,7 +227,8 @@ async def _probe_user(p: _Prober, settings: Settings, report: ProbeReport) -> No
         report.findings.append(Finding("user lists", "the current user", f"answered "
                                        f"{me.status}", [brief(me)]))
         for key in ("fields.user_id", "fields.server_id", "fields.webhook_id",
-                    "service.user_lists_page_size"):
+                    "service.user_lists_page_size", "service.user_lists_paging",
+                    "service.user_lists_path"):
             report.proposals.append(Proposal(key, None, why))
         return
     p.seen["user"] = [record]
@@ -253,9 +251,12 @@ async def _probe_user(p: _Prober, settings: Settings, report: ProbeReport) -> No
         report.findings.append(Finding("user lists", "user id", f"unknown: {why}",
                                        [brief(r) for r in tried]))
         report.proposals.append(Proposal("fields.user_id", None, why, fields.user_id))
-    paged: tuple[str, int] | None = None
-    decided_whole = False
-    unknown = ""
+    decided: Paging | None = None
+    unknown: Paging | None = None
+
+    async def get(path: str, params: dict[str, Any] | None) -> Reply:
+        return await p.get(path, params, auth="user")
+
     for what, key, kind in _USER_LISTS:
         path = f"/users/{quote(user_id, safe='@')}/{what}"
         whole = await p.get(path, auth="user")
@@ -266,37 +267,19 @@ async def _probe_user(p: _Prober, settings: Settings, report: ProbeReport) -> No
                                 if isinstance(r, dict) and fields.bot_id in r)
         else:
             report.proposals.append(_list_id(what, key, kind, whole, listed, p, fields))
-        if failed(whole):
-            unknown = unknown or brief(whole)
-        if len(listed) < 2 or paged or decided_whole:
+        if decided is not None:
             continue
-        one = await p.get(path, {"limit": 1, "skip": 0}, auth="user")
-        if failed(one):
-            unknown = unknown or brief(one)
-        elif len(items(one)) == 1:
-            big = await p.get(path, {"limit": BIG_LIMIT, "skip": 0}, auth="user")
-            if failed(big):
-                unknown = unknown or brief(big)
-                continue
-            paged = (what, len(items(big)))
-            report.findings.append(Finding("user lists", "paging", f"paged (limit=1 gave 1 of "
-                                           f"{len(listed)} {what}); at most {paged[1]} a page",
-                                           [brief(whole), brief(one), brief(big)]))
-        else:
-            decided_whole = True
-            report.findings.append(Finding("user lists", "paging", f"whole (limit=1 still gave "
-                                           f"{len(items(one))} {what})",
-                                           [brief(whole), brief(one)]))
-    if paged:
-        report.proposals.append(Proposal("service.user_lists_page_size", paged[1],
-                                         "the user lists are paged"))
-    elif decided_whole:
-        report.proposals.append(Proposal("service.user_lists_page_size", 0,
-                                         "the user lists come whole"))
-    else:
-        report.proposals.append(Proposal("service.user_lists_page_size", None,
-                                         f"a read failed ({unknown})" if unknown else
-                                         "no user list has two items to page"))
+        paging = await probe_paging(get, "user_lists", path, whole)
+        if paging.family is not None and (len(listed) >= 3 or paging.family != "whole"):
+            decided = paging
+        elif unknown is None or paging.family is None:
+            unknown = paging
+    chosen = decided or unknown
+    if chosen is None:
+        return
+    p.pagings.append(chosen)
+    report.findings += chosen.findings()
+    report.proposals += chosen.proposals()
 
 
 def _list_id(what: str, key: str, kind: str, whole: Reply, listed: list[Any], p: _Prober,
@@ -330,6 +313,17 @@ async def _probe_post(p: _Prober, settings: Settings, report: ProbeReport, bot_i
     report.findings.append(Finding("post", "POST /bots/:id/stats", f"answered {posted.status}; "
                                    f"/stat {'now shows' if shown else 'does not show'} the posted "
                                    f"record", [brief(posted), brief(after)]))
+
+
+def _head_query(listing: Paging) -> dict[str, Any] | None:
+    """The query that reads the listing's head again, as its family asks a first page."""
+    size = listing.cap or 100
+    params = listing.params
+    if listing.family == "offset":
+        return {params["limit_param"]: size, params["offset_param"]: 0}
+    if listing.family in ("page", "link"):
+        return {params["page_param"]: params["first_page"], params["size_param"]: size}
+    return None
 
 
 def run_probe(settings: Settings, *, max_requests: int = DEFAULT_MAX_REQUESTS,

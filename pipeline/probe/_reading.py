@@ -18,44 +18,8 @@ from ..harvester import (
     value_types,
 )
 from ..interface import Reply
-from ._report import BIG_LIMIT, COUNTS, NO_ANSWER, RATE_HEADERS, Finding, Proposal
-
-
-def brief(reply: Reply) -> str:
-    """'GET http://x/bots?limit=5 -> 200, an array of 5' (the evidence of a finding)."""
-    auth = {"read": "", "none": " (no token)", "user": " (user token)", "bad": " (a bad token)",
-            "bot": " (bot key)"}[reply.auth]
-    if reply.status == NO_ANSWER:
-        return f"{reply.method} {reply.url}{auth} -> no answer: {reply.body[:120]}"
-    data = reply.json()
-    if isinstance(data, list):
-        shape = f"an array of {len(data)}"
-    elif isinstance(data, dict):
-        keys = ", ".join(list(data)[:8]) + (", ..." if len(data) > 8 else "")
-        shape = f"an object with {keys}" if data else "an empty object"
-    elif not reply.body.strip():
-        shape = "an empty body"
-    else:
-        text = " ".join(reply.body.split())
-        shape = f"text {text[:60]!r}"
-    tries = " after every retry" if failed(reply) else ""
-    return f"{reply.method} {reply.url}{auth} -> {reply.status}{tries}, {shape}"
-
-
-def failed(reply: Reply | None) -> bool:
-    """A read that got no usable answer after its retries (no answer, a 5xx, a 429): it is
-    evidence of nothing, and what it was to show is unknown."""
-    return reply is not None and (reply.status in (NO_ANSWER, 429) or reply.status >= 500)
-
-
-def failed_read(*replies: Reply | None) -> Reply | None:
-    """The first of ``replies`` that :func:`failed`, if any."""
-    return next((r for r in replies if r is not None and failed(r)), None)
-
-
-def items(reply: Reply | None) -> list[Any]:
-    data = reply.json() if reply is not None and reply.status == 200 else None
-    return data if isinstance(data, list) else []
+from ._paging import brief, failed, items
+from ._report import COUNTS, RATE_HEADERS, Finding, Proposal
 
 
 def ids_of(records: Sequence[Any], id_field: str | None) -> list[str]:
@@ -64,54 +28,19 @@ def ids_of(records: Sequence[Any], id_field: str | None) -> list[str]:
     return [str(r.get(id_field)) if isinstance(r, dict) else repr(r) for r in records]
 
 
-def read_listing(default: Reply, cap: Reply, after_cap: Reply | None, skipped: Reply | None,
-                 again: Reply | None, id_field: str | None) -> tuple[list[Finding], list[Proposal]]:
-    """GET /bots: the default page size, the cap, whether ``skip`` is honoured, the order, and
-    whether two reads of the head agree."""
+def read_head(page: Sequence[Any], again: Reply | None,
+              id_field: str | None) -> list[Finding]:
+    """GET /bots: whether two reads of the head agree, and the order of the bots."""
     found: list[Finding] = []
-    proposals: list[Proposal] = []
-    page = items(cap)
-    found.append(Finding("listing", "default page size", f"{len(items(default))} bots",
-                         [brief(default)]))
-    if (failed_cap := failed_read(cap, after_cap)) is not None:
-        bad = brief(failed_cap)
-        found.append(Finding("listing", "page cap", "unknown: a read failed", [bad]))
-        proposals.append(Proposal("service.page_size", None, f"a read failed ({bad})"))
-    elif len(page) >= BIG_LIMIT:
-        found.append(Finding("listing", "page cap", f"none up to {BIG_LIMIT}", [brief(cap)]))
-        proposals.append(Proposal("service.page_size", BIG_LIMIT, f"no cap up to {BIG_LIMIT}"))
-    elif after_cap is not None and items(after_cap):
-        found.append(Finding("listing", "page cap", f"{len(page)} bots (asked {BIG_LIMIT}; more "
-                             f"follow)", [brief(cap), brief(after_cap)]))
-        proposals.append(Proposal("service.page_size", len(page),
-                                  f"the service's cap: asked {BIG_LIMIT}, got {len(page)}"))
-    else:
-        found.append(Finding("listing", "page cap", f"none seen: the whole directory "
-                             f"({len(page)} bots) fits in one page", [brief(cap)]
-                             + ([brief(after_cap)] if after_cap else [])))
-        proposals.append(Proposal("service.page_size", None,
-                                  f"no cap seen (the directory has {len(page)} bots); keep the "
-                                  f"default"))
-    if (failed_skip := failed_read(skipped, again)) is not None:
-        found.append(Finding("listing", "skip", "unknown: a read failed", [brief(failed_skip)]))
-    elif skipped is not None:
-        got = ids_of(items(skipped), id_field)
-        ids = ids_of(page, id_field)
-        if got and got == ids[1:1 + len(got)]:
-            result = "honoured"
-        elif got and got == ids[:len(got)]:
-            result = "ignored: skip=1 returns the first bots again (botstats cannot page it)"
-        else:
-            result = "unclear: skip=1 returned neither the next bots nor the first ones"
-        found.append(Finding("listing", "skip", result, [brief(skipped)]))
     if again is not None and not failed(again):
-        same = ids_of(items(again), id_field) == ids_of(page, id_field)
+        same = ids_of(items(again)[:len(page)], id_field) == ids_of(page, id_field)[
+            :len(items(again))]
         found.append(Finding("listing", "two reads of the head",
                              "agree" if same else "differ (the listing moves, or its order is "
                              "not stable: botstats pages with an overlap and re-reads the head)",
                              [brief(again)]))
     found.append(Finding("listing", "order", listing_order(page)))
-    return found, proposals
+    return found
 
 
 def listing_order(records: Sequence[Any]) -> str:
@@ -237,38 +166,11 @@ def read_stat_shape(records: Sequence[Any], reply: Reply, settings: Settings,
     return found, proposals, time.field if time else None
 
 
-def read_stats_paging(whole: Reply, two: Reply | None, next_two: Reply | None,
-                      big: Reply | None, last: Reply | None, time_field: str | None,
-                      id_field: str | None) -> tuple[list[Finding], list[Proposal]]:
-    """GET /bots/:id/stats: paged or whole, oldest or newest first, and whether /stat is the
-    newest record of /stats."""
+def read_stats_order(records: list[Any], paged: bool, last: Reply | None,
+                     time_field: str | None, id_field: str | None) -> list[Finding]:
+    """GET /bots/:id/stats: oldest or newest first, and whether /stat is the newest record of
+    the records read (``paged``: the first page of a paged list)."""
     found: list[Finding] = []
-    proposals: list[Proposal] = []
-    records = items(whole)
-    first_two = items(two)
-    if (failed_page := failed_read(two, next_two, big)) is not None:
-        bad = brief(failed_page)
-        found.append(Finding("stats", "paging", "unknown: a read failed", [bad]))
-        proposals.append(Proposal("service.stats_page_size", None, f"a read failed ({bad})"))
-    elif two is None or len(records) <= 2:
-        found.append(Finding("stats", "paging", "cannot tell: the bot has too few records",
-                             [brief(whole)]))
-        proposals.append(Proposal("service.stats_page_size", None,
-                                  "no bot with more than 2 records was read"))
-    elif len(first_two) == 2:
-        cap = len(items(big)) if big is not None else len(records)
-        skip_ok = ids_of(items(next_two), id_field) != ids_of(first_two, id_field)
-        found.append(Finding("stats", "paging", f"paged: limit is honoured (limit=2 gave 2 of "
-                             f"{len(records)}), skip {'is' if skip_ok else 'is NOT'} honoured; "
-                             f"at most {cap} a page", [brief(whole), brief(two)]
-                             + [brief(r) for r in (next_two, big) if r is not None]))
-        proposals.append(Proposal("service.stats_page_size", cap,
-                                  f"/stats is paged, at most {cap} records a page"))
-    else:
-        found.append(Finding("stats", "paging", f"whole: limit=2 still gave {len(first_two)} "
-                             f"records", [brief(whole), brief(two)]))
-        proposals.append(Proposal("service.stats_page_size", 0, "/stats sends the whole list"))
-    paged = two is not None and len(first_two) == 2 and len(records) > 2
     order = None
     if time_field and len(records) >= 2:
         times = [r.get(time_field) for r in records if isinstance(r, dict)]
@@ -299,7 +201,7 @@ def read_stats_paging(whole: Reply, two: Reply | None, next_two: Reply | None,
             result = ("no: /stat is not the newest record read from /stats (a paged /stats may "
                       "hold it on a later page)")
         found.append(Finding("stats", "/stat is the newest record", result, [brief(last)]))
-    return found, proposals
+    return found
 
 
 def _sortable(value: Any) -> float | None:
