@@ -153,6 +153,9 @@ class Directory:
             timeline = self.timeline
             changes["events"] = plan(self._seed, index, timeline.day(profile.first_slot),
                                      timeline.day(timeline.initial - 1), self.config.events)
+        share = self.config.repeated_times  # of bots posting one record per shard
+        if share and unit(self._seed, "per-shard", index) < share:
+            changes["per_shard"] = True
         if self.config.faults.hostile_names and index % HOSTILE_EVERY == 0:
             name = HOSTILE_NAMES[index // HOSTILE_EVERY % len(HOSTILE_NAMES)]
             changes["record"] = {**profile.record, "name": name}
