@@ -38,11 +38,13 @@ _DIRECTORY: tuple[tuple[str, Any, Any, str], ...] = (
     ("stats-per-day", click.IntRange(1, 1440), 1,
      "Stat records per bot per day; must divide 86400 (1, 2, 4, 24, 96, ...)."),
     ("max-page-size", click.IntRange(min=1), 100,
-     "Most bots GET /bots returns; a larger limit is silently capped."),
+     "Most bots GET /bots returns; a larger page size is capped (see --over-cap)."),
     ("stats-page-size", _COUNT, 0, "0: GET /bots/:id/stats sends the whole list. N: it pages "
-                                   "with limit (default and cap N) and skip, in --stats-order."),
+                                   "like GET /bots (--paging; page size default and cap N), in "
+                                   "--stats-order."),
     ("user-lists-page-size", _COUNT, 0, "0: a user's bots, servers and webhooks come whole. N: "
-                                        "they page with limit (default and cap N) and skip."),
+                                        "they page like GET /bots (--paging; page size default "
+                                        "and cap N)."),
     ("bot-reads-need-token", bool, False, "GET /bots, /bots/:id, /stats and /stat want "
                                           "Authorization: Bearer <user token> too (401 without)."),
     ("stats-order", click.STRING, "oldest", "How GET /bots/:id/stats orders a bot's records, "
@@ -68,6 +70,23 @@ _SHAPES: tuple[tuple[str, Any, Any, str], ...] = (
     ("not-found-status", click.Choice(["404", "400", "410", "422"]), "404",
      "The status of an unknown bot or user (and of a bot without records at /stat)."),
     ("auth-status", click.Choice(["401", "403"]), "401", "The status of refused credentials."),
+)
+# How the lists that page are asked for a part and answered, named as their `ServiceConfig`
+# field (choices in service.PAGINGS and service.OVER_CAPS, the default first).
+_CONVENTIONS: tuple[tuple[str, Any, Any, str], ...] = (
+    ("paging", click.Choice(["skip", "offset", "page", "link", "next-url", "cursor"]), "skip",
+     "How the lists that page are asked for a part: limit & skip, limit & offset, page & "
+     "per_page, the same with a Link header, a next URL or a cursor in the answer "
+     "(docs/service.md)."),
+    ("list-envelope", click.STRING, "", "'': lists are bare JSON arrays. KEY: an object holding "
+                                        "the list under KEY, with total, count and the paging's "
+                                        "keys (needed by --paging next-url and cursor)."),
+    ("total-header", bool, False, "Every list answer carries X-Total-Count (the whole list's "
+                                  "length)."),
+    ("over-cap", click.Choice(["cap", "400"]), "cap",
+     "A page size above the cap is capped silently, or answered 400 naming the cap."),
+    ("repeated-times", _SHARE, 0.0, "Share of bots posting one record per shard: two records "
+                                    "at the same time, told apart by shard_id."),
 )
 _FAULTS: tuple[tuple[str, Any, Any, str], ...] = (
     ("rate-limit", _RATE, 0.0, "Requests/second over all clients (token bucket); excess gets "
@@ -104,7 +123,8 @@ _FAULTS: tuple[tuple[str, Any, Any, str], ...] = (
                                "second's worth."),
     ("rate-limit-headers", click.STRING, "retry-after",
      "How a rate-limited answer tells the limit: retry-after, retry-after-date, x-reset-after, "
-     "x-reset-epoch, x-reset-delta, ratelimit, ratelimit-policy or none (docs/service.md)."),
+     "x-reset-epoch, x-reset-epoch-ms, x-reset-delta, http-date, github-403 (a 403), ratelimit, "
+     "ratelimit-policy or none (docs/service.md)."),
     ("hostile-names", bool, False, "Every 4th bot's name and custom field names hold markup, "
                                    "a </script>, an SVG onload and template expressions."),
 )
@@ -135,6 +155,7 @@ def _table_options(table: tuple[tuple[str, Any, Any, str], ...]) -> Callable[[An
               help="Port to listen on; 0 picks a free one (the banner shows it).")
 @_table_options(_DIRECTORY)
 @_table_options(_SHAPES)
+@_table_options(_CONVENTIONS)
 @click.option("--end", type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%SZ"]),
               metavar="YYYY-MM-DD[THH:MM:SS]",
               help="Virtual clock at start, UTC (default: now, truncated to the hour).")
@@ -158,6 +179,7 @@ def serve_cmd(host: str, port: int, end: Any, credentials_file: str | None, acce
         shapes["not_found_status"] = int(shapes["not_found_status"])
         shapes["auth_status"] = int(shapes["auth_status"])
         cfg = ServiceConfig(**{name: options.pop(name) for name in _names(_DIRECTORY)},
+                            **{name: options.pop(name) for name in _names(_CONVENTIONS)},
                             **shapes, end=end, faults=faults,
                             field_names={name.removesuffix("_field"): value
                                          for name, value in options.items()})

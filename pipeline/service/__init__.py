@@ -14,8 +14,8 @@ It stands alone, like a third-party service would: nothing here imports the rest
 Modules: ``_config`` (value classes), ``_data`` (on-demand records), ``_directory`` (state),
 ``_shapes`` (how records are spelled: keys, id and time formats), ``_payload`` (POST
 validation), ``_faults`` (429/latency/5xx), ``_quota`` (the rate limit's token bucket and its
-headers), ``_json`` (orjson bodies),
-``_app`` (HTTP), ``_server``.
+headers), ``_json`` (orjson bodies), ``_conventions`` (how a list is paged and answered: the
+paging families, the list envelope, the total header, the cap), ``_app`` (HTTP), ``_server``.
 """
 
 from __future__ import annotations

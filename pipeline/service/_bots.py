@@ -1,4 +1,6 @@
-"""The bot endpoints of the interface: the listing, a bot, its stats (whole or paged) and newest record, posting a record."""
+"""The bot endpoints of the interface: the listing, a bot, its stats (whole or paged) and newest record, posting a record.
+
+``_conventions`` says how a list is asked for in parts and answered; these say what it holds."""
 
 from __future__ import annotations
 
@@ -11,13 +13,13 @@ from typing import Any, NamedTuple
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
+from ._conventions import Window, answer, body, tells_total, total_headers, window
 from ._directory import Directory, Record
 from ._endpoint import (
     DEFAULT_LIMIT,
     MAX_BODY_BYTES,
     _directory,
     _interface,
-    _paging,
     _read_refused,
     _unknown_bot,
     error,
@@ -31,17 +33,16 @@ async def list_bots(request: Request) -> Response:
     if (refused := _read_refused(request)) is not None:
         return refused
     directory = _directory(request)
-    paging = _paging(request, DEFAULT_LIMIT)
-    if isinstance(paging, Response):
-        return paging
-    limit, skip = paging
-    if directory.config.faults.ignore_skip:
-        skip = 0
-    # Asking for more than the cap silently returns fewer: clients must not read a short
-    # page as the last one.
-    page = directory.served_page(skip, min(limit, directory.config.max_page_size))
+    config = directory.config
+    part = window(request, config, DEFAULT_LIMIT, config.max_page_size)
+    if isinstance(part, Response):
+        return part
+    if config.faults.ignore_skip:
+        part = Window(0, part.limit)
+    page = directory.served_page(part.skip, part.limit)
+    total = directory.served_length()  # before the request is counted: it may churn
     directory.count_listing_request()
-    return JSONResponse(page)
+    return answer(request, config, dumps(page), len(page), total, part)
 
 
 @_interface
@@ -59,9 +60,10 @@ class StatsBodies(NamedTuple):
     ``Directory.rendered_stats``). ``None`` for a body that cannot be encoded: the endpoint then
     builds its response the plain way and fails as it always did."""
 
-    stats: bytes | None  # cut in half for a bad-JSON bot
+    stats: bytes | None  # the whole list's answer (its envelope too); cut in half for a bad-JSON bot
     last: bytes | None  # the newest record; None too when there are no records
     has_records: bool
+    total: int  # records in the list
 
 
 def _try_dumps(content: Any) -> bytes | None:
@@ -79,19 +81,32 @@ def _in_order(directory: Directory, records: list[Record]) -> list[Record]:
 def _render_stats(directory: Directory, index: int,
                   records: list[Record]) -> tuple[StatsBodies, int]:
     listed = _in_order(directory, records)
+    config, count = directory.config, len(listed)
     if directory.is_bad_json(index):
-        # A body cut in half: a strict prefix of a JSON array is never valid JSON.
-        text = json.dumps(listed, separators=(",", ":"))
-        stats: bytes | None = text[: max(1, len(text) // 2)].encode("utf-8")
+        # A body cut in half: a strict prefix of a JSON array (or object) is never valid JSON.
+        text = body(config, json.dumps(listed, separators=(",", ":")).encode(), count, count)
+        stats: bytes | None = text[: max(1, len(text) // 2)]
     else:
-        stats = _try_dumps(listed)
+        array = _try_dumps(listed)
+        stats = None if array is None else body(config, array, count, count)
     last = _try_dumps(records[-1]) if records else None
-    bodies = StatsBodies(stats, last, bool(records))
+    bodies = StatsBodies(stats, last, bool(records), count)
     return bodies, len(stats or b"") + len(last or b"") + 200
 
 
-def _json_body(body: bytes) -> Response:
-    return Response(body, media_type=JSONResponse.media_type)
+def _render_items(directory: Directory, index: int,
+                  records: list[Record]) -> tuple[list[bytes] | None, int]:
+    """A bot's records encoded one by one, in list order, for pages that are sliced from them
+    (None when one cannot be encoded)."""
+    try:
+        items = [dumps(record) for record in _in_order(directory, records)]
+    except (TypeError, ValueError):
+        return None, 200
+    return items, sum(len(item) + 40 for item in items) + 200
+
+
+def _json_body(body: bytes, headers: dict[str, str] | None = None) -> Response:
+    return Response(body, media_type=JSONResponse.media_type, headers=headers)
 
 
 @_interface
@@ -103,43 +118,57 @@ async def get_stats(request: Request) -> Response:
     index = directory.live_index(bot_id)
     if index is None:
         return _unknown_bot(bot_id)
-    cap = directory.config.stats_page_size
+    config = directory.config
+    cap = config.stats_page_size
     if cap and not directory.is_bad_json(index):
-        paging = _paging(request, cap)
-        if isinstance(paging, Response):
-            return paging
-        limit, skip = paging
-        limit = min(limit, cap)
-        items = directory.stats_tail(index, skip, limit,
-                                     newest_first=directory.config.stats_order == "newest")
-        if items is not None:
-            return _json_body(b"[" + b",".join(items) + b"]")
-        return JSONResponse(_in_order(directory, directory.served_stats(index))[skip:skip + limit])
+        part = window(request, config, cap, cap)
+        if isinstance(part, Response):
+            return part
+        return _stats_page(request, directory, index, part)
     bodies: StatsBodies = directory.rendered_stats(index, _render_stats)
     if bodies.stats is None:
-        return JSONResponse(_in_order(directory, directory.served_stats(index)))
+        listed = _in_order(directory, directory.served_stats(index))
+        return answer(request, config, dumps(listed), len(listed), len(listed))
+    headers = total_headers(config, bodies.total)
     fault = directory.body_fault(index)
     if fault == "stall":
-        return _stalling_body(bodies.stats, directory.config.faults.stall_seconds)
+        return _stalling_body(bodies.stats, config.faults.stall_seconds, headers)
     if fault == "gzip_cut":
         # Compressed, then cut: the HTTP message is whole (its Content-Length says so), the
         # gzip stream in it is not.
         packed = gzip.compress(bodies.stats)
         return Response(packed[: len(packed) // 2], media_type=JSONResponse.media_type,
-                        headers={"Content-Encoding": "gzip"})
-    return _json_body(bodies.stats)
+                        headers={"Content-Encoding": "gzip", **headers})
+    return _json_body(bodies.stats, headers)
 
 
-def _stalling_body(body: bytes, seconds: float) -> Response:
-    """``body`` announced whole (Content-Length) whose second half comes ``seconds`` late."""
+def _stats_page(request: Request, directory: Directory, index: int, part: Window) -> Response:
+    """A page of a bot's /stats. One that tells nothing of the whole list comes from the bot's
+    newest records when it lies among them (``Directory.stats_tail``: O(new)); any other is
+    sliced from the bot's records encoded once (``Directory.rendered_stats``)."""
+    config = directory.config
+    if not tells_total(config):
+        items = directory.stats_tail(index, part.skip, part.limit,
+                                     newest_first=config.stats_order == "newest")
+        if items is not None:
+            return _json_body(b"[" + b",".join(items) + b"]")
+    listed: list[bytes] | None = directory.rendered_stats(index, _render_items)
+    if listed is None:  # a record that cannot be encoded: fails here as it always did
+        listed = [dumps(record) for record in _in_order(directory, directory.served_stats(index))]
+    page = listed[part.skip:part.skip + part.limit]
+    return answer(request, config, b"[" + b",".join(page) + b"]", len(page), len(listed), part)
+
+
+def _stalling_body(content: bytes, seconds: float, headers: dict[str, str]) -> Response:
+    """``content`` announced whole (Content-Length) whose second half comes ``seconds`` late."""
 
     async def halves() -> AsyncIterator[bytes]:
-        yield body[: len(body) // 2]
+        yield content[: len(content) // 2]
         await asyncio.sleep(seconds)
-        yield body[len(body) // 2:]
+        yield content[len(content) // 2:]
 
     return StreamingResponse(halves(), media_type=JSONResponse.media_type,
-                             headers={"Content-Length": str(len(body))})
+                             headers={"Content-Length": str(len(content)), **headers})
 
 
 @_interface

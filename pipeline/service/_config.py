@@ -33,8 +33,17 @@ STAT_KEYS = ("bot_id", "users", "guilds", "shards", "memory_load", "cpu_load",
              "commands_executed", "custom")
 # The families of headers a rate-limited service tells its limit with (see _quota.py).
 RATE_LIMIT_HEADERS = ("retry-after", "retry-after-date", "x-reset-after", "x-reset-epoch",
-                      "x-reset-delta", "ratelimit", "ratelimit-policy", "none")
+                      "x-reset-epoch-ms", "x-reset-delta", "http-date", "github-403", "ratelimit",
+                      "ratelimit-policy", "none")
 STATS_ORDERS = ("oldest", "newest")
+# How the list endpoints that page are asked for a part and answer it (see _conventions.py):
+# the families of paging parameters, and what a page size above the cap gets.
+PAGINGS = ("skip", "offset", "page", "link", "next-url", "cursor")
+TOKEN_PAGINGS = ("next-url", "cursor")  # their next page is told in the answer's object
+OVER_CAPS = ("cap", "400")
+# The keys an enveloped list answer holds beside the list, which the list's key must not take.
+ENVELOPE_KEYS = ("total", "count", "limit", "offset", "page", "per_page", "next", "next_cursor",
+                 "has_more")
 USER_KEYS = ("username", "avatar", "bio", "created_at", "bot_ids")
 SERVER_KEYS = ("name", "member_count", "owner_id", "tags")
 WEBHOOK_KEYS = ("bot_id", "url", "events", "created_at")
@@ -160,8 +169,9 @@ class ServiceConfig:
     history_days: int = DEFAULT_HISTORY_DAYS
     stats_per_day: int = DEFAULT_STATS_PER_DAY
     max_page_size: int = DEFAULT_MAX_PAGE_SIZE
-    # 0: GET /bots/:id/stats sends the whole list. N: it pages like GET /bots (`limit`, default
-    # and cap N; `skip`), in stats_order, as a service may: the interface leaves it open.
+    # 0: GET /bots/:id/stats sends the whole list. N: it pages like GET /bots (in `paging`'s
+    # family; page size default and cap N), in stats_order, as a service may: the interface
+    # leaves it open.
     stats_page_size: int = 0
     # The same for a user's bots, servers and webhooks (0: whole lists).
     user_lists_page_size: int = 0
@@ -194,6 +204,18 @@ class ServiceConfig:
     # drops, level shifts, outages, counter resets; as many again drift slowly, which is not
     # an event), served as truth by GET /_admin/events. 0 = the series' own unlabelled noise.
     events: float = 0.0
+    # How the lists that page (GET /bots; /stats and the user lists when their page size is
+    # set) are asked for a part and answered, as real services do (see _conventions.py): the
+    # family of paging parameters (PAGINGS); the key of the object a list is answered in ("":
+    # a bare array), beside "total", "count" and the family's own keys; X-Total-Count on every
+    # list answer; a page size above the cap capped silently or answered 400 (OVER_CAPS).
+    paging: str = "skip"
+    list_envelope: str = ""
+    total_header: bool = False
+    over_cap: str = "cap"
+    # The share of bots that post one record per shard: each of their records has a twin at
+    # the same time, the two told apart by "shard_id" (0, 1) and their figures.
+    repeated_times: float = 0.0
 
     def __post_init__(self) -> None:
         _check(_is_int(self.bots) and 1 <= self.bots <= MAX_BOTS, "bots", self.bots,
@@ -239,6 +261,25 @@ class ServiceConfig:
         _check(isinstance(self.faults, Faults), "faults", self.faults, "a Faults instance")
         _check(_is_number(self.events) and 0 <= self.events <= 1, "events", self.events,
                "a share between 0 and 1 (0 = no planted events)")
+        self._check_conventions()
+
+    def _check_conventions(self) -> None:
+        _check(self.paging in PAGINGS, "paging", self.paging, f"one of {', '.join(PAGINGS)}")
+        envelope = self.list_envelope
+        _check(isinstance(envelope, str) and envelope == envelope.strip() and "." not in envelope
+               and envelope not in ENVELOPE_KEYS, "list_envelope", envelope,
+               "'' (a bare array) or one key without dots or spaces at its ends, other than "
+               + ", ".join(ENVELOPE_KEYS))
+        _check(bool(envelope) or self.paging not in TOKEN_PAGINGS, "list_envelope", envelope,
+               f"a key (e.g. 'results'): paging={self.paging!r} tells the next page in the "
+               "answer's object")
+        _check(isinstance(self.total_header, bool), "total_header", self.total_header,
+               "a boolean")
+        _check(self.over_cap in OVER_CAPS, "over_cap", self.over_cap,
+               f"one of {', '.join(OVER_CAPS)}")
+        _check(_is_number(self.repeated_times) and 0 <= self.repeated_times <= 1,
+               "repeated_times", self.repeated_times,
+               "a share between 0 and 1 (0 = every bot posts one record at a time)")
 
     @property
     def user_count(self) -> int:

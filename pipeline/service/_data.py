@@ -199,6 +199,8 @@ class BotProfile:
     # Planted events (see _events): None keeps the series' own random spikes and restarts.
     events: tuple[Event, ...] | None = None
     custom_labels: dict[str, str] = field(default_factory=dict)  # field -> name served
+    # The bot posts one record per shard (ServiceConfig.repeated_times): two records a slot.
+    per_shard: bool = False
 
 
 def make_bot(seed: int, index: int, timeline: Timeline, owners: list[str],
@@ -384,11 +386,28 @@ class Series:
                 "commands_executed": counter,
                 "custom": custom,
             }
-            if not today.silent:
+            if today.silent:
+                continue
+            if bot.per_shard:
+                records.extend((slot, shard) for shard in shard_records(record))
+            else:
                 records.append((slot, record))
         self._counter, self._region, self._spike, self._level = counter, region, spike, level
         self.next_slot = max(self.next_slot, last + 1)
         return records
+
+
+def shard_records(record: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A generated record as a bot of two shards posts it, one record per shard at the same
+    time: ``shard_id`` 0 and 1, the guilds, users and commands split between them (shard 0
+    takes the odd one), the rest alike. Shard 1's id is shard 0's with ``-1`` after it."""
+    first, second = record, {**record, "custom": [dict(item) for item in record["custom"]]}
+    second["id"] = f"{record['id']}-1"
+    for key in ("guilds", "users", "commands_executed"):
+        second[key] = record[key] // 2
+        first[key] = record[key] - second[key]
+    first["shard_id"], second["shard_id"] = 0, 1
+    return first, second
 
 
 def malformation(seed: int, bot_index: int, slot: int, rate: float) -> str | None:

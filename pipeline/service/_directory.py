@@ -153,6 +153,9 @@ class Directory:
             timeline = self.timeline
             changes["events"] = plan(self._seed, index, timeline.day(profile.first_slot),
                                      timeline.day(timeline.initial - 1), self.config.events)
+        share = self.config.repeated_times  # of bots posting one record per shard
+        if share and unit(self._seed, "per-shard", index) < share:
+            changes["per_shard"] = True
         if self.config.faults.hostile_names and index % HOSTILE_EVERY == 0:
             name = HOSTILE_NAMES[index // HOSTILE_EVERY % len(HOSTILE_NAMES)]
             changes["record"] = {**profile.record, "name": name}
@@ -220,13 +223,19 @@ class Directory:
         if not every and not faults.listing_cut:
             return self.page(skip, limit)
         with self._lock:
-            real = len(self)
-            served = real + real // every if every else real
-            served -= round(served * faults.listing_cut)
-            stop = min(served, skip + limit)
+            stop = min(self.served_length(), skip + limit)
             indices = [self._index_at(_repeated(p, every) if every else p)
                        for p in range(skip, stop)]
         return [self._bot_record(i) for i in indices]
+
+    def served_length(self) -> int:
+        """The length of the listing GET /bots serves (cut and repeated by the listing faults)."""
+        faults = self.config.faults
+        every = faults.duplicate_every
+        with self._lock:
+            real = len(self)
+        served = real + real // every if every else real
+        return served - round(served * faults.listing_cut)
 
     def count_listing_request(self) -> tuple[str, str] | None:
         """Called once per served GET /bots: every ``churn_every``-th one churns after it."""

@@ -19,9 +19,6 @@ from ._json import JSONResponse
 DEFAULT_LIMIT = 20
 
 
-DEFAULT_SKIP = 0
-
-
 MAX_BODY_BYTES = 64 * 1024
 
 
@@ -99,17 +96,6 @@ def _query_int(request: Request, name: str, default: int) -> int | JSONResponse:
         return error(400, f"query parameter {name!r} must be a non-negative integer",
                      {name: raw})
     return int(raw)
-
-
-def _paging(request: Request, default_limit: int) -> tuple[int, int] | JSONResponse:
-    """(limit, skip) of a paged read, or the 400 for a bad one."""
-    limit = _query_int(request, "limit", default_limit)
-    if isinstance(limit, Response):
-        return limit
-    skip = _query_int(request, "skip", DEFAULT_SKIP)
-    if isinstance(skip, Response):
-        return skip
-    return limit, skip
 
 
 def _unknown_bot(bot_id: str) -> JSONResponse:

@@ -15,7 +15,7 @@ from starlette.responses import Response
 
 from ._config import Faults
 from ._json import JSONResponse
-from ._quota import TokenBucket, quota_headers
+from ._quota import TokenBucket, quota_headers, refusal_status
 
 _REASONS = {500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable"}
 
@@ -33,8 +33,8 @@ class FaultInjector:
         self.injected = 0
 
     def rate_limited(self) -> tuple[Response | None, dict[str, str]]:
-        """The 429 that replaces the endpoint's answer (None: a token was there), and the
-        rate-limit headers the answer carries either way."""
+        """The 429 (GitHub's 403) that replaces the endpoint's answer (None: a token was
+        there), and the rate-limit headers the answer carries either way."""
         if self.bucket is None:
             return None, {}
         wait = self.bucket.take()
@@ -46,7 +46,7 @@ class FaultInjector:
             {"error": "rate limited: too many requests",
              "details": {"retry_after": max(1, math.ceil(wait)),
                          "limit_per_second": self.faults.rate_limit}},
-            status_code=429, headers=headers), headers
+            status_code=refusal_status(self.faults.rate_limit_headers), headers=headers), headers
 
     async def before(self) -> Response | None:
         """A response that replaces the endpoint's (5xx), or None to go on."""

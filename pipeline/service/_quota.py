@@ -9,7 +9,11 @@ service can play each (``Faults.rate_limit_headers``), so a client is tried agai
   ``-Reset-After`` (seconds, to the millisecond), as Discord does;
 - ``x-reset-epoch``: ``X-RateLimit-Limit``, ``-Remaining`` and ``-Reset`` as a Unix time (whole
   seconds, rounded up), as GitHub does;
+- ``x-reset-epoch-ms``: the same with ``-Reset`` a Unix time in milliseconds (rounded up);
 - ``x-reset-delta``: the same with ``-Reset`` in seconds from now (rounded up);
+- ``http-date``: the same with ``-Reset`` an HTTP-date (rounded up to the second);
+- ``github-403``: the headers of ``x-reset-epoch``, and a spent quota answered **403** (not 429)
+  with ``X-RateLimit-Remaining: 0``, as GitHub's primary rate limit does;
 - ``ratelimit``: the IETF draft's ``RateLimit-Limit``, ``-Remaining`` and ``-Reset`` (seconds,
   rounded up);
 - ``ratelimit-policy``: its newer single fields, ``RateLimit: "default";r=R;t=T`` and
@@ -26,6 +30,7 @@ from __future__ import annotations
 import email.utils
 import math
 import time
+from collections.abc import Callable
 
 from ._config import RATE_LIMIT_HEADERS
 
@@ -56,6 +61,22 @@ class TokenBucket:
         return max(0.0, self.capacity - self.tokens) / self.rate
 
 
+# How each X-RateLimit-Reset family spells the reset: (the Unix time it falls at, the seconds
+# until it, rounded up) -> the header's value.
+_X_RESETS: dict[str, Callable[[float, str], str]] = {
+    "x-reset-epoch": lambda at, seconds: str(math.ceil(at)),
+    "github-403": lambda at, seconds: str(math.ceil(at)),
+    "x-reset-epoch-ms": lambda at, seconds: str(math.ceil(at * 1000)),
+    "x-reset-delta": lambda at, seconds: seconds,
+    "http-date": lambda at, seconds: email.utils.formatdate(math.ceil(at), usegmt=True),
+}
+
+
+def refusal_status(family: str) -> int:
+    """The status of an answer the rate limit refuses: 429, or GitHub's 403."""
+    return 403 if family == "github-403" else 429
+
+
 def quota_headers(family: str, bucket: TokenBucket, wait: float,
                   now: float | None = None) -> dict[str, str]:
     """The headers of one answer in ``family``: ``wait`` > 0 for a 429 (the seconds until a
@@ -77,10 +98,9 @@ def quota_headers(family: str, bucket: TokenBucket, wait: float,
     if family == "x-reset-after":
         return {"X-RateLimit-Limit": limit, "X-RateLimit-Remaining": remaining,
                 "X-RateLimit-Reset-After": f"{reset:.3f}"}
-    if family in ("x-reset-epoch", "x-reset-delta"):
-        at = str(math.ceil(now + reset)) if family == "x-reset-epoch" else seconds
+    if family in _X_RESETS:
         return {"X-RateLimit-Limit": limit, "X-RateLimit-Remaining": remaining,
-                "X-RateLimit-Reset": at}
+                "X-RateLimit-Reset": _X_RESETS[family](now + reset, seconds)}
     if family == "ratelimit":
         return {"RateLimit-Limit": limit, "RateLimit-Remaining": remaining,
                 "RateLimit-Reset": seconds}

@@ -8,9 +8,10 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ._conventions import answer, window
 from ._directory import Directory
-from ._endpoint import Endpoint, _authenticated_user, _directory, _interface, _paging, error
-from ._json import JSONResponse
+from ._endpoint import Endpoint, _authenticated_user, _directory, _interface, error
+from ._json import JSONResponse, dumps
 
 
 def _target_user(request: Request) -> int | JSONResponse:
@@ -32,14 +33,17 @@ def _user_endpoint(render: Callable[[Directory, int], Any], *, a_list: bool = Fa
             return user
         directory = _directory(request)
         content = render(directory, user)
-        cap = directory.config.user_lists_page_size
-        if a_list and cap:
-            paging = _paging(request, cap)
-            if isinstance(paging, Response):
-                return paging
-            limit, skip = paging
-            content = content[skip:skip + min(limit, cap)]
-        return JSONResponse(content)
+        if not a_list:
+            return JSONResponse(content)
+        config = directory.config
+        cap = config.user_lists_page_size
+        if not cap:
+            return answer(request, config, dumps(content), len(content), len(content))
+        part = window(request, config, cap, cap)
+        if isinstance(part, Response):
+            return part
+        page = content[part.skip:part.skip + part.limit]
+        return answer(request, config, dumps(page), len(page), len(content), part)
 
     return endpoint
 
