@@ -404,6 +404,11 @@ async def _positional(get: Get, path: str, found: Paging, newest: Any) -> Paging
         first_two = _keys(answer_of(a).records or [])
         if len(first_two) != w:
             continue  # the size parameter is not this one
+        small = answer_of(a)
+        if small.cursor or (small.next_url and small.next_path):
+            # A short page names the next one (the list came whole before): that family.
+            found.first = small
+            return await (_cursor if small.cursor else _next)(get, path, found)
         limited = True
         b = await get(path, two)
         found.evidence.append(brief_answer(b))
@@ -414,6 +419,9 @@ async def _positional(get: Get, path: str, found: Paging, newest: Any) -> Paging
         if second and second != first_two and (second == ids[w:2 * w]
                                                or second[0] not in first_two):
             found.family, found.params = family, params
+            linked = answer_of(a)
+            if family == "page" and linked.next_url and not linked.next_path:
+                found.family = "link"  # numbered pages that a Link header names too
             found.why = (f"`{next(iter(two))}` and `{list(two)[1]}` are honoured (two windows of "
                          f"{w} differ)")
             size = params.get("size_param", params.get("limit_param", "limit"))
