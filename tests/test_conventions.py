@@ -15,8 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _truth_support import archived_rows, archived_snapshot, last_run, served_rows, \
-    served_snapshot, user_with_lists
+from _truth_support import (
+    archived_rows,
+    archived_snapshot,
+    last_run,
+    served_rows,
+    served_snapshot,
+    user_with_lists,
+)
 from conftest import query
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
