@@ -102,7 +102,7 @@ def child(args: argparse.Namespace) -> None:
 
         out["status"] = harvest(settings).status
     elif args.step == "trends":
-        from pipeline.analytics._build import build_trends
+        from pipeline.analytics.build._build import build_trends
 
         build_trends(settings)
     elif args.step == "synthetic":

@@ -27,9 +27,9 @@ from conftest import (
     write_trend_archive,
 )
 
-from pipeline.analytics._build import build_trends
-from pipeline.analytics._datasets import load_dataset
-from pipeline.analytics._report import build_report
+from pipeline.analytics.build._build import build_trends
+from pipeline.analytics.exports._datasets import load_dataset
+from pipeline.analytics.report._report import build_report
 from pipeline.cli import cli
 from pipeline.core._settings import Settings
 from pipeline.operate import _runner as runner
