@@ -84,7 +84,7 @@ def service_args(bots: int, days: int, page: int, order: str = "oldest") -> list
 
 def settings_for(work: Path, base_url: str, page: int) -> Any:
     sys.path.insert(0, str(REPO))
-    from pipeline.core._settings import load_settings
+    from pipeline.core._loading import load_settings
 
     config = work / "empty.toml"
     config.touch()

@@ -116,7 +116,7 @@ FROM read_parquet('{dir}/bot_growth/**/*.parquet')
 
 
 def settings_for(work: Path, exports: str) -> Any:
-    from pipeline.core._settings import load_settings
+    from pipeline.core._loading import load_settings
 
     config = work / "empty-config.toml"
     config.touch()

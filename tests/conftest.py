@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 from hypothesis import settings as hypothesis_settings
 
-from pipeline.core._settings import Settings, load_settings
+from pipeline.core._loading import load_settings
+from pipeline.core._settings import Settings
 from pipeline.harvester._report import HarvestReport
 from pipeline.service import Directory, Faults, RunningService, ServiceConfig, serve_in_thread
 

@@ -148,7 +148,7 @@ def _cycle_from(start: str) -> list[str] | None:
 
 def test_the_graph_is_read_from_the_source() -> None:
     # A guard for the guards below: a reader that found no edges would pass them all.
-    assert "pipeline.core._crontab" in GRAPH["pipeline.core._settings"]
+    assert "pipeline.core._crontab" in GRAPH["pipeline.core._validation"]
     assert {"pipeline.interface", "pipeline.archive"} <= GRAPH["pipeline.harvester._run"]
     assert "pipeline.analytics" in GRAPH["pipeline.operate._runner"]  # lazy, inside a function
     assert "pipeline.analytics.build._build" in GRAPH["pipeline.analytics"]  # read from the stub
