@@ -31,15 +31,21 @@ LAYERS: dict[str, set[str]] = {
 }
 
 # Inside a stage, which of its folders (subpackages) may import which; "" is the stage's own
-# modules beside them. Analytics: the exports' format, the build that writes them, the readers
-# and the report that read them.
+# modules beside them. Every folder on disk must be listed here.
 FOLDERS: dict[str, dict[str, set[str]]] = {
+    # The exports' format, the build that writes them, the readers and the report that read them.
     "analytics": {
         "exports": set(),
         "build": {"exports"},
         "read": {"exports", "build"},
         "report": {"exports", "build", "read"},
         "": {"exports", "build", "read", "report"},  # the stage's __init__ (its surface)
+    },
+    # The service's endpoints ask the Directory, whose parts draw records from the service's
+    # generators (_data, _events) and spell them (_shapes): each side uses the other.
+    "service": {
+        "directory": {""},
+        "": {"directory"},
     },
 }
 

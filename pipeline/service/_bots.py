@@ -11,7 +11,6 @@ from typing import Any, NamedTuple
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from ._directory import Directory, Record
 from ._endpoint import (
     DEFAULT_LIMIT,
     MAX_BODY_BYTES,
@@ -24,6 +23,8 @@ from ._endpoint import (
 )
 from ._json import JSONResponse, dumps
 from ._payload import validate_stat_payload
+from .directory._state import Record
+from .directory._truth import Directory
 
 
 @_interface

@@ -8,9 +8,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ._directory import Directory
 from ._endpoint import Endpoint, _authenticated_user, _directory, _interface, _paging, error
 from ._json import JSONResponse
+from .directory._truth import Directory
 
 
 def _target_user(request: Request) -> int | JSONResponse:
