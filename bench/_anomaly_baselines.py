@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from pipeline.analytics._jobs import bot_day_key, with_days_ago
+from pipeline.analytics.build._jobs import bot_day_key, with_days_ago
 
 WINDOW = 28
 MIN_DAYS = 7

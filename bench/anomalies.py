@@ -54,7 +54,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from _anomaly_baselines import plain_z, robust_z  # noqa: E402
 
-from pipeline.analytics._datasets import load_dataset  # noqa: E402
+from pipeline.analytics.exports._datasets import load_dataset  # noqa: E402
 from pipeline.operate._demo import demo_settings  # noqa: E402
 from pipeline.operate._runner import run  # noqa: E402
 from pipeline.service import ServiceConfig, serve_in_thread  # noqa: E402

@@ -40,7 +40,7 @@ sys.path.insert(0, str(HERE))
 
 from _service import Service  # noqa: E402  (bench/_service.py: the service in its own process)
 
-from pipeline.core._settings import load_settings  # noqa: E402
+from pipeline.core._loading import load_settings  # noqa: E402
 from pipeline.harvester._run import harvest  # noqa: E402
 
 SWEEP = (8, 16, 32)  # 4 and fewer are far behind with 50 ms of latency

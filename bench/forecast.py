@@ -36,8 +36,8 @@ import polars as pl
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from pipeline.analytics import _forecast as forecast  # noqa: E402
-from pipeline.analytics._datasets import load_dataset  # noqa: E402
+from pipeline.analytics.build import _forecast as forecast  # noqa: E402
+from pipeline.analytics.exports._datasets import load_dataset  # noqa: E402
 from pipeline.operate._demo import demo_settings  # noqa: E402
 from pipeline.operate._runner import run  # noqa: E402
 from pipeline.service import ServiceConfig, serve_in_thread  # noqa: E402

@@ -419,7 +419,7 @@ def main(argv: list[str] | None = None) -> None:
         run_child(args)
         return
     sys.path.insert(0, str(REPO))
-    from pipeline.core._settings import load_settings
+    from pipeline.core._loading import load_settings
     from pipeline.interface._concurrency import START
 
     # The same settings `botstats harvest` runs with here (config.toml, BOTSTATS_*).

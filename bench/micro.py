@@ -14,7 +14,7 @@ Cases (where the choice lives in brackets):
   column_from      a polars Datetime column from int microseconds vs from datetime objects
                    [pipeline/records.py StatPage]
   zstd_level       parquet with zstd level 1 vs the default level 3: write time and size
-                   [pipeline/analytics/_exports.py ZSTD_LEVEL]
+                   [pipeline/analytics/exports/_exports.py ZSTD_LEVEL]
   failed_import    an import of a module that is not installed (what httpcore does per request
                    without sniffio) vs a dict lookup [pyproject.toml sniffio]
 """

@@ -35,7 +35,7 @@ sys.path.insert(0, str(HERE))
 
 from _service import Service  # noqa: E402  (bench/_service.py: the service in its own process)
 
-from pipeline.core._settings import load_settings  # noqa: E402
+from pipeline.core._loading import load_settings  # noqa: E402
 from pipeline.harvester._run import harvest  # noqa: E402
 
 FAMILIES = ("retry-after", "retry-after-date", "x-reset-after", "x-reset-epoch",

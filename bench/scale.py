@@ -84,7 +84,7 @@ def service_args(bots: int, days: int, page: int, order: str = "oldest") -> list
 
 def settings_for(work: Path, base_url: str, page: int) -> Any:
     sys.path.insert(0, str(REPO))
-    from pipeline.core._settings import load_settings
+    from pipeline.core._loading import load_settings
 
     config = work / "empty.toml"
     config.touch()
@@ -102,7 +102,7 @@ def child(args: argparse.Namespace) -> None:
 
         out["status"] = harvest(settings).status
     elif args.step == "trends":
-        from pipeline.analytics._build import build_trends
+        from pipeline.analytics.build._build import build_trends
 
         build_trends(settings)
     elif args.step == "synthetic":

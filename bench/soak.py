@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.archive import _store as store
-from pipeline.core._settings import load_settings
+from pipeline.core._loading import load_settings
 from pipeline.service import Faults, ServiceConfig, serve_in_thread
 
 REPO = Path(__file__).resolve().parent.parent

@@ -116,7 +116,7 @@ FROM read_parquet('{dir}/bot_growth/**/*.parquet')
 
 
 def settings_for(work: Path, exports: str) -> Any:
-    from pipeline.core._settings import load_settings
+    from pipeline.core._loading import load_settings
 
     config = work / "empty-config.toml"
     config.touch()
@@ -166,7 +166,7 @@ def advance(work: Path, per_day: int) -> int:
 
 def child_trends(work: Path, exports: str = "exports_trends", full: bool = False
                  ) -> dict[str, Any]:
-    from pipeline.analytics._build import build_trends
+    from pipeline.analytics.build._build import build_trends
 
     report = build_trends(settings_for(work, exports), full=full)
     return {"datasets": {d.name: d.rows for d in report.datasets},
@@ -180,8 +180,8 @@ def same_exports(work: Path, ours: str, theirs: str) -> bool:
     import polars as pl
     from polars.testing import assert_frame_equal
 
-    from pipeline.analytics._build import DATASETS
-    from pipeline.analytics._exports import read_manifest
+    from pipeline.analytics.build._build import DATASETS
+    from pipeline.analytics.exports._exports import read_manifest
 
     def partitions(name: str) -> dict[tuple[str, str], pl.DataFrame]:
         manifest = read_manifest(work / name)

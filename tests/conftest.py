@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 from hypothesis import settings as hypothesis_settings
 
-from pipeline.core._settings import Settings, load_settings
+from pipeline.core._loading import load_settings
+from pipeline.core._settings import Settings
 from pipeline.harvester._report import HarvestReport
 from pipeline.service import Directory, Faults, RunningService, ServiceConfig, serve_in_thread
 
@@ -464,7 +465,7 @@ def _trend_template(folder: Path) -> Settings:
 
 
 def _trends_built_template(templates: Templates, folder: Path) -> Settings:
-    from pipeline.analytics._build import build_trends
+    from pipeline.analytics.build._build import build_trends
 
     _, unbuilt = templates.get("trend_archive", _trend_template)
     settings = trend_settings_for(folder)
@@ -485,7 +486,7 @@ def trend_archive(tmp_path: Path, templates: Templates) -> Settings:
 @pytest.fixture
 def trends_built(trend_archive: Settings, templates: Templates) -> Settings:
     """The fixture archive after one `build_trends`: exports, manifest and views in place."""
-    from pipeline.analytics._build import create_views
+    from pipeline.analytics.build._build import create_views
     from pipeline.archive._store import ArchivePaths, writer
 
     _, built = templates.get("trends_built", lambda f: _trends_built_template(templates, f))

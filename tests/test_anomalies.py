@@ -14,8 +14,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipeline.analytics._anomalies import HOLD_DAYS, anomalies, lookback_days
-from pipeline.analytics._jobs import bot_daily
+from pipeline.analytics.build._anomalies import HOLD_DAYS, anomalies, lookback_days
+from pipeline.analytics.build._jobs import bot_daily
 from pipeline.core import TrendSettings
 from pipeline.service import Directory, ServiceConfig
 

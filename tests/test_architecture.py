@@ -1,7 +1,8 @@
 """The package's shape, read from the source's imports (a lazy import inside a function counts as
 much as one at the top; ``if TYPE_CHECKING:`` imports do not): one folder per stage, data
-flowing one way between them, each stage used only through the surface its ``__init__``
-names, modules private by name, no import cycle, and the CLI a shell over the library."""
+flowing one way between them and between the folders inside a stage, each stage used only
+through the surface its ``__init__`` names, modules private by name, no import cycle, and the
+CLI a shell over the library."""
 
 from __future__ import annotations
 
@@ -31,6 +32,25 @@ LAYERS: dict[str, set[str]] = {
     "": {"core", "harvester", "archive", "analytics", "operate", "cli"},  # pipeline/__init__, __main__
 }
 
+# Inside a stage, which of its folders (subpackages) may import which; "" is the stage's own
+# modules beside them. Every folder on disk must be listed here.
+FOLDERS: dict[str, dict[str, set[str]]] = {
+    # The exports' format, the build that writes them, the readers and the report that read them.
+    "analytics": {
+        "exports": set(),
+        "build": {"exports"},
+        "read": {"exports", "build"},
+        "report": {"exports", "build", "read"},
+        "": {"exports", "build", "read", "report"},  # the stage's __init__ (its surface)
+    },
+    # The service's endpoints ask the Directory, whose parts draw records from the service's
+    # generators (_data, _events) and spell them (_shapes): each side uses the other.
+    "service": {
+        "directory": {""},
+        "": {"directory"},
+    },
+}
+
 
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
@@ -45,6 +65,18 @@ STUBS: dict[str, Path] = {_module_name(p): p for p in sorted(PACKAGE.rglob("__in
 def stage_of(name: str) -> str:
     parts = name.split(".")
     return parts[1] if len(parts) > 1 and (PACKAGE / parts[1]).is_dir() else ""
+
+
+def folder_of(name: str) -> str:
+    """The folder inside its stage that holds module ``name`` ("": the stage's own modules)."""
+    parts = name.split(".")
+    stage = stage_of(name)
+    return parts[2] if stage and len(parts) > 2 and (PACKAGE / stage / parts[2]).is_dir() else ""
+
+
+def is_folder(name: str) -> bool:
+    """Whether ``name`` is a subpackage inside a stage (a folder, not a module)."""
+    return bool(stage_of(name)) and name.count(".") >= 2 and MODULES[name].name == "__init__.py"
 
 
 def _is_type_checking(node: ast.If) -> bool:
@@ -124,10 +156,10 @@ def _cycle_from(start: str) -> list[str] | None:
 
 def test_the_graph_is_read_from_the_source() -> None:
     # A guard for the guards below: a reader that found no edges would pass them all.
-    assert "pipeline.core._crontab" in GRAPH["pipeline.core._settings"]
+    assert "pipeline.core._crontab" in GRAPH["pipeline.core._validation"]
     assert {"pipeline.interface", "pipeline.archive"} <= GRAPH["pipeline.harvester._run"]
     assert "pipeline.analytics" in GRAPH["pipeline.operate._runner"]  # lazy, inside a function
-    assert "pipeline.analytics._build" in GRAPH["pipeline.analytics"]  # read from the stub
+    assert "pipeline.analytics.build._build" in GRAPH["pipeline.analytics"]  # read from the stub
     assert set(LAYERS) - {""} == {p.name for p in PACKAGE.iterdir()
                                  if p.is_dir() and (p / "__init__.py").exists()}
 
@@ -145,6 +177,15 @@ def test_a_stage_imports_only_the_stages_below_it(stage: str) -> None:
     assert wrong == set()
 
 
+@pytest.mark.parametrize("stage", sorted(FOLDERS))
+def test_a_folder_imports_only_the_folders_below_it(stage: str) -> None:
+    wrong = {(name, target) for name in MODULES if stage_of(name) == stage
+             for target in GRAPH[name]
+             if stage_of(target) == stage
+             and folder_of(target) not in FOLDERS[stage][folder_of(name)] | {folder_of(name)}}
+    assert wrong == set()
+
+
 def test_other_stages_use_a_stage_only_through_its_surface() -> None:
     # `from ..archive import writer`, never `from ..archive._store import writer`: what a stage
     # offers is what its __init__ names, and everything else may change without notice.
@@ -155,9 +196,25 @@ def test_other_stages_use_a_stage_only_through_its_surface() -> None:
 
 
 def test_modules_inside_a_stage_are_private_by_name() -> None:
-    public = [n for n in MODULES if stage_of(n) and n.count(".") == 2
+    # At any depth: a folder inside a stage may have a plain noun for a name, but not a module.
+    public = [n for n in MODULES if stage_of(n) and n.count(".") >= 2 and not is_folder(n)
               and not n.rpartition(".")[2].startswith("_")]
     assert public == []
+
+
+def test_a_folder_inside_a_stage_offers_nothing_of_its_own() -> None:
+    # The stage's __init__ stays its one surface: a folder's __init__ says what the folder
+    # holds (a docstring) and names nothing, and it has no stub of its own.
+    folders = [n for n in MODULES if is_folder(n)]
+    assert len(folders) >= 4
+    for name in folders:
+        body = ast.parse(MODULES[name].read_text(encoding="utf-8")).body
+        assert ast.get_docstring(ast.Module(body=body, type_ignores=[])), name
+        assert len(body) == 1, name
+        assert name not in STUBS, name
+        # Importing a folder sets it on the stage's package, hiding a surface name it shares.
+        surface = importlib.import_module(f"pipeline.{stage_of(name)}").__all__
+        assert folder_of(name) not in surface, name
 
 
 @pytest.mark.parametrize("stage", sorted(s for s in LAYERS if s))

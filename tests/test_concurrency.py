@@ -11,7 +11,8 @@ import pytest
 from conftest import archived_stat_rows, service_stat_rows
 
 from pipeline.core._errors import ConfigError
-from pipeline.core._settings import Settings, load_settings
+from pipeline.core._loading import load_settings
+from pipeline.core._settings import Settings
 from pipeline.harvester._run import harvest
 from pipeline.harvester._workers import Workers
 from pipeline.interface._concurrency import START, AimdLimit, Gate, adaptive_control, workers

@@ -15,7 +15,8 @@ from click.testing import CliRunner
 
 from pipeline.cli import cli
 from pipeline.core._errors import ConfigError
-from pipeline.core._settings import Secret, Settings, as_dict, load_settings
+from pipeline.core._loading import as_dict, load_settings
+from pipeline.core._settings import Secret, Settings
 
 BAD = Path(__file__).parent / "bad_configs"
 REPO = Path(__file__).resolve().parents[1]

@@ -15,9 +15,9 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import trend_settings_for, write_trend_archive
 
-from pipeline.analytics import _exports as exports
-from pipeline.analytics._build import DATASETS, build_trends
-from pipeline.analytics._datasets import load_dataset
+from pipeline.analytics.build._build import DATASETS, build_trends
+from pipeline.analytics.exports import _exports as exports
+from pipeline.analytics.exports._datasets import load_dataset
 from pipeline.archive import _store as store
 from pipeline.core._errors import ExportError
 from pipeline.core._settings import Settings

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from conftest import child_env, query
 
-from pipeline.core._settings import FieldSettings, load_settings
+from pipeline.core._loading import load_settings
+from pipeline.core._settings import FieldSettings
 from pipeline.harvester._verdict import RunTally, judge
 from pipeline.service import RunningService
 

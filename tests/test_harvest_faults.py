@@ -33,7 +33,8 @@ from conftest import (
 )
 
 from pipeline.cli import cli
-from pipeline.core._settings import Settings, load_settings
+from pipeline.core._loading import load_settings
+from pipeline.core._settings import Settings
 from pipeline.harvester._report import EXIT_CODES
 from pipeline.harvester._run import harvest
 from pipeline.harvester._tail import OrderHint, stats_pages

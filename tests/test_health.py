@@ -6,7 +6,7 @@ from datetime import date, timedelta
 
 import polars as pl
 
-from pipeline.analytics._health import (
+from pipeline.analytics.report._health import (
     MARGIN,
     RECENT_DAYS,
     USUAL_DAYS,

@@ -12,8 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import cli
+from pipeline.core._loading import load_settings
 from pipeline.core._redact import Redactor
-from pipeline.core._settings import Settings, load_settings
+from pipeline.core._settings import Settings
 from pipeline.operate._logs import setup_logging
 
 TOKEN = "utok_0badc0de1234567890abcdef"

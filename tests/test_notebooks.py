@@ -19,11 +19,12 @@ from jupyter_client.kernelspec import KernelSpecManager
 from nbclient import NotebookClient
 
 import pipeline
-from pipeline.analytics import _explore as explore
-from pipeline.analytics._build import TrendsReport, build_trends
+from pipeline.analytics.build._build import TrendsReport, build_trends
+from pipeline.analytics.read import _explore as explore
 from pipeline.archive import _store as store
 from pipeline.core._errors import StoreError
-from pipeline.core._settings import Settings, load_settings
+from pipeline.core._loading import load_settings
+from pipeline.core._settings import Settings
 from pipeline.harvester._run import harvest
 
 REPO = Path(__file__).resolve().parents[1]

@@ -17,7 +17,7 @@ from conftest import query
 
 from pipeline.cli import cli
 from pipeline.core._errors import ConfigError
-from pipeline.core._settings import load_settings
+from pipeline.core._loading import load_settings
 from pipeline.harvester._run import harvest
 from pipeline.interface._client import Reply
 from pipeline.probe._probe import ProbeReport, Proposal, run_probe

@@ -18,7 +18,8 @@ from conftest import child_env, service_stat_rows
 
 from pipeline.archive import _store as store
 from pipeline.archive._store import open_archive
-from pipeline.core._settings import Settings, load_settings
+from pipeline.core._loading import load_settings
+from pipeline.core._settings import Settings
 from pipeline.operate import _runner as runner
 from pipeline.operate import locked_harvest
 

@@ -27,13 +27,12 @@ from conftest import (
     write_trend_archive,
 )
 
-from pipeline.analytics._build import build_trends
-from pipeline.analytics._datasets import load_dataset
-from pipeline.analytics._report import build_report
+from pipeline.analytics.build._build import build_trends
+from pipeline.analytics.exports._datasets import load_dataset
+from pipeline.analytics.report._report import build_report
 from pipeline.cli import cli
 from pipeline.core._settings import Settings
 from pipeline.operate import _runner as runner
-from pipeline.operate import _steps as steps
 
 pytestmark = pytest.mark.slow
 
@@ -231,7 +230,7 @@ def test_the_scheduled_trends_job_refreshes_the_report_too(trend_archive: Settin
     out = tmp_path / "report.html"
     settings = replace(trend_archive, report=replace(trend_archive.report, file=str(out),
                                                      bots="alpha beta", compare=True))
-    line = steps.trends_job(settings, threading.Event())
+    line = runner.trends_job(settings, threading.Event())
     assert line.endswith(f"; report {out}")
     assert '<section id="compare"><h2>Side by side</h2>' in out.read_text()
 

@@ -21,7 +21,7 @@ import pytest
 from conftest import EXPORTED_SERVICE, harvest_settings_for, start_service
 from test_report import chart_options, chromium
 
-from pipeline.analytics._report import build_report
+from pipeline.analytics.report._report import build_report
 from pipeline.core._settings import Settings
 from pipeline.operate._runner import run
 from pipeline.service import Directory, ServiceConfig

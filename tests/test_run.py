@@ -21,7 +21,8 @@ from filelock import Timeout
 
 from pipeline.archive._store import open_archive
 from pipeline.core._errors import ExportError, LockTimeout
-from pipeline.core._settings import Settings, load_settings
+from pipeline.core._loading import load_settings
+from pipeline.core._settings import Settings
 from pipeline.harvester._run import HarvestReport
 from pipeline.operate import _lock as lock_module
 from pipeline.operate import _runner as runner
@@ -433,7 +434,7 @@ def test_a_stale_lock_of_a_killed_run_is_taken_over(tmp_path: Path, service: Any
     # Another process takes the lock, says it is a run, and is killed with -9 while holding it.
     script = textwrap.dedent(f"""
         import os, signal
-        from pipeline.core._settings import load_settings
+        from pipeline.core._loading import load_settings
         from pipeline.operate._lock import run_lock
         s = load_settings(None, env={{}}, overrides={{"store.db": {str(settings.db_path)!r}}})
         with run_lock(s, "run", run_id="doomed"):

@@ -326,7 +326,7 @@ class Fired:
     def __init__(self, tmp_path: Path, expr: str, **schedule: int) -> None:
         from apscheduler.events import EVENT_JOB_EXECUTED, EVENT_JOB_MISSED
 
-        from pipeline.core._settings import load_settings
+        from pipeline.core._loading import load_settings
         from pipeline.operate._schedule import build_scheduler
 
         settings = load_settings(None, env={}, overrides={

@@ -17,10 +17,10 @@ import httpx
 import pytest
 
 from pipeline.service import Directory, RunningService, ServiceConfig, create_app
-from pipeline.service import _directory as directory_module
-from pipeline.service._directory import _Memo
 from pipeline.service._json import JSONResponse, dumps
 from pipeline.service._server import _http_protocol, _uvicorn_config
+from pipeline.service.directory import _stats as directory_module
+from pipeline.service.directory._stats import _Memo
 
 END = datetime(2024, 6, 1, tzinfo=UTC)
 

@@ -35,8 +35,7 @@ from hypothesis import strategies as st
 
 from pipeline.core import Settings, Shard
 from pipeline.operate import archive_status, locked_harvest, run
-from pipeline.operate._lock import run_lock
-from pipeline.operate._scope import TRENDS_SCOPE, Scope
+from pipeline.operate._lock import TRENDS_SCOPE, Scope, run_lock
 from pipeline.service import RunningService
 
 # Small batches: several commits a worker, so the workers' commits meet.

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner, Result
 from conftest import TREND_OVERRIDES
 
-from pipeline.analytics._build import DATASETS
+from pipeline.analytics.build._build import DATASETS
 from pipeline.archive._store import open_archive
 from pipeline.cli import cli
 from pipeline.core._settings import Settings

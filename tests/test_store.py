@@ -305,7 +305,7 @@ def test_a_file_that_is_not_an_archive_is_refused_by_name(tmp_path: Path) -> Non
 
 
 def _settings(tmp_path: Path, db: Path):
-    from pipeline.core._settings import load_settings
+    from pipeline.core._loading import load_settings
 
     config = tmp_path / "empty.toml"
     config.touch()

@@ -18,12 +18,12 @@ import polars as pl
 import pytest
 from conftest import TREND_BOTS, TREND_CUSTOM, TREND_STATS, trend_settings_for, write_trend_archive
 
-from pipeline.analytics import _slices as slices_module
-from pipeline.analytics._build import DATASETS
-from pipeline.analytics._datasets import load_dataset
-from pipeline.analytics._jobs import bot_daily, bot_growth, bot_ranks, movers
-from pipeline.analytics._keyed import spread
-from pipeline.analytics._slices import _day_groups, bot_slices, compute, in_order
+from pipeline.analytics.build import _slices as slices_module
+from pipeline.analytics.build._build import DATASETS
+from pipeline.analytics.build._jobs import bot_daily, bot_growth, bot_ranks, movers
+from pipeline.analytics.build._keyed import spread
+from pipeline.analytics.build._slices import _day_groups, bot_slices, compute, in_order
+from pipeline.analytics.exports._datasets import load_dataset
 from pipeline.archive import _store as store
 from pipeline.core._errors import ExportError
 from pipeline.core._settings import Settings
@@ -342,7 +342,7 @@ def test_keyed_files_keep_each_keys_rows_in_order(tmp_path: Any) -> None:
 def test_an_empty_archive_builds_empty_datasets(tmp_path: Any) -> None:
     settings = trend_settings_for(tmp_path)
     write_trend_archive(settings)
-    from pipeline.analytics._build import build_trends
+    from pipeline.analytics.build._build import build_trends
 
     report = build_trends(settings)
     assert [(d.name, d.rows, d.written) for d in report.datasets] == [

@@ -24,12 +24,11 @@ import pytest
 from conftest import harvest_settings_for, write_trend_archive
 from polars.testing import assert_frame_equal
 
-from pipeline.analytics import _slices as slices_module
-from pipeline.analytics._anomalies import HOLD_DAYS
-from pipeline.analytics._build import DATASETS, TrendsReport, build_trends
-from pipeline.analytics._exports import read_manifest
-from pipeline.analytics._jobs import bot_daily, custom_daily
-from pipeline.analytics._window import (
+from pipeline.analytics.build import _slices as slices_module
+from pipeline.analytics.build._anomalies import HOLD_DAYS
+from pipeline.analytics.build._build import DATASETS, TrendsReport, build_trends
+from pipeline.analytics.build._jobs import bot_daily, custom_daily
+from pipeline.analytics.build._window import (
     Window,
     WindowUnavailable,
     carried,
@@ -39,6 +38,7 @@ from pipeline.analytics._window import (
     week_start,
     with_rows_before,
 )
+from pipeline.analytics.exports._exports import read_manifest
 from pipeline.archive import _queries as queries
 from pipeline.archive import _store as store
 from pipeline.core._settings import Settings

@@ -13,7 +13,8 @@ from click.testing import CliRunner, Result
 from pipeline.archive import _store as store
 from pipeline.archive._store import ArchivePaths, open_archive
 from pipeline.cli import cli
-from pipeline.core._settings import Settings, load_settings
+from pipeline.core._loading import load_settings
+from pipeline.core._settings import Settings
 from pipeline.operate._lock import run_lock
 
 ROWS = 200  # more than DuckLake inlines in the catalog: each insert writes a data file

@@ -1,12 +1,16 @@
 """The analytics stage: polars jobs over the archive, their parquet exports, and what reads them.
 
-:func:`build_trends` (``_build``) plans a run (``_plan``: full, incremental from a Monday, or
-nothing new), reads the archive a slice of whole bots at a time (``_slices``), runs the jobs on
-each slice (``_jobs``, ``_anomalies``, ``_forecast``), and writes the datasets as month
-partitions of parquet with a manifest (``_exports``); ``_window`` is what an incremental run
-carries in from the previous export. ``_datasets`` names the datasets and reads an export back;
-``_compare`` and ``_report`` read the exports for a side-by-side table and the HTML report;
-``_explore`` is ``botstats sql`` and the notebooks' helpers.
+Four folders, in the order the data flows (each imports only those before it):
+
+- ``exports/``: the datasets (``_datasets``: their names, keys and order; reading one back) and
+  the files they live in (``_exports``: month partitions written a batch at a time, the manifest);
+- ``build/``: :func:`build_trends` (``_build``) plans a run (``_plan``: full, incremental from a
+  Monday, or nothing new), reads the archive a slice of whole bots at a time (``_slices``), runs
+  the jobs on each slice (``_jobs``, ``_anomalies``, ``_forecast``) and writes the datasets;
+  ``_window`` is what an incremental run carries in from the previous export;
+- ``read/``: ``botstats sql`` and the notebooks' helpers (``_explore``), ``botstats compare``
+  and the forecasts' reach and curve (``_compare``);
+- ``report/``: the HTML report (``_report``, its ``_sections`` and ``_charts``).
 
 =================  ==========================================================================
 bot_daily          per bot and day: last users/guilds/shards, mean and p95 load, commands run

@@ -1,9 +1,10 @@
 """The surface of pipeline.analytics (imported lazily: see __init__.py)."""
 
-from ._build import TrendsReport, build_trends
-from ._compare import MAX_BOTS, compare, forecast_curve, forecast_reach
-from ._datasets import DATASETS, Dataset, load_dataset, scan_dataset
-from ._explore import (
+from .build._build import TrendsReport, build_trends
+from .exports._datasets import DATASETS, Dataset, load_dataset, scan_dataset
+from .exports._exports import read_manifest, to_json, write_frame, write_text
+from .read._compare import MAX_BOTS, compare, forecast_curve, forecast_reach
+from .read._explore import (
     attach_sql,
     notebook_settings,
     parse_variables,
@@ -12,8 +13,7 @@ from ._explore import (
     run_query,
     table_counts,
 )
-from ._exports import read_manifest, to_json, write_frame, write_text
-from ._report import ReportResult, build_report
+from .report._report import ReportResult, build_report
 
 __all__ = [
     "attach_sql",

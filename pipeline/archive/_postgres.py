@@ -205,7 +205,8 @@ def _first(exc: BaseException) -> str:
 
 class AdvisoryLocks:
     """One job's advisory locks in the catalog's database, on a connection of its own: they
-    are released together when it closes, or when the process dies."""
+    are released together when it closes, or when the process dies. Which locks a job takes,
+    and how it waits for them, is the run lock's (operate's ``_lock``)."""
 
     def __init__(self, dsn: str, password: str, name: str) -> None:
         self.con = connect(dsn, password, name=name)

@@ -1,11 +1,13 @@
 """The ground every stage stands on: the error tree, the settings, and the small helpers each
 stage would otherwise write twice.
 
-``_errors`` (the one error tree, an exit code per class), ``_settings`` (the typed settings:
-TOML, environment and flags, validated before any I/O), ``_crontab`` (crontab expressions, for the
-settings and the scheduler), ``_files`` (atomic file replacement), ``_json`` (reading bodies,
-spelling records canonically), ``_redact`` (secrets out of URLs and texts), ``_run_id``,
-``_shard`` (which bots a harvest worker owns), ``_dsn`` (PostgreSQL connection strings).
+``_errors`` (the one error tree, an exit code per class), the typed settings in three modules:
+``_settings`` (the schema: a frozen section per table), ``_loading`` (TOML, environment and
+flags, in that precedence) and ``_validation`` (what types alone do not catch, before any I/O);
+``_crontab`` (crontab expressions, for the settings and the scheduler), ``_oncalendar``,
+``_files`` (atomic file replacement), ``_json`` (reading bodies, spelling records canonically),
+``_redact`` (secrets out of URLs and texts), ``_run_id``, ``_shard`` (which bots a harvest
+worker owns), ``_dsn`` (PostgreSQL connection strings).
 It imports nothing else of ours.
 """
 
@@ -35,22 +37,13 @@ from ._errors import (
 )
 from ._files import TMP_SUFFIX, aside, fsync_dir, replacing
 from ._json import canonical_json, decode_json, same_record
+from ._loading import DEFAULT_CONFIG_FILE, as_dict, load_settings
 from ._oncalendar import on_calendar
 from ._redact import Redactor, redact_url
 from ._run_id import new_run_id
-from ._settings import (
-    DEFAULT_CONFIG_FILE,
-    PAGING_FAMILIES,
-    FieldSettings,
-    Secret,
-    ServiceSettings,
-    Settings,
-    TrendSettings,
-    as_dict,
-    load_settings,
-    parse_duration,
-)
+from ._settings import FieldSettings, Secret, ServiceSettings, Settings, TrendSettings
 from ._shard import Shard
+from ._validation import PAGING_FAMILIES, parse_duration
 
 __all__ = [
     "ApiError",

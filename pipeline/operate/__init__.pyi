@@ -5,11 +5,10 @@ from ._deploy import botstats_command, cron_text
 from ._logs import setup_logging
 from ._maintenance import backup_archive, compact_archive, convert_archive, restore_archive
 from ._process import can_hand_off, hand_off, resumed
-from ._runner import RunReport, finish_run, run
+from ._runner import RunReport, finish_run, locked_harvest, locked_trends, run
 from ._schedule import describe_schedule, run_scheduler
 from ._signals import stop_on_signals
 from ._status import SHARD_COLUMNS, archive_status, describe_drift, describe_latest, parse_age
-from ._steps import locked_harvest, locked_trends
 
 __all__ = [
     "SHARD_COLUMNS",

@@ -1,15 +1,34 @@
-"""The run lock: one writer job (harvest, trends, run) at a time per archive with a SQLite
-catalog; with a PostgreSQL catalog, a lock per scope in that database (``_advisory``), so the
-workers of different shards run side by side.
+"""The run lock: what a job locks (its :class:`Scope`), and how it holds it.
 
-An OS file lock (``filelock``, ``flock`` on Linux) is released by the kernel when its process
-dies, so a lock left by a killed run never blocks the next one: it simply takes the lock. Beside
-the lock, a small JSON file names the holder (job, run id, PID, host, since) so that
+A scope is the whole archive (compaction, backup, restore, conversion: alone), one shard's
+harvest, or the trends build. With a SQLite catalog every scope is the one file lock (one writer
+job at a time per archive, as on one machine); with a PostgreSQL catalog each is an advisory lock
+of its own in that database, so the workers of different shards, and a trends build, run side
+by side, on many machines.
+
+**The file lock.** An OS file lock (``filelock``, ``flock`` on Linux) is released by the kernel
+when its process dies, so a lock left by a killed run never blocks the next one: it simply takes
+the lock. Beside the lock, a small JSON file names the holder (job, run id, PID, host, since) so
+that
 
 - a run that waits in vain can say which run holds the archive, and
 - a run that takes the lock can tell a clean hand-over from a *stale* one: the previous holder
   never wrote ``released_at`` and its PID is gone. That is logged as a take-over (the harvest
   itself marks the dead run's ``harvest_runs`` row ``interrupted``).
+
+**Advisory locks** (a PostgreSQL catalog; the SQL is the archive's ``AdvisoryLocks``). Each job
+holds what its scope needs, on a connection of its own:
+
+- a harvest of shard K/N: the lock of that shard, so one worker harvests it at a time, and the
+  archive lock in shared mode;
+- a trends build: the trends lock, so one job builds them, and the archive lock, shared;
+- compaction, backup and restore: the archive lock alone, exclusively, so they wait for every
+  worker and hold new ones back (deleting orphaned files must not see a worker's uncommitted
+  files).
+
+The server releases a session's locks when its connection ends, so a killed job (even
+``kill -9``) never blocks the next one. Who holds a lock is read from ``pg_stat_activity``,
+where each job names itself (job, shard, run id, pid and host).
 """
 
 from __future__ import annotations
@@ -22,20 +41,46 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from filelock import FileLock, Timeout
 
+from .. import archive
 from ..core import ConfigError, LockTimeout, Settings, Shard, replacing
-from ._advisory import AdvisoryHandle, advisory_lock
-from ._scope import ARCHIVE_SCOPE, Scope
 
 log = logging.getLogger("botstats.lock")
 
-# While waiting, wake this often to notice a stop request (SIGTERM to the scheduler).
+# While waiting, wake this often to try again and to notice a stop request (SIGTERM to the
+# scheduler).
 _POLL = 0.25
+
+
+@dataclass(frozen=True)
+class Scope:
+    """``archive`` (compaction, backup, restore, conversion: alone), ``shard`` (a harvest of
+    ``shard``) or ``trends``."""
+
+    name: str = "archive"
+    shard: Shard = field(default_factory=Shard)
+
+    @classmethod
+    def harvest(cls, shard: Shard | None = None) -> Scope:
+        return cls("shard", shard or Shard())
+
+    def lock_name(self, *, archive_lock: bool = False) -> str:
+        """The lock, for messages (``archive_lock``: the shared archive lock that held it)."""
+        if archive_lock or self.name == "archive":
+            return "the archive lock"
+        if self.name == "trends":
+            return "the trends lock"
+        return "the harvest lock" if self.shard.whole else f"the lock of shard {self.shard}"
+
+
+ARCHIVE_SCOPE = Scope()
+TRENDS_SCOPE = Scope("trends")
 
 
 def _info_path(lock_path: Path) -> Path:
@@ -101,10 +146,6 @@ class LockHandle:
     @contextmanager
     def also(self, _scope: Scope, timeout: float | None = None) -> Iterator[None]:
         yield
-
-
-# What run_lock yields: the file lock's handle, or the advisory locks' of a PostgreSQL catalog.
-Held = LockHandle | AdvisoryHandle
 
 
 def _write_info(lock_path: Path, info: dict[str, Any]) -> None:
@@ -186,31 +227,6 @@ def _wait_for(lock: FileLock, settings: Settings, wait: float,
 
 
 @contextmanager
-def run_lock(
-    settings: Settings,
-    job: str,
-    *,
-    scope: Scope = ARCHIVE_SCOPE,
-    timeout: float | None = None,
-    run_id: str | None = None,
-    stop: threading.Event | None = None,
-) -> Iterator[Held]:
-    """Hold the archive's run lock for ``job`` and ``scope``; wait up to ``timeout`` (default
-    [run].lock_timeout).
-
-    Raises :class:`~pipeline.errors.LockTimeout` (exit 75) naming the holder when the wait runs
-    out, or as soon as ``stop`` is set while waiting.
-    """
-    if settings.shared_catalog:
-        with advisory_lock(settings, job, scope, timeout=timeout, run_id=run_id,
-                           stop=stop) as handle:
-            yield handle
-        return
-    with _file_lock(settings, job, timeout=timeout, run_id=run_id, stop=stop) as file_handle:
-        yield file_handle
-
-
-@contextmanager
 def _file_lock(settings: Settings, job: str, *, timeout: float | None, run_id: str | None,
                stop: threading.Event | None) -> Iterator[LockHandle]:
     path = settings.lock_path
@@ -247,3 +263,128 @@ def _file_lock(settings: Settings, job: str, *, timeout: float | None, run_id: s
             handle.note(released_at=datetime.now(UTC).isoformat(timespec="seconds"))
     finally:
         lock.release()
+
+
+def _keys(scope: Scope) -> list[tuple[int, bool]]:
+    """(key, shared) of every lock the scope needs, in the order they are taken."""
+    if scope.name == "archive":
+        return [(archive.ARCHIVE, False)]
+    own = archive.TRENDS if scope.name == "trends" else archive.shard_key(scope.shard.k,
+                                                                          scope.shard.n)
+    return [(archive.ARCHIVE, True), (own, False)]
+
+
+class AdvisoryHandle:
+    """The held locks. ``note(run_id=...)`` renames the session so waiting jobs can name it;
+    ``dead(shard)`` says whether no live job harvests that shard; ``also(scope)`` takes more."""
+
+    def __init__(self, locks: archive.AdvisoryLocks, settings: Settings, job: str, scope: Scope,
+                 stop: threading.Event | None) -> None:
+        self.locks = locks
+        self.settings = settings
+        self.job = job
+        self.scope = scope
+        self.stop = stop
+        self.info: dict[str, Any] = {}
+        self.previous: dict[str, Any] | None = None
+        self.took_over = False
+
+    def title(self) -> str:
+        """e.g. ``botstats harvest 1/3 20261125T100000Z-3f9a1c pid 4242@worker-1``."""
+        parts = ["botstats", self.job]
+        if self.scope.name == "shard" and not self.scope.shard.whole:
+            parts.append(str(self.scope.shard))
+        if self.info.get("run_id"):
+            parts.append(str(self.info["run_id"]))
+        return " ".join([*parts, f"pid {os.getpid()}@{socket.gethostname()}"])
+
+    def note(self, **fields: Any) -> None:
+        if all(self.info.get(k) == v for k, v in fields.items()):
+            return
+        self.info.update(fields)
+        self.locks.rename(self.title())
+
+    def dead(self, shard: Shard) -> bool:
+        return self.locks.free(archive.shard_key(shard.k, shard.n))
+
+    @contextmanager
+    def also(self, scope: Scope, timeout: float | None = None) -> Iterator[None]:
+        wanted = [k for k in _keys(scope) if k not in self.locks.held]
+        _wait_for_keys(self.locks, wanted, self.settings, scope, timeout, self.stop)
+        try:
+            yield
+        finally:
+            self.locks.release(wanted)
+
+
+def _wait_for_keys(locks: Any, wanted: list[tuple[int, bool]], settings: Settings, scope: Scope,
+          timeout: float | None, stop: threading.Event | None) -> None:
+    """Take ``wanted``, trying every ``_POLL`` seconds up to the wait; else LockTimeout."""
+    wait = settings.run.lock_timeout if timeout is None else timeout
+    deadline = None if wait < 0 else time.monotonic() + wait
+    started = time.monotonic()
+    said = False
+    while (blocker := locks.take(wanted)) is not None:
+        who = "; ".join(locks.holders(blocker)) or "a job that has just let go"
+        lock = scope.lock_name(archive_lock=blocker == archive.ARCHIVE)
+        if not said:
+            how_long = "for as long as it takes" if deadline is None else \
+                f"up to {wait:g} s (--lock-timeout, [run].lock_timeout)"
+            log.info("%s is held in the PostgreSQL catalog by %s: waiting %s", lock, who,
+                     how_long)
+            said = True
+        if stop is not None and stop.is_set():
+            raise LockTimeout(f"stopped while waiting for {lock}, held by {who}.")
+        if deadline is not None and time.monotonic() >= deadline:
+            raise LockTimeout(
+                f"another botstats job holds {lock} in the PostgreSQL catalog: {who}; waited "
+                f"{wait:g} s. Let it finish (see `botstats status`), or raise "
+                f"[run].lock_timeout / --lock-timeout.")
+        (stop or threading.Event()).wait(_POLL)
+    waited = time.monotonic() - started
+    if waited >= 1:
+        log.info("waited %.1f s for %s", waited, scope.lock_name())
+
+
+@contextmanager
+def _advisory_lock(settings: Settings, job: str, scope: Scope, *, timeout: float | None,
+                  run_id: str | None, stop: threading.Event | None) -> Iterator[AdvisoryHandle]:
+    paths = archive.ArchivePaths.of(settings)
+    locks = archive.AdvisoryLocks(paths.dsn, paths.password, archive.session_name(job))
+    try:
+        handle = AdvisoryHandle(locks, settings, job, scope, stop)
+        _wait_for_keys(locks, _keys(scope), settings, scope, timeout, stop)
+        handle.info["run_id"] = run_id
+        locks.rename(handle.title())
+        yield handle
+    finally:
+        locks.close()
+
+
+# What run_lock yields: the file lock's handle, or the advisory locks' of a PostgreSQL catalog.
+Held = LockHandle | AdvisoryHandle
+
+
+@contextmanager
+def run_lock(
+    settings: Settings,
+    job: str,
+    *,
+    scope: Scope = ARCHIVE_SCOPE,
+    timeout: float | None = None,
+    run_id: str | None = None,
+    stop: threading.Event | None = None,
+) -> Iterator[Held]:
+    """Hold the archive's run lock for ``job`` and ``scope``; wait up to ``timeout`` (default
+    [run].lock_timeout).
+
+    Raises :class:`~pipeline.errors.LockTimeout` (exit 75) naming the holder when the wait runs
+    out, or as soon as ``stop`` is set while waiting.
+    """
+    if settings.shared_catalog:
+        with _advisory_lock(settings, job, scope, timeout=timeout, run_id=run_id,
+                           stop=stop) as handle:
+            yield handle
+        return
+    with _file_lock(settings, job, timeout=timeout, run_id=run_id, stop=stop) as file_handle:
+        yield file_handle

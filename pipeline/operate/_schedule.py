@@ -55,9 +55,9 @@ class _Running:
 
 
 def _default_jobs() -> dict[str, JobFn]:
-    from . import _steps as steps
+    from . import _runner as runner
 
-    return {"harvest": steps.harvest_job, "trends": steps.trends_job}
+    return {"harvest": runner.harvest_job, "trends": runner.trends_job}
 
 
 def build_scheduler(

@@ -22,10 +22,10 @@ from ._admin import (
 )
 from ._bots import get_bot, get_last_stat, get_stats, list_bots, post_stats
 from ._config import ServiceConfig
-from ._directory import Directory
 from ._endpoint import error
 from ._faults import FaultInjector
 from ._users import get_me, get_user, get_user_bots, get_user_servers, get_user_webhooks
+from .directory._truth import Directory
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

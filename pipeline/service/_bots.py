@@ -14,7 +14,6 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from ._conventions import Window, answer, body, tells_total, total_headers, window
-from ._directory import Directory, Record
 from ._endpoint import (
     DEFAULT_LIMIT,
     MAX_BODY_BYTES,
@@ -26,6 +25,8 @@ from ._endpoint import (
 )
 from ._json import JSONResponse, dumps
 from ._payload import validate_stat_payload
+from .directory._state import Record
+from .directory._truth import Directory
 
 
 @_interface

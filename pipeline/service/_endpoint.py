@@ -12,9 +12,9 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 from ._config import ServiceConfig
-from ._directory import Directory
 from ._faults import FaultInjector
 from ._json import JSONResponse
+from .directory._truth import Directory
 
 DEFAULT_LIMIT = 20
 

@@ -21,7 +21,7 @@ import uvicorn
 
 from ._app import create_app
 from ._config import ServiceConfig
-from ._directory import Directory
+from .directory._truth import Directory
 
 STARTUP_TIMEOUT = 10.0
 SHUTDOWN_TIMEOUT = 5.0

@@ -9,9 +9,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ._conventions import answer, window
-from ._directory import Directory
 from ._endpoint import Endpoint, _authenticated_user, _directory, _interface, error
 from ._json import JSONResponse, dumps
+from .directory._truth import Directory
 
 
 def _target_user(request: Request) -> int | JSONResponse:

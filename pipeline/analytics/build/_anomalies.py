@@ -41,7 +41,7 @@ from functools import partial
 import numpy as np
 import polars as pl
 
-from ..core import TrendSettings
+from ...core import TrendSettings
 from ._jobs import bot_day_key
 
 METRICS = ("users", "guilds", "commands_executed")

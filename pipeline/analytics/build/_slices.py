@@ -13,14 +13,14 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
-from .. import archive
-from ..core import TrendSettings
-from . import _exports as exports
+from ... import archive
+from ...core import TrendSettings
+from ..exports import _exports as exports
+from ..exports._datasets import DATASETS
+from ..exports._exports import MonthSpill
 from . import _forecast as forecast
 from . import _window as trend_window
 from ._anomalies import anomalies
-from ._datasets import DATASETS
-from ._exports import MonthSpill
 from ._frames import detached
 from ._jobs import (
     RANK_DAYS,
@@ -61,7 +61,7 @@ _STATS_SQL = (
 _CUSTOM_SQL = "SELECT bot_id, stat_id, recorded_at, name, value_text, value_num FROM bot_stat_custom"
 
 
-_BOTS_SQL = "SELECT bot_id, name, first_seen_at, removed_at FROM bots"
+BOTS_SQL = "SELECT bot_id, name, first_seen_at, removed_at FROM bots"
 
 
 def bot_slices(con: duckdb.DuckDBPyConnection, max_rows: int = CHUNK_ROWS,
@@ -384,7 +384,7 @@ def dataset_parts(con: duckdb.DuckDBPyConnection, t: TrendSettings, spill: Month
                                         BOT_STATE_COLUMNS, window.bot_firsts, window.counters)
     text_state = trend_window.next_state(sliced.text_lasts, trend_window.TEXT_KEY,
                                          TEXT_STATE_COLUMNS, window.text_firsts, window.texts)
-    bots = read_slice(con, _BOTS_SQL, None, None).lazy()
+    bots = read_slice(con, BOTS_SQL, None, None).lazy()
     directory = directory_daily(computed_daily, bots, trend_window.first_days(bot_state))
     sources: dict[str, Iterator[tuple[str, pl.DataFrame]]] = {
         "movers": exports.month_parts(sliced.top, "day"),
@@ -394,7 +394,7 @@ def dataset_parts(con: duckdb.DuckDBPyConnection, t: TrendSettings, spill: Month
         "bot_names": exports.month_parts(bot_names(bots).collect(engine=IN_MEMORY), "first_seen"),
     }
     parts: dict[str, Iterator[tuple[str, pl.DataFrame | pl.LazyFrame]]] = {
-        name: _ordered(sources[name], DATASETS[name].order) for name in sources}
+        name: ordered_parts(sources[name], DATASETS[name].order) for name in sources}
     for name in STREAMED:
         parts[name] = spill.streamed_parts(name)
     return Computed({name: parts[name] for name in DATASETS},
@@ -402,8 +402,8 @@ def dataset_parts(con: duckdb.DuckDBPyConnection, t: TrendSettings, spill: Month
                     text_state.cast(trend_window.TEXT_STATE_SCHEMA))
 
 
-def _ordered(parts: Iterator[tuple[str, pl.DataFrame]],
-             order: tuple[str, ...]) -> Iterator[tuple[str, pl.DataFrame]]:
+def ordered_parts(parts: Iterator[tuple[str, pl.DataFrame]],
+                  order: tuple[str, ...]) -> Iterator[tuple[str, pl.DataFrame]]:
     for key, part in parts:
         yield key, in_order(part, order)
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import polars as pl
 
-from . import _forecast as forecast
+from ..build import _forecast as forecast
+from ..read._compare import ROWS, format_cell
 from . import _health as health
-from ._charts import _pairs, band_series, bar_chart, line, time_chart
-from ._compare import ROWS, format_cell
+from ._charts import band_series, bar_chart, line, pairs, time_chart
 from ._names import Names
 
 TOP = 10  # rows of each list (movers, rank changes, hot bots)
@@ -79,11 +79,11 @@ def _hover(names: Names, bot_id: str, *more: str) -> list[str]:
 def directory_section(page: Page, directory: pl.DataFrame) -> None:
     page.add(
         "The directory",
-        page.chart(time_chart("Bots reporting", [line("bots reporting", _pairs(
+        page.chart(time_chart("Bots reporting", [line("bots reporting", pairs(
             directory, "day", "bots_reporting"))])),
         page.chart(time_chart("Total guilds and users", [
-            line("guilds", _pairs(directory, "day", "guilds")),
-            line("users", _pairs(directory, "day", "users"), yAxisIndex=1),
+            line("guilds", pairs(directory, "day", "guilds")),
+            line("users", pairs(directory, "day", "users"), yAxisIndex=1),
         ], y_names=("guilds", "users"))),
         anchor="directory", link="Directory",
     )
@@ -197,17 +197,17 @@ def bot_section(page: Page, bot_id: str, daily: pl.DataFrame, ahead: pl.DataFram
         option["legend"]["data"] = [metric, "forecast", "80% interval"]  # not the band's base
         parts.append(page.chart(option))
     parts.append(page.chart(time_chart("Commands per day", [
-        {"name": "commands", "type": "bar", "data": _pairs(daily, "day", "commands_executed")}])))
+        {"name": "commands", "type": "bar", "data": pairs(daily, "day", "commands_executed")}])))
     parts.append(page.chart(time_chart("CPU and memory load (%)", [
-        line("cpu mean", _pairs(daily, "day", "cpu_load_mean")),
-        line("cpu p95", _pairs(daily, "day", "cpu_load_p95"), lineStyle={"type": "dotted"}),
-        line("memory mean", _pairs(daily, "day", "memory_load_mean")),
-        line("memory p95", _pairs(daily, "day", "memory_load_p95"), lineStyle={"type": "dotted"}),
+        line("cpu mean", pairs(daily, "day", "cpu_load_mean")),
+        line("cpu p95", pairs(daily, "day", "cpu_load_p95"), lineStyle={"type": "dotted"}),
+        line("memory mean", pairs(daily, "day", "memory_load_mean")),
+        line("memory p95", pairs(daily, "day", "memory_load_p95"), lineStyle={"type": "dotted"}),
     ])))
     numeric = custom.filter(pl.col("kind") == "numeric")
     if numeric.height:
         parts.append(page.chart(time_chart("Custom series (daily mean)", [
-            line(name, _pairs(rows.sort("day"), "day", "value_mean"))
+            line(name, pairs(rows.sort("day"), "day", "value_mean"))
             for (name,), rows in numeric.group_by(["name"], maintain_order=True)
         ])))
     text = (custom.filter(pl.col("kind") == "text").sort("day")
@@ -228,7 +228,7 @@ def bot_section(page: Page, bot_id: str, daily: pl.DataFrame, ahead: pl.DataFram
 def compare_section(page: Page, bot_ids: list[str], daily: pl.DataFrame,
                     comparison: pl.DataFrame, names: Names) -> None:
     chart = page.chart(time_chart("Guilds, side by side", [
-        line(names.label(b), _pairs(daily.filter(pl.col("bot_id") == b), "day", "guilds"))
+        line(names.label(b), pairs(daily.filter(pl.col("bot_id") == b), "day", "guilds"))
         for b in bot_ids]))
     rows = comparison.to_dicts()
     head = "".join(f'<th title="{html.escape(r["bot_id"])}">{html.escape(names.label(r["bot_id"]))}'

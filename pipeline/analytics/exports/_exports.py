@@ -40,7 +40,7 @@ from typing import Any
 
 import polars as pl
 
-from ..core import TMP_SUFFIX, ExportError, aside, fsync_dir, replacing
+from ...core import TMP_SUFFIX, ExportError, aside, fsync_dir, replacing
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 1

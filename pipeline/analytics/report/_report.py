@@ -1,7 +1,7 @@
 """The report: one self-contained HTML file made from the trend exports (``botstats report``).
 
 It opens offline, from a file or a mail attachment: the charting library (Apache ECharts, the
-``common`` build, in ``report_assets/``) and the data are inlined, nothing is fetched. Charts
+``common`` build, in ``assets/``) and the data are inlined, nothing is fetched. Charts
 are drawn as SVG, so they stay sharp when zoomed and a test can count what was drawn.
 
 Sections: the directory over time (bots reporting, total guilds and users), the top movers over
@@ -31,12 +31,12 @@ from typing import Any
 
 import polars as pl
 
-from ..core import ExportError, Settings
-from . import _exports as exports
-from . import _forecast as forecast
+from ...core import ExportError, Settings
+from ..build import _forecast as forecast
+from ..exports import _exports as exports
+from ..exports._datasets import scan_dataset
+from ..read._compare import MAX_BOTS, check_bots, comparison_frame
 from . import _health as health
-from ._compare import MAX_BOTS, check_bots, comparison_frame
-from ._datasets import scan_dataset
 from ._names import Names
 from ._sections import (
     TOP,
@@ -156,7 +156,7 @@ def render(data: dict[str, pl.DataFrame], bot_ids: list[str], *, days: int, comp
         bot_section(page, bot_id, data["daily"].filter(pl.col("bot_id") == bot_id),
                     data["ahead"].filter(pl.col("bot_id") == bot_id),
                     data["custom"].filter(pl.col("bot_id") == bot_id), names)
-    assets = resources.files("pipeline.analytics") / "report_assets"
+    assets = resources.files("pipeline.analytics.report") / "assets"
     payload = json.dumps(page.charts, separators=(",", ":"), default=str)
     template = string.Template((assets / "report.html").read_text(encoding="utf-8"))
     text = template.substitute(

@@ -13,14 +13,14 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from .. import archive
-from ..core import TrendSettings
+from ... import archive
+from ...core import TrendSettings
+from ..exports._datasets import DATASETS
 from . import _anomalies as anomalies
 from . import _forecast as forecast
 from . import _window as trend_window
-from ._datasets import DATASETS
 from ._jobs import GROWTH_DAYS, MOVER_DAYS, RANK_DAYS, listing_days
-from ._slices import _BOTS_SQL, read_slice
+from ._slices import BOTS_SQL, read_slice
 from ._window import FULL, Window
 
 # Part of the fingerprint of an export: a version of the datasets' columns and meaning. A run
@@ -78,7 +78,7 @@ def plan_run(con: duckdb.DuckDBPyConnection, t: TrendSettings, export_dir: Path,
                if not (export_dir / p["path"]).is_file()]
     if set(manifest.get("datasets", {})) != set(DATASETS) or missing:
         return rebuild("files of the previous export are missing")
-    bots = read_slice(con, _BOTS_SQL, None, None).lazy()
+    bots = read_slice(con, BOTS_SQL, None, None).lazy()
     first_seen, removed = listing_days(bots)
     listed = first_seen.join(removed, on="day", how="full", coalesce=True)
     exported = scan_export(export_dir, manifest, "directory_daily")

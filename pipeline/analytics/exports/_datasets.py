@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from ..core import ExportError, Settings
+from ...core import ExportError, Settings
 from . import _exports as exports
 
 
@@ -42,7 +42,7 @@ DATASETS: dict[str, Dataset] = {
                 "per bot, day and custom field: numeric stats, or text value and changes"),
         Dataset("directory_daily", "day", ("day",),
                 "per day: total guilds/users, bots reporting, first seen, first reporting, removed"),
-        # bot_forecast: computed by pipeline/forecast.py from each slice's bot_daily.
+        # bot_forecast: computed by build/_forecast.py from each slice's bot_daily.
         Dataset("bot_forecast", "as_of", ("bot_id", "metric", "horizon_days"),
                 "per bot, metric and horizon (7/30/90 days): forecast and 80% interval"),
         Dataset("bot_names", "first_seen", ("bot_id",),

@@ -22,8 +22,8 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from .. import archive
-from ..core import DEFAULT_CONFIG_FILE, QueryError, Settings, load_settings
+from ... import archive
+from ...core import DEFAULT_CONFIG_FILE, QueryError, Settings, load_settings
 
 # A folder holding one of these is the project root (the first found walking up).
 ROOT_MARKERS = (DEFAULT_CONFIG_FILE, "pyproject.toml")
@@ -106,7 +106,7 @@ def table_counts(settings: Settings) -> dict[str, int]:
 def attach_sql(settings: Settings) -> str:
     """The SQL that opens the archive read-only in a DuckDB 1.5 session of one's own (the
     ``duckdb`` CLI, another program)."""
-    from ..archive import ArchivePaths, attach_statements
+    from ...archive import ArchivePaths, attach_statements
 
     return ";\n".join(attach_statements(ArchivePaths.of(settings), read_only=True,
                                          reveal=False)) + ";"

@@ -47,15 +47,15 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from .. import archive
-from ..core import ExportError, Settings, StoreError, TrendSettings, new_run_id
-from . import _exports as exports
+from ... import archive
+from ...core import ExportError, Settings, StoreError, TrendSettings, new_run_id
+from ..exports import _exports as exports
+from ..exports._datasets import DATASETS
+from ..exports._exports import DatasetExport
 from . import _slices as slices
 from . import _window as trend_window
-from ._datasets import DATASETS
-from ._exports import DatasetExport
 from ._plan import fingerprint, plan_run
-from ._slices import STREAMED, _ordered, dataset_parts
+from ._slices import STREAMED, dataset_parts, ordered_parts
 from ._window import Window
 
 
@@ -178,7 +178,7 @@ def _stage_window(con: duckdb.DuckDBPyConnection, t: TrendSettings, batch: expor
             if name not in STREAMED:  # the slices merged those of bot-ordered datasets
                 before = None if old is None else pl.read_parquet(old).filter(
                     pl.col(spec.time_column) < window.start)
-                parts = _ordered(trend_window.with_rows_before(_in_memory(parts), before, key),
+                parts = ordered_parts(trend_window.with_rows_before(_in_memory(parts), before, key),
                                  spec.order)
         results.append(batch.stage(name, parts, time_column=spec.time_column, keep_before=key))
     batch.stage_file(trend_window.BOT_STATE, computed.bot_state)

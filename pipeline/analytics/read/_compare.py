@@ -12,9 +12,9 @@ from typing import Any
 
 import polars as pl
 
-from ..core import ExportError, Settings
-from . import _forecast as forecast
-from ._datasets import scan_dataset
+from ...core import ExportError, Settings
+from ..build import _forecast as forecast
+from ..exports._datasets import scan_dataset
 
 MAX_BOTS = 4
 FORECAST_DAYS = 30  # the horizon compare shows

@@ -8,7 +8,7 @@ from typing import Any
 import polars as pl
 
 
-def _pairs(frame: pl.DataFrame, x: str, y: str) -> list[list[Any]]:
+def pairs(frame: pl.DataFrame, x: str, y: str) -> list[list[Any]]:
     return [[str(a), b] for a, b in frame.select(x, y).iter_rows()]
 
 
@@ -62,11 +62,11 @@ def band_series(metric: str, history: pl.DataFrame, ahead: pl.DataFrame) -> list
     start = [[str(r["as_of"]), math.expm1(r["level"])] for r in ahead.head(1).iter_rows(named=True)]
     band = ahead.with_columns(width=pl.col("hi80") - pl.col("lo80"))
     return [
-        line(metric, _pairs(history, "day", metric)),
-        line("forecast", start + _pairs(ahead, "day", "forecast"),
+        line(metric, pairs(history, "day", metric)),
+        line("forecast", start + pairs(ahead, "day", "forecast"),
              lineStyle={"type": "dashed"}),
-        line("80% low", _pairs(band, "day", "lo80"), stack="band", lineStyle={"opacity": 0},
+        line("80% low", pairs(band, "day", "lo80"), stack="band", lineStyle={"opacity": 0},
              tooltip={"show": False}),
-        line("80% interval", _pairs(band, "day", "width"), stack="band",
+        line("80% interval", pairs(band, "day", "width"), stack="band",
              lineStyle={"opacity": 0}, areaStyle={"opacity": 0.25}, tooltip={"show": False}),
     ]
