@@ -78,6 +78,8 @@ CONVENTIONS = [
                   "user_lists_page_size": 2}, id="cursor"),
     pytest.param({"paging": "next-url", "list_envelope": "results", "total_header": True,
                   "stats_page_size": 5}, id="next-url"),
+    pytest.param({"paging": "skip", "stats_paging": "page", "stats_page_size": 5},
+                 id="stats-by-page-numbers-alone"),
     pytest.param({"paging": "skip", "list_envelope": "bots", "stats_page_size": 5,
                   "stats_order": "newest", "over_cap": "400"}, id="skip-in-object"),
 ]
@@ -97,9 +99,13 @@ def test_probe_then_harvest_archives_each_convention_exactly_and_reads_only_what
     write_settings(report, config)
     settings = _settings(svc, tmp_path, token, config)
     family = svc.config.paging
-    expected = {"skip": "offset", "offset": "offset", "page": "page", "link": "link",
-                "next-url": "next", "cursor": "cursor"}[family]
-    assert settings.service.bots_paging == expected, "\n".join(report.lines())
+    named = {"skip": "offset", "offset": "offset", "page": "page", "link": "link",
+             "next-url": "next", "cursor": "cursor"}
+    assert settings.service.bots_paging == named[family], "\n".join(report.lines())
+    if svc.config.stats_page_size:
+        stats_family = svc.config.stats_paging or family
+        assert settings.service.stats_paging == named[stats_family], "\n".join(report.lines())
+        family = stats_family
     assert settings.service.bots_list_path == svc.config.list_envelope
 
     first = harvest(settings)
@@ -119,10 +125,11 @@ def test_probe_then_harvest_archives_each_convention_exactly_and_reads_only_what
 
 
 @pytest.mark.slow
-@settings(max_examples=14, deadline=None, derandomize=True,
+@settings(max_examples=16, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture,
                                  HealthCheck.too_slow])
 @given(paging=st.sampled_from(["skip", "offset", "page", "link", "next-url", "cursor"]),
+       stats_paging=st.sampled_from(["", "skip", "page", "link", "cursor"]),
        envelope=st.sampled_from(["", "results", "data"]),
        total_header=st.booleans(),
        stats_page_size=st.sampled_from([0, 3, 5]),
@@ -131,13 +138,15 @@ def test_probe_then_harvest_archives_each_convention_exactly_and_reads_only_what
        over_cap=st.sampled_from(["cap", "400"]))
 def test_no_harvest_ends_complete_with_a_record_of_the_service_missing(
         tmp_path_factory: pytest.TempPathFactory,
-        service_factory: Callable[..., RunningService], paging: str, envelope: str,
+        service_factory: Callable[..., RunningService], paging: str, stats_paging: str,
+        envelope: str,
         total_header: bool, stats_page_size: int, stats_order: str, user_lists_page_size: int,
         over_cap: str) -> None:
-    if paging in FRONT and not envelope:
+    if (paging in FRONT or stats_paging in FRONT) and not envelope:
         envelope = "results"  # a next URL or a cursor lives in an object
     svc = service_factory(bots=9, users=2, history_days=2, stats_per_day=4, max_page_size=4,
-                          paging=paging, list_envelope=envelope, total_header=total_header,
+                          paging=paging, stats_paging=stats_paging, list_envelope=envelope,
+                          total_header=total_header,
                           stats_page_size=stats_page_size, stats_order=stats_order,
                           user_lists_page_size=user_lists_page_size, over_cap=over_cap)
     user_id, token = user_with_lists(svc, least=1)

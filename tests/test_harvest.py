@@ -168,9 +168,9 @@ def test_full_rereads_everything_and_still_duplicates_nothing(harvested: Harvest
     report, pages = harvested.run(full=True)
     assert (report.status, report.mode, report.bots_fetched) == ("complete", "full", BOTS)
     assert (report.stats_added, report.stats_updated) == (0, 0)
-    # One /stats per bot, no /stat check; so one read past the longest list tells whether
-    # the service cut it (it did not: the run is complete).
-    assert report.requests == BOTS + pages + 1
+    # One /stat and one /stats per bot: the newest record among the list read shows it was
+    # not cut (the run is complete), so no read past a list is needed.
+    assert report.requests == 2 * BOTS + pages
     assert stored_versions(harvested.settings) == before
     assert archived_stat_rows(harvested.settings) == service_stat_rows(harvested.svc.directory)
     assert_archive_has_no_duplicates(harvested.settings)

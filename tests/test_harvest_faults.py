@@ -325,7 +325,7 @@ def test_a_paged_stats_list_read_unpaged_fails_the_first_run_naming_the_setting(
     settings = harvest_settings(svc)  # [service].stats_page_size = 0: whole lists expected
     assert sum(n > 6 for n in records_per_bot(directory).values()) > 20
     first = harvest(settings)
-    # No /stat check on a first run: one read past the longest list shows it was a page.
+    # GET /stat, asked before each /stats on a first run, is not among the page read.
     assert (first.status, EXIT_CODES[first.status]) == ("failed", 1)
     assert "the service pages /stats" in first.message
     assert "[service].stats_page_size" in first.message
@@ -479,9 +479,16 @@ def test_paged_user_lists_are_snapshotted_whole_when_user_lists_page_size_is_set
     expected = whole(user_id)
     assert min(len(ids) for ids in expected.values()) > 2  # every list takes two pages or more
 
+    # Read whole, each list is its first page; asked past it, the service sends more: the run
+    # is not complete, says which setting reads the lists, and keeps no list half-read.
     unpaged = harvest(harvest_settings(svc, {"user_token": token}))
+    assert unpaged.status == "partial"
+    errors = [e for (e,) in query(harvest_settings(svc), "SELECT error FROM harvest_errors "
+                                  "WHERE run_id = ?", unpaged.run_id)]
+    assert any("is not the whole list" in e and "[service].user_lists_page_size" in e
+               for e in errors), errors
     cut = snapshot_ids(harvest_settings(svc), unpaged.run_id)
-    assert all(len(ids) == 2 for ids in cut.values())  # what a paged list read whole gives
+    assert all(not ids for ids in cut.values())
 
     settings = harvest_settings(svc, {"user_token": token, "service.user_lists_page_size": 2})
     report = harvest(settings)

@@ -182,9 +182,9 @@ def test_an_id_that_repeats_in_a_user_list_is_refused_before_anything_is_written
 
 def test_a_paged_stats_list_read_as_whole_fails_the_first_run_instead_of_keeping_a_page(
         tmp_path: Path, service_factory: Factory) -> None:
-    """No /stat check shows a first run that its /stats answers were pages: one read past the
-    longest list does, and the run fails naming the setting, rather than archive 4 records a
-    bot as if that were all."""
+    """GET /stat, asked before each /stats on a first run, shows its /stats answers were pages:
+    the run fails naming the setting, rather than archive 4 records a bot as if that were
+    all."""
     svc = service_factory(bots=8, history_days=3, stats_per_day=2, stats_page_size=4)
     settings = settings_for(svc, tmp_path)
     result = harvest(settings)

@@ -78,6 +78,8 @@ _CONVENTIONS: tuple[tuple[str, Any, Any, str], ...] = (
      "How the lists that page are asked for a part: limit & skip, limit & offset, page & "
      "per_page, the same with a Link header, a next URL or a cursor in the answer "
      "(docs/service.md)."),
+    ("stats-paging", click.Choice(["", "skip", "offset", "page", "link", "next-url", "cursor"]),
+     "", "A family of its own for GET /bots/:id/stats when it pages ('': --paging's)."),
     ("list-envelope", click.STRING, "", "'': lists are bare JSON arrays. KEY: an object holding "
                                         "the list under KEY, with total, count and the paging's "
                                         "keys (needed by --paging next-url and cursor)."),

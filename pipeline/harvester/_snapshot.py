@@ -32,7 +32,10 @@ async def user_list(client: Client, user_id: str, what: str) -> list[Any]:
     endpoint = f"GET {path}"
     if not shape.page_size:
         page = await client.list_whole("user_lists", path)
-        if (more := page.more()) is not None:
+        more = page.more()
+        if more is None and page.records and shape.positional:
+            more = await _read_past(client, path, page.records)
+        if more is not None:
             raise BadResponse(f"{endpoint} is not the whole list: {more}. The service pages its "
                               f"user lists: set [service].user_lists_page_size (and "
                               f"{shape.setting}); `botstats probe` tells both.")
@@ -52,6 +55,20 @@ async def user_list(client: Client, user_id: str, what: str) -> list[Any]:
         raise BadResponse(f"{endpoint} was read to its end, yet {short}: nothing of it is kept "
                           f"this run. Check {shape.setting} (`botstats probe` tells).")
     return records
+
+
+async def _read_past(client: Client, path: str, records: list[Any]) -> str | None:
+    """Whether a user list read whole goes on past its ``n`` records: the window ``[n, 2n)``
+    holds records it did not (a service that ignores the window sends the same ones again, or
+    none). Nothing else tells, where the service says nothing beside a bare array."""
+    n = len(records)
+    try:
+        past = await client.list_window("user_lists", path, n, n)
+    except ApiError:
+        return None  # cannot tell
+    seen = {json.dumps(r, sort_keys=True) for r in records}
+    new = [r for r in past.records if json.dumps(r, sort_keys=True) not in seen]
+    return f"asked past its {n} records, it sent {len(new)} more" if new else None
 
 
 async def snapshot_user(client: Client, settings: Settings, report: HarvestReport,

@@ -75,6 +75,10 @@ async def harvest_bot(
             if last_key == newest.stat_id:
                 report.bots_up_to_date += 1
                 return
+        elif not page_size:
+            # A first (or --full) read of a whole list: GET /stat, asked first, must be among
+            # what /stats sends, or /stats sent only a page of it (records are only added).
+            last_key = await newest_key(client, bot_id, fields)
         endpoint, read = f"GET /bots/{bot_id}/stats", STATS_READ
         buffer.tally.request(read).tried += 1
         if page_size:
@@ -125,6 +129,15 @@ async def harvest_bot(
                f"/bots/{bot_id}/stat returned)")
     if said and not page_size:
         cut = said[0]
+    if cut is not None and (newest is None or full) and buffer.tally.cut is None:
+        # A first read that is only a page: the run would archive part of every bot's
+        # records as if it were all. It fails for the setting, writing only its evidence.
+        buffer.tally.cut = (
+            f"{cut}: the service pages /stats, and [service].stats_page_size = 0 reads only "
+            f"its first page ({length} records here), so this run would archive part of each "
+            f"bot's records. Set [service].stats_page_size to the service's page size "
+            f"({length} if that is it) and [service].stats_paging to how it pages; `botstats "
+            f"probe` finds both.")
     if cut is not None:
         buffer.error(endpoint, bot_id, BadResponse(
             f"{cut}: the service seems to page /stats. Set [service].stats_page_size to its "
@@ -151,6 +164,15 @@ async def harvest_bot(
     # The body and the page's objects go as soon as the batch holds them (a bot's /stats may
     # be tens of MB): not kept alive through the batch's write.
     del records, page
+
+
+async def newest_key(client: Client, bot_id: str, fields: FieldSettings) -> str | None:
+    """The key of the record ``GET /stat`` answers; None when it cannot tell (no record, a
+    failed read, a record without a readable key): the check it serves is then not made."""
+    try:
+        return stat_key(await client.bot_last_stat(bot_id), bot_id, fields)
+    except (ApiError, Invalid):
+        return None
 
 
 def new_part(items: Sequence[Any], newest: archive.Newest, last_key: str | None, bot_id: str,

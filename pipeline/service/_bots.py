@@ -119,7 +119,7 @@ async def get_stats(request: Request) -> Response:
     index = directory.live_index(bot_id)
     if index is None:
         return _unknown_bot(bot_id)
-    config = directory.config
+    config = directory.config.stats_config
     cap = config.stats_page_size
     if cap and not directory.is_bad_json(index):
         part = window(request, config, cap, cap)
@@ -147,7 +147,7 @@ def _stats_page(request: Request, directory: Directory, index: int, part: Window
     """A page of a bot's /stats. One that tells nothing of the whole list comes from the bot's
     newest records when it lies among them (``Directory.stats_tail``: O(new)); any other is
     sliced from the bot's records encoded once (``Directory.rendered_stats``)."""
-    config = directory.config
+    config = directory.config.stats_config
     if not tells_total(config):
         items = directory.stats_tail(index, part.skip, part.limit,
                                      newest_first=config.stats_order == "newest")

@@ -6,8 +6,9 @@ Both are frozen and validated on construction, so a bad value fails where it is 
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -213,6 +214,9 @@ class ServiceConfig:
     list_envelope: str = ""
     total_header: bool = False
     over_cap: str = "cap"
+    # A family of its own for GET /bots/:id/stats ("" = `paging`'s), as a service whose listing
+    # and records were built apart may page them apart.
+    stats_paging: str = ""
     # The share of bots that post one record per shard: each of their records has a twin at
     # the same time, the two told apart by "shard_id" (0, 1) and their figures.
     repeated_times: float = 0.0
@@ -265,6 +269,12 @@ class ServiceConfig:
 
     def _check_conventions(self) -> None:
         _check(self.paging in PAGINGS, "paging", self.paging, f"one of {', '.join(PAGINGS)}")
+        _check(self.stats_paging in ("", *PAGINGS), "stats_paging", self.stats_paging,
+               f"'' (= paging) or one of {', '.join(PAGINGS)}")
+        _check(bool(self.list_envelope) or self.stats_paging not in TOKEN_PAGINGS,
+               "list_envelope", self.list_envelope,
+               f"a key (e.g. 'results'): stats_paging={self.stats_paging!r} tells the next page "
+               f"in the answer's object")
         envelope = self.list_envelope
         _check(isinstance(envelope, str) and envelope == envelope.strip() and "." not in envelope
                and envelope not in ENVELOPE_KEYS, "list_envelope", envelope,
@@ -280,6 +290,13 @@ class ServiceConfig:
         _check(_is_number(self.repeated_times) and 0 <= self.repeated_times <= 1,
                "repeated_times", self.repeated_times,
                "a share between 0 and 1 (0 = every bot posts one record at a time)")
+
+    @functools.cached_property
+    def stats_config(self) -> ServiceConfig:
+        """The config GET /bots/:id/stats pages by: this one, in ``stats_paging``'s family."""
+        if not self.stats_paging or self.stats_paging == self.paging:
+            return self
+        return replace(self, paging=self.stats_paging, stats_paging="")
 
     @property
     def user_count(self) -> int:
