@@ -3,7 +3,8 @@ stage would otherwise write twice.
 
 ``_errors`` (the one error tree, an exit code per class), the typed settings in three modules:
 ``_settings`` (the schema: a frozen section per table), ``_loading`` (TOML, environment and
-flags, in that precedence) and ``_validation`` (what types alone do not catch, before any I/O);
+flags, in that precedence) and ``_validation`` (what types alone do not catch, before any I/O),
+and ``_alert_settings`` (``[alerts]``: what is told and the destinations it goes to);
 ``_crontab`` (crontab expressions, for the settings and the scheduler), ``_oncalendar``,
 ``_files`` (atomic file replacement), ``_json`` (reading bodies, spelling records canonically),
 ``_redact`` (secrets out of URLs and texts), ``_run_id``, ``_shard`` (which bots a harvest
@@ -13,6 +14,7 @@ It imports nothing else of ours.
 
 from __future__ import annotations
 
+from ._alert_settings import AlertSettings, Destination
 from ._crontab import cron_trigger, next_fire_times, parse_crontab
 from ._dsn import parse_dsn
 from ._errors import (
@@ -46,6 +48,7 @@ from ._shard import Shard
 from ._validation import PAGING_FAMILIES, parse_duration
 
 __all__ = [
+    "AlertSettings",
     "ApiError",
     "as_dict",
     "aside",
@@ -58,6 +61,7 @@ __all__ = [
     "cron_trigger",
     "decode_json",
     "DEFAULT_CONFIG_FILE",
+    "Destination",
     "ExportError",
     "IdsNotUnique",
     "FieldSettings",
