@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from ..core import AlertSettings, Destination, Shard
+from ..core import AlertSettings, Destination, Shard, parse_duration
 from . import _alert as words
 from ._alert import Alert, LockHolder, RunOutcome
 from ._facts import Runs
@@ -59,6 +59,11 @@ class Plan:
         return not any(self.sends.values()) and not self.given_up
 
 
+def _duration(text: str) -> timedelta | None:
+    """A duration setting; None when it is "" (off)."""
+    return parse_duration(text) if text else None
+
+
 def conditions(facts: Facts, config: AlertSettings) -> list[Alert]:
     """The conditions that hold now: the run failed or partial, the archive stale, the lock
     held too long."""
@@ -67,14 +72,14 @@ def conditions(facts: Facts, config: AlertSettings) -> list[Alert]:
     if run is not None and run.status in ("failed", "partial") and run.run_id:
         first_id, began = runs.first_failing or (run.run_id, run.started_at or now)
         out.append(words.failure(run, began, first_id, max(runs.failing_runs, 1), now))
-    stale_after = config.duration("stale_after")
+    stale_after = _duration(config.stale_after)
     if stale_after is not None and (run is None or run.status != "complete"):
         shard = run.shard if run is not None else facts.shard
         since = runs.last_complete[1] if runs.last_complete else runs.first_run_at
         if since is not None and now - since >= stale_after:
             out.append(words.stale(shard, runs.last_complete, since, stale_after, runs.latest,
                                    now))
-    lock_after = config.duration("lock_after")
+    lock_after = _duration(config.lock_after)
     if facts.holder is not None and lock_after is not None \
             and now - facts.holder.since >= lock_after:
         out.append(words.lock(facts.holder, lock_after, now))
@@ -85,8 +90,8 @@ def decide(facts: Facts, memory: Memory, config: AlertSettings,
            destinations: tuple[Destination, ...] | None = None) -> Plan:
     """The plan of one run: what each destination is told (see the module's docstring)."""
     now = facts.now
-    repeat = config.duration("repeat_interval") or timedelta(0)
-    give_up = config.duration("give_up_after") or timedelta(0)
+    repeat = _duration(config.repeat_interval) or timedelta(0)
+    give_up = _duration(config.give_up_after) or timedelta(0)
     candidates = [*conditions(facts, config), *facts.events, *facts.milestones]
     plan = Plan()
     run = facts.run

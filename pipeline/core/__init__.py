@@ -4,7 +4,7 @@ stage would otherwise write twice.
 ``_errors`` (the one error tree, an exit code per class), the typed settings in three modules:
 ``_settings`` (the schema: a frozen section per table), ``_loading`` (TOML, environment and
 flags, in that precedence) and ``_validation`` (what types alone do not catch, before any I/O),
-and ``_alert_settings`` (``[alerts]``: what is told and the destinations it goes to);
+with ``_destinations`` (``[alerts]``'s destination tables, their secrets from the environment);
 ``_crontab`` (crontab expressions, for the settings and the scheduler), ``_oncalendar``,
 ``_files`` (atomic file replacement), ``_json`` (reading bodies, spelling records canonically),
 ``_redact`` (secrets out of URLs and texts), ``_run_id``, ``_shard`` (which bots a harvest
@@ -14,7 +14,6 @@ It imports nothing else of ours.
 
 from __future__ import annotations
 
-from ._alert_settings import AlertSettings, Destination
 from ._crontab import cron_trigger, next_fire_times, parse_crontab
 from ._dsn import parse_dsn
 from ._errors import (
@@ -43,7 +42,15 @@ from ._loading import DEFAULT_CONFIG_FILE, as_dict, load_settings
 from ._oncalendar import on_calendar
 from ._redact import Redactor, redact_url
 from ._run_id import new_run_id
-from ._settings import FieldSettings, Secret, ServiceSettings, Settings, TrendSettings
+from ._settings import (
+    AlertSettings,
+    Destination,
+    FieldSettings,
+    Secret,
+    ServiceSettings,
+    Settings,
+    TrendSettings,
+)
 from ._shard import Shard
 from ._validation import PAGING_FAMILIES, parse_duration
 
