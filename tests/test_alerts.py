@@ -19,6 +19,7 @@ from pipeline.core import AlertSettings, Destination, Secret, Settings, load_set
 
 __all__ = ["receiver"]  # the fixture
 
+REPO = Path(__file__).resolve().parents[1]
 NOW = datetime(2025, 2, 4, 12, 0, tzinfo=UTC)  # the day after the trend fixture's last
 HOUR = timedelta(hours=1)
 TOKEN = "T0KENdoNotShow0123456789abcdef"
@@ -143,6 +144,9 @@ def test_a_destination_down_does_not_stop_the_others_and_the_next_run_delivers(
     assert sorted(r.alert_key for r in waiting) == [
         "event:alpha:2025-02-01", "event:beta:2025-01-30",
         "milestone:alpha:guilds:1000:forecast", "milestone:alpha:guilds:200:reached"]
+    with reader(trends_built) as con:  # the ready query says the same
+        shown = con.execute((REPO / "sql/queries/undelivered_alerts.sql").read_text()).fetchall()
+    assert sorted((r[0], r[2]) for r in shown) == sorted(("analysts", r.alert_key) for r in waiting)
     receiver.always(f"/analysts/{TOKEN}", None)
     later = notify_run(trends_built, cfg, add_run(trends_built, "r2", "complete", NOW),
                        now=NOW + HOUR)

@@ -116,10 +116,10 @@ def test_slack_messages_stay_within_its_limits_and_carry_each_alert_once(n: int)
 def test_a_slack_message_of_one_run() -> None:
     (message,) = slack([failed(), *events(1)], PLACE, NOW)
     assert message.body == {
-        "text": "botstats: run failed · event",
+        "text": "botstats: run failed · 1 event",
         "blocks": [
             {"type": "header", "text": {"type": "plain_text",
-                                        "text": "botstats: run failed · event"}},
+                                        "text": "botstats: run failed · 1 event"}},
             {"type": "section", "text": {"type": "mrkdwn", "text": (
                 "*botstats run failed*\n"
                 "why: GET http://svc/bots could not connect; check --base-url\n"

@@ -1,7 +1,7 @@
 """The surface of pipeline.alerts (imported lazily: see __init__.py)."""
 
 from ._alert import Alert, RunOutcome
-from ._ledger import Row
+from ._ledger import Row, undelivered
 from ._notify import (
     AlertsReport,
     TestResult,
@@ -21,4 +21,5 @@ __all__ = [
     "RunOutcome",
     "send_test",
     "TestResult",
+    "undelivered",
 ]

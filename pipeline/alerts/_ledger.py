@@ -202,6 +202,11 @@ def rows(con: duckdb.DuckDBPyConnection, *, limit: int = 50,
     return [Row(at.astimezone(UTC), *rest) for at, *rest in found]
 
 
+def undelivered(con: duckdb.DuckDBPyConnection, *, limit: int = 50) -> list[Row]:
+    """The alerts whose latest try failed and which no try delivered (`botstats status`)."""
+    return rows(con, limit=limit, undelivered=True)
+
+
 class Spool:
     """Rows of runs that could not get the lock, in a file of JSON lines beside the lock file,
     until a run holding the lock moves them into the ledger."""

@@ -89,8 +89,10 @@ def headline(alerts: list[Alert]) -> str:
     parts = []
     for kind, n in counts.items():
         label = LABELS.get(kind, kind)
-        parts.append(f"{n} {label}s" if n > 1 and kind in GROUPED else
-                     f"{label} x{n}" if n > 1 else label)
+        if kind in GROUPED:
+            parts.append(f"{n} {label}{'s' if n > 1 else ''}")
+        else:
+            parts.append(f"{label} x{n}" if n > 1 else label)
     return "botstats: " + " · ".join(parts)
 
 
