@@ -6,6 +6,7 @@ by the lock telling it through the spool, and no secret kept anywhere."""
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,7 +16,16 @@ from _alerts_support import Answer, Receiver, receiver
 
 from pipeline.alerts import RunOutcome, ledger_rows, notify_blocked, notify_run
 from pipeline.archive import reader, writer
-from pipeline.core import AlertSettings, Destination, Secret, Settings, load_settings
+from pipeline.core import (
+    AlertSettings,
+    Destination,
+    LockTimeout,
+    Secret,
+    Settings,
+    load_settings,
+)
+from pipeline.operate import _runner as runner
+from pipeline.operate._lock import run_lock
 
 __all__ = ["receiver"]  # the fixture
 
@@ -174,6 +184,23 @@ def test_a_run_kept_out_by_the_lock_tells_it_through_the_spool(archive: Settings
     assert not spool.exists()
     assert [(r.kind, r.run_id) for r in ledger_rows(archive)] == [("resolved", "r1"),
                                                                  ("lock", None)]
+
+
+def test_a_botstats_run_kept_out_by_the_lock_tells_it_and_still_exits_75(
+        tmp_path: Path, receiver: Receiver) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(f'[store]\ndb = "{tmp_path / "archive.ducklake"}"\n[alerts]\n'
+                      f'lock_after = "0s"\n[alerts.destinations.ops]\ntype = "discord"\n')
+    settings = load_settings(config, env={"BOTSTATS_ALERTS_OPS_URL": receiver.url(f"/ops/{TOKEN}")})
+    add_run(settings, "r0", "complete", datetime.now(UTC) - HOUR)
+    with run_lock(settings, "run", run_id="r-stuck"), pytest.raises(LockTimeout) as info:
+        runner.run(settings, lock_timeout=0.1)
+    assert info.value.exit_code == 75
+    (title,) = titles(receiver, "ops")
+    assert title.startswith("botstats archive lock held for ") and title.endswith(
+        f"by run (pid {os.getpid()})")
+    assert "holder: run r-stuck" in receiver.received(f"/ops/{TOKEN}")[0]["embeds"][0]["description"]
+    assert Path(str(settings.lock_path) + ".alerts.jsonl").exists()  # for the next run to record
 
 
 def test_no_secret_is_kept_in_the_ledger_the_spool_the_logs_or_the_summary(

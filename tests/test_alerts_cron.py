@@ -106,6 +106,7 @@ def test_cron_runs_tell_each_thing_once(tmp_path: Path, receiver: Receiver,
     receiver.always(ANALYSTS, Answer(503))
     code, report = cron_run(tmp_path, config, svc.base_url, receiver)
     assert (code, report["status"]) == (0, "complete")  # the destination down changes nothing
+    assert report["memory"]["fresh_process"]  # told by the image that built the trends
     assert ops_titles(receiver)[2].startswith("Resolved: runs complete again after ")
     assert len(receiver.received(OPS)) == 3
     assert receiver.received(ANALYSTS) == [] and receiver.tries(ANALYSTS)[0] == 503

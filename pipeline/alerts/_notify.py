@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -107,10 +107,9 @@ def notify_blocked(settings: Settings, config: AlertSettings, holder: dict[str, 
                                   holder=holder, locked=False, now=now, sleep=sleep))
 
 
-def _guarded(tell: Any) -> AlertsReport:
+def _guarded(tell: Callable[[], AlertsReport]) -> AlertsReport:
     try:
-        report: AlertsReport = tell()
-        return report
+        return tell()
     except BotstatsError as exc:
         log.error("alerts not sent: %s", exc)
         return AlertsReport(error=str(exc))
@@ -132,25 +131,25 @@ def _tell(settings: Settings, config: AlertSettings, *, run: RunOutcome | None, 
         return AlertsReport()
     now = now or datetime.now(UTC)
     spool = Spool(settings.lock_path)
+    # One session for the reads, the sending and the writes: the run holds the lock meanwhile.
     with _archive(settings, locked) as con:
         memory = ledger.read(con, now)
-        runs = read_runs(con, run, shard)
-    memory.add(spool.read())
-    events: list[Alert] = []
-    milestones: list[Alert] = []
-    if locked:  # the exports are the lock holder's to write meanwhile
-        events = read_events(settings, config, now.date())
-        milestones = read_milestones(settings, config, now.date())
-    facts = Facts(now, run, runs, shard=shard, holder=holder_of(holder),
-                  events=tuple(events), milestones=tuple(milestones))
-    plan = decide(facts, memory, config)
-    entries = _send(plan, config, place(settings), now, run, sleep)
-    if locked:
-        with archive.writer(settings) as con:
+        memory.add(spool.read())
+        # The exports are the lock holder's to write meanwhile: only a run that holds it
+        # reads them, and only for the kinds some destination takes.
+        wanted = {k for d in config.destinations for k in d.kinds} if locked else set()
+        facts = Facts(now, run, read_runs(con, run, shard), shard=shard,
+                      holder=holder_of(holder),
+                      events=tuple(read_events(settings, config, now.date())
+                                   if "event" in wanted else ()),
+                      milestones=tuple(read_milestones(settings, config, now.date())
+                                       if "milestone" in wanted else ()))
+        entries = _send(decide(facts, memory, config), config, place(settings), now, run, sleep)
+        if locked:
             spool.drain(con, now)
             if entries:
                 ledger.write(con, entries, now)
-    elif entries:
+    if not locked and entries:
         spool.append(entries)
     report = AlertsReport(entries)
     _log(report)
