@@ -152,6 +152,18 @@ def test_a_destination_down_is_tried_again_by_the_next_runs_then_given_up() -> N
     assert cron.run("complete", events=(other,)).empty
 
 
+def test_a_condition_given_up_is_tried_again_once_a_repeat_interval() -> None:
+    cron = Cron()
+    for hour in range(72):  # ops down for three days while runs fail: tried every run
+        assert told(cron.run("failed", down=("ops",))) == {"ops": ["botstats run failed"]}, hour
+    gave_up = cron.run("failed", down=("ops",))
+    assert told(gave_up) == {} and [e.outcome for e in gave_up.given_up] == ["given_up"]
+    for _ in range(23):
+        assert cron.run("failed", down=("ops",)).empty
+    assert told(cron.run("failed")) == {"ops": ["botstats run failed"]}  # a day on: delivered
+    assert told(cron.run("complete")) == {"ops": ["Resolved: runs complete again after 4d 1h"]}
+
+
 def test_resolved_goes_only_where_the_condition_was_told_and_is_retried_as_first_said() -> None:
     mail = Destination("mail", "email", kinds=("failed", "resolved"), host="smtp.example.com",
                        sender="botstats@example.com", to=("ops@example.com",))

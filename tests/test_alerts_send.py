@@ -179,3 +179,12 @@ def test_a_refused_login_is_not_retried_and_never_shows_the_password(
     waits, delivery = deliver(mail_to(server, "starttls", password=""))
     assert delivery.answer == ("no password: set BOTSTATS_ALERTS_MAIL_PASSWORD in the "
                                "environment of the job")
+
+
+def test_a_message_whose_turn_comes_after_the_budget_is_not_sent(receiver: Receiver) -> None:
+    dest = hook(receiver)
+    messages = render("discord", [sample("team", NOW)], "here", NOW) * 2
+    out = send(dest, messages, deadline=time.monotonic() - 1, timeout=5.0, sleep=lambda _: None)
+    assert out == [Delivery(False, 0, "not sent: [alerts].budget ran out before its turn "
+                                      "(tried again next run)")] * 2
+    assert receiver.tries(PATH) == []

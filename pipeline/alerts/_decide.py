@@ -5,7 +5,8 @@ For each destination and each alert of a kind it receives:
 
 - never tried there: tell it;
 - tried, never delivered: tell it again, until ``[alerts].give_up_after`` after the first try,
-  then record it given up (once);
+  then record it given up (once; a condition that goes on is tried once a
+  ``[alerts].repeat_interval`` after that);
 - delivered: a condition that goes on (failed, partial, lock, stale) is told again, as a
   reminder, once ``[alerts].repeat_interval`` has passed since it was last delivered there;
   anything else never again.
@@ -109,6 +110,9 @@ def decide(facts: Facts, memory: Memory, config: AlertSettings,
                 sends.append(alert)
             elif track.last_delivered is None:
                 if track.latest.outcome == "given_up":
+                    # A condition that goes on is tried again once a repeat_interval after.
+                    if alert.repeats and now - track.latest.tried_at >= repeat:
+                        sends.append(alert)
                     continue
                 if now - track.first_try >= give_up:
                     plan.given_up.append(_given_up(alert, dest, now, facts, track.first_try))

@@ -85,8 +85,13 @@ def _per_destination(entries: list[Entry]) -> str:
     for e in entries:
         kinds = counts.setdefault(e.destination, {})
         kinds[e.alert.kind] = kinds.get(e.alert.kind, 0) + 1
-    return ", ".join(f"to {d} ({', '.join(f'{n} {k}' for k, n in kinds.items())})"
+    return ", ".join(f"to {d} ({', '.join(_count(k, n) for k, n in kinds.items())})"
                      for d, kinds in counts.items())
+
+
+def _count(kind: str, n: int) -> str:
+    """'1 failed', '3 events', '2 resolved'."""
+    return f"{n} {kind}s" if n > 1 and kind in ("event", "milestone") else f"{n} {kind}"
 
 
 def notify_run(settings: Settings, config: AlertSettings, run: RunOutcome, *,

@@ -132,7 +132,9 @@ def _tries(attempt: Callable[[], str], deadline: float, sleep: Sleep,
         for attempt_ in retrying:
             with attempt_:
                 if time.monotonic() >= deadline:
-                    raise _Refused("not sent: [alerts].budget ran out before its turn")
+                    answers.append("not sent: [alerts].budget ran out before its turn "
+                                   "(tried again next run)")
+                    raise _Refused(answers[-1])
                 tries += 1
                 try:
                     answers.append(attempt())
