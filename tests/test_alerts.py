@@ -148,7 +148,7 @@ def test_a_destination_down_does_not_stop_the_others_and_the_next_run_delivers(
     assert [(e.destination, e.alert.kind) for e in report.delivered] == [("ops", "failed")]
     assert {(e.destination, e.outcome) for e in report.undelivered} == {("analysts", "failed")}
     assert report.summary() == (
-        "alerts: delivered to ops (1 failed); NOT delivered to analysts (2 events, 2 milestones) "
+        "alerts: delivered to ops (run failed); NOT delivered to analysts (2 events, 2 milestones) "
         "(analysts: HTTP 503 (5 times) (tried again next run))")
     waiting = ledger_rows(trends_built, undelivered=True)
     assert sorted(r.alert_key for r in waiting) == [

@@ -29,7 +29,7 @@ from ._alert import Alert, RunOutcome
 from ._decide import Facts, Plan, decide
 from ._facts import holder_of, read_events, read_milestones, read_runs
 from ._ledger import Entry, Spool
-from ._messages import Message, render
+from ._messages import GROUPED, LABELS, Message, render
 from ._send import Delivery, Sleep, send_all
 
 log = logging.getLogger("botstats.alerts")
@@ -90,8 +90,11 @@ def _per_destination(entries: list[Entry]) -> str:
 
 
 def _count(kind: str, n: int) -> str:
-    """'1 failed', '3 events', '2 resolved'."""
-    return f"{n} {kind}s" if n > 1 and kind in ("event", "milestone") else f"{n} {kind}"
+    """'run failed', 'resolved x2', '1 event', '3 events'."""
+    label = LABELS.get(kind, kind)
+    if kind in GROUPED:
+        return f"{n} {label}{'s' if n > 1 else ''}"
+    return f"{label} x{n}" if n > 1 else label
 
 
 def notify_run(settings: Settings, config: AlertSettings, run: RunOutcome, *,
