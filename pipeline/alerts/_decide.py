@@ -87,8 +87,7 @@ def conditions(facts: Facts, config: AlertSettings) -> list[Alert]:
     return out
 
 
-def decide(facts: Facts, memory: Memory, config: AlertSettings,
-           destinations: tuple[Destination, ...] | None = None) -> Plan:
+def decide(facts: Facts, memory: Memory, config: AlertSettings) -> Plan:
     """The plan of one run: what each destination is told (see the module's docstring)."""
     now = facts.now
     repeat = _duration(config.repeat_interval) or timedelta(0)
@@ -97,7 +96,7 @@ def decide(facts: Facts, memory: Memory, config: AlertSettings,
     plan = Plan()
     run = facts.run
     failing = run.status if run is not None and run.status in ("failed", "partial") else ""
-    for dest in config.destinations if destinations is None else destinations:
+    for dest in config.destinations:
         # A destination told of the failing runs needs no stale alert besides: the failure's
         # own alert says since when runs have not completed.
         inhibited = {"stale"} if failing and dest.takes(failing) else set()
