@@ -26,9 +26,13 @@ LAYERS: dict[str, set[str]] = {
     # The probe reads the service as the harvest would, with the harvest's record rules.
     "probe": {"core", "interface", "harvester"},
     "analytics": {"core", "archive"},
-    "operate": {"core", "interface", "harvester", "archive", "analytics", "service"},
+    # Alerts follow a run: the archive's runs and ledger, the exports' events and forecasts; the
+    # interface's reading of rate-limit headers for the destinations' 429s.
+    "alerts": {"core", "interface", "archive", "analytics"},
+    "operate": {"core", "interface", "harvester", "archive", "analytics", "alerts", "service"},
     # The CLI reads its version from the package root, which never imports the CLI.
-    "cli": {"", "core", "interface", "harvester", "probe", "analytics", "operate", "service"},
+    "cli": {"", "core", "interface", "harvester", "probe", "analytics", "alerts", "operate",
+            "service"},
     "": {"core", "harvester", "archive", "analytics", "operate", "cli"},  # pipeline/__init__, __main__
 }
 

@@ -55,6 +55,9 @@ def test_every_setting_is_documented_in_config_toml() -> None:
             continue
         assert f"[{section}]" in text
         for key in values:
+            if (section, key) == ("alerts", "destinations"):  # tables, shown as an example
+                assert "\n# [alerts.destinations.team]\n" in text
+                continue
             assert f"\n{key} = " in text, f"[{section}].{key} missing from config.toml"
 
 
@@ -240,7 +243,8 @@ def test_the_settings_table_in_the_docs_is_generated_from_config_toml() -> None:
         if section in ("source", "secrets"):
             continue
         for key in values:
-            assert f"`[{section}].{key}`" in settings_table(), f"[{section}].{key} not in the table"
+            if (section, key) != ("alerts", "destinations"):  # tables: docs/alerts.md
+                assert f"`[{section}].{key}`" in settings_table(), f"[{section}].{key} not in the table"
 
 
 if __name__ == "__main__":

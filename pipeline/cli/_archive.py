@@ -152,7 +152,13 @@ def restore_cmd(source: str) -> None:
 @handle_errors
 def status_cmd(runs: int, as_json: bool, max_age: timedelta | None) -> None:
     """Show recent harvest runs and the archive's size (as of its last commit)."""
-    from ..operate import SHARD_COLUMNS, archive_status, describe_drift, describe_latest
+    from ..operate import (
+        SHARD_COLUMNS,
+        archive_status,
+        describe_drift,
+        describe_latest,
+        describe_undelivered,
+    )
     from ._console import print_table
 
     info = archive_status(settings_from_flags(), runs=runs, max_age=max_age)
@@ -170,6 +176,8 @@ def status_cmd(runs: int, as_json: bool, max_age: timedelta | None) -> None:
         for line in describe_latest(info["latest_run"]) if info["latest_run"] else []:
             click.echo(line)
         for line in describe_drift(info["new_fields"]):
+            click.echo(line)
+        for line in describe_undelivered(info["undelivered_alerts"]):
             click.echo(line)
         print_table(list(info["tables"].items()), ["table", "rows"], title="tables")
     if info.get("stale"):

@@ -55,6 +55,8 @@ def _print_run(report: RunReport) -> None:
                    f"for the trends and report (a fresh process)")
     elif memory.get("trends") or memory.get("harvest"):
         click.echo(f"memory: peak {memory.get('trends') or memory.get('harvest')} MB")
+    if report.alerts is not None and report.alerts.summary():
+        click.echo(report.alerts.summary())
     if report.took_over:
         click.echo(f"note: took over the lock of a run that died without releasing it "
                    f"(pid {report.took_over.get('pid')}, run {report.took_over.get('run_id')})")

@@ -3,7 +3,8 @@ stage would otherwise write twice.
 
 ``_errors`` (the one error tree, an exit code per class), the typed settings in three modules:
 ``_settings`` (the schema: a frozen section per table), ``_loading`` (TOML, environment and
-flags, in that precedence) and ``_validation`` (what types alone do not catch, before any I/O);
+flags, in that precedence) and ``_validation`` (what types alone do not catch, before any I/O),
+with ``_destinations`` (``[alerts]``'s destination tables, their secrets from the environment);
 ``_crontab`` (crontab expressions, for the settings and the scheduler), ``_oncalendar``,
 ``_files`` (atomic file replacement), ``_json`` (reading bodies, spelling records canonically),
 ``_redact`` (secrets out of URLs and texts), ``_run_id``, ``_shard`` (which bots a harvest
@@ -41,11 +42,20 @@ from ._loading import DEFAULT_CONFIG_FILE, as_dict, load_settings
 from ._oncalendar import on_calendar
 from ._redact import Redactor, redact_url
 from ._run_id import new_run_id
-from ._settings import FieldSettings, Secret, ServiceSettings, Settings, TrendSettings
+from ._settings import (
+    AlertSettings,
+    Destination,
+    FieldSettings,
+    Secret,
+    ServiceSettings,
+    Settings,
+    TrendSettings,
+)
 from ._shard import Shard
 from ._validation import PAGING_FAMILIES, parse_duration
 
 __all__ = [
+    "AlertSettings",
     "ApiError",
     "as_dict",
     "aside",
@@ -58,6 +68,7 @@ __all__ = [
     "cron_trigger",
     "decode_json",
     "DEFAULT_CONFIG_FILE",
+    "Destination",
     "ExportError",
     "IdsNotUnique",
     "FieldSettings",

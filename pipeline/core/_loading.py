@@ -19,6 +19,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
+from ._destinations import read_destinations, secret_env, with_secrets
 from ._dsn import parse_dsn
 from ._errors import ConfigError
 from ._settings import AUTO, AUTO_OR_INT, SECTIONS, S3Keys, Secret, Settings
@@ -95,7 +96,8 @@ def _apply_section(section_obj: Any, values: Mapping[str, Any], where: str) -> A
                 f"{where}: unknown key '{key}'.{suggest(key, types_)} "
                 f"Allowed keys: {', '.join(types_)}."
             )
-        changes[key] = _coerce(value, types_[key], f"{where}.{key}")
+        changes[key] = value if key == "destinations" else _coerce(value, types_[key],
+                                                                     f"{where}.{key}")
     return replace(section_obj, **changes)
 
 
@@ -133,7 +135,11 @@ def _from_mapping(settings: Settings, data: Mapping[str, Any], path: Path) -> Se
             )
         if not isinstance(value, dict):
             raise ConfigError(f"{path}: [{name}] must be a table of settings, got {value!r}.")
-        changes[name] = _apply_section(getattr(settings, name), value, f"{path}: [{name}]")
+        table = value
+        if name == "alerts":  # its [alerts.destinations.NAME] tables are not plain settings
+            table, destinations = read_destinations(value, f"{path}: [alerts]")
+            table["destinations"] = destinations
+        changes[name] = _apply_section(getattr(settings, name), table, f"{path}: [{name}]")
     return replace(settings, **changes)
 
 
@@ -141,8 +147,9 @@ def _from_env(settings: Settings, env: Mapping[str, str]) -> Settings:
     known: dict[str, tuple[str, str]] = dict(ENV_ALIASES)
     for section in SECTIONS:
         for key in _field_types(type(getattr(settings, section))):
-            known[f"{ENV_PREFIX}{section.upper()}_{key.upper()}"] = (section, key)
-    ignored = {"BOTSTATS_CONFIG", *SECRET_ENV.values()}
+            if key != "destinations":  # tables of the file, their secrets below
+                known[f"{ENV_PREFIX}{section.upper()}_{key.upper()}"] = (section, key)
+    ignored = {"BOTSTATS_CONFIG", *SECRET_ENV.values(), *secret_env(settings.alerts)}
     for name in env:
         if name.startswith(ENV_PREFIX) and name not in known and name not in ignored:
             # A warning, not a refusal: a user's own scripts may set BOTSTATS_BIN and the like.
@@ -157,7 +164,8 @@ def _from_env(settings: Settings, env: Mapping[str, str]) -> Settings:
                                origins={**settings.origins, f"{section}.{key}": f"environment: {name}"})
     secrets = {k: Secret(env[v]) for k, v in SECRET_ENV.items() if env.get(v)}
     s3 = S3Keys(**{k: Secret(env.get(v, "")) for k, v in S3_ENV.items()})
-    return replace(_with_secrets(settings, secrets), s3_keys=s3)
+    return replace(_with_secrets(settings, secrets), s3_keys=s3,
+                   alerts=with_secrets(settings.alerts, env))
 
 
 def _with_secrets(settings: Settings, secrets: Mapping[str, Secret]) -> Settings:
@@ -230,7 +238,9 @@ def load_settings(
 
 def as_dict(settings: Settings) -> dict[str, Any]:
     """The settings as plain data with secrets shown only as set/unset (for `botstats config`)."""
-    out: dict[str, Any] = {name: dataclasses.asdict(getattr(settings, name)) for name in SECTIONS}
+    out: dict[str, Any] = {name: dataclasses.asdict(getattr(settings, name)) for name in SECTIONS
+                           if name != "alerts"}
+    out["alerts"] = settings.alerts.as_dict()  # the destinations' secrets as set/unset
     out["secrets"] = {k: ("set" if getattr(settings, k) else "unset")
                       for k in (*SECRET_ENV, "catalog_password")}
     out["secrets"].update({f"s3_{k}": ("set" if getattr(settings.s3_keys, k) else "unset")

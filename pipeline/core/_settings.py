@@ -10,6 +10,8 @@ from __future__ import annotations
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 AUTO = "auto"  # [service].concurrency adapted as the run goes
 AUTO_OR_INT = int | str
@@ -216,6 +218,118 @@ class LogSettings:
     file: str = ""  # also append logs here ("" = terminal only)
 
 
+# [alerts]: every kind of alert, in the order a message shows them, and the destinations' types.
+ALERT_KINDS = ("failed", "partial", "lock", "stale", "resolved", "event", "milestone")
+DESTINATION_TYPES = ("discord", "slack", "webhook", "email")
+SMTP_PORTS = {"starttls": 587, "tls": 465, "none": 25}  # by [alerts.destinations.*].security
+MILESTONE_METRICS = ("guilds", "users")
+ALERTS_ENV = "BOTSTATS_ALERTS_"  # + <NAME>_URL, <NAME>_PASSWORD: a destination's secrets
+
+
+@dataclass(frozen=True)
+class Destination:
+    """Where alerts go (``[alerts.destinations.NAME]``): a Discord or Slack webhook, a JSON POST,
+    or mail over SMTP, with the kinds of alert it receives. Its URL (a webhook's path carries
+    its credential) and its SMTP password come from the environment only."""
+
+    name: str
+    type: str  # discord | slack | webhook | email
+    kinds: tuple[str, ...] = ALERT_KINDS
+    host: str = ""  # email: the SMTP server
+    port: int = 0  # 0 = the usual port of ``security``
+    security: str = "starttls"  # starttls | tls | none
+    user: str = ""  # the SMTP login ("" = none)
+    sender: str = ""  # the From address ("" = user)
+    to: tuple[str, ...] = ()
+    url: Secret = field(default_factory=lambda: Secret(""), compare=False)
+    password: Secret = field(default_factory=lambda: Secret(""), compare=False)
+
+    @property
+    def url_env(self) -> str:
+        return f"{ALERTS_ENV}{self.name.upper()}_URL"
+
+    @property
+    def password_env(self) -> str:
+        return f"{ALERTS_ENV}{self.name.upper()}_PASSWORD"
+
+    @property
+    def is_email(self) -> bool:
+        return self.type == "email"
+
+    @property
+    def smtp_port(self) -> int:
+        return self.port or SMTP_PORTS[self.security]
+
+    def takes(self, kind: str) -> bool:
+        return kind in self.kinds
+
+    def missing(self) -> str:
+        """Why it cannot be reached as configured ('' when it can): a webhook whose URL
+        variable is unset (not a config error: its alerts are recorded undelivered)."""
+        if not self.is_email and not self.url:
+            return f"no URL: set {self.url_env} in the environment of the job"
+        return ""
+
+    def where(self) -> str:
+        """Where it goes, for messages, without its secret."""
+        if self.is_email:
+            return f"mail via {self.host}:{self.smtp_port} to {', '.join(self.to)}"
+        host = urlsplit(self.url.get()).hostname if self.url else None
+        return f"{self.type} webhook at {host}" if host else f"{self.type} webhook (no URL)"
+
+    def as_dict(self) -> dict[str, Any]:
+        """As plain data, its secrets shown only as set/unset."""
+        out: dict[str, Any] = {"name": self.name, "type": self.type, "kinds": list(self.kinds)}
+        if self.is_email:
+            return out | {"host": self.host, "port": self.smtp_port, "security": self.security,
+                          "user": self.user, "sender": self.sender or self.user,
+                          "to": list(self.to), "password": "set" if self.password else "unset"}
+        return out | {"url": "set" if self.url else "unset"}
+
+
+@dataclass(frozen=True)
+class AlertSettings:
+    """What is told, and when (docs/alerts.md). Durations like ``6h`` (s, m, h, d); "" turns a
+    condition off. ``destinations`` come from ``[alerts.destinations.NAME]`` tables."""
+
+    destinations: tuple[Destination, ...] = ()
+    stale_after: str = "6h"  # no complete harvest within this: a stale alert
+    lock_after: str = "2h"  # another job holding the archive lock longer: a lock alert
+    repeat_interval: str = "24h"  # a condition that goes on reminds at most this often
+    min_severity: float = 4.0  # anomaly events at or above this severity (log10 user-days)
+    events: str = "all"  # all | watched: the bots whose events are told
+    event_days: int = 7  # events (and milestones reached) of the last this many days
+    watch: str = ""  # watched bot ids: "123, 456"
+    milestones: str = "guilds:10000"  # sizes told for watched bots: "guilds:10000, users:1000000"
+    forecast_days: int = 30  # a watched bot forecast to reach a size within this; 0 = not told
+    budget: float = 30.0  # seconds all sending of one run may take, retries included
+    timeout: float = 10.0  # seconds for one request or SMTP conversation
+    give_up_after: str = "3d"  # an alert still undelivered this long after its first try
+
+    @property
+    def watch_list(self) -> tuple[str, ...]:
+        return tuple(self.watch.replace(",", " ").split())
+
+    @property
+    def milestone_list(self) -> tuple[tuple[str, int], ...]:
+        """(metric, size) of each milestone; ValueError for one that is not metric:size."""
+        out = []
+        for item in self.milestones.replace(",", " ").split():
+            metric, _, size = item.partition(":")
+            if metric not in MILESTONE_METRICS or not size.isdigit() or int(size) <= 0:
+                raise ValueError(f"{item!r} is not a milestone: write metric:size with a metric "
+                                 f"of {', '.join(MILESTONE_METRICS)}, like guilds:10000")
+            out.append((metric, int(size)))
+        return tuple(out)
+
+    def secrets(self) -> list[str]:
+        return [s for d in self.destinations for s in (d.url.get(), d.password.get()) if s]
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        return out | {"destinations": [d.as_dict() for d in self.destinations]}
+
+
 @dataclass(frozen=True)
 class S3Keys:
     """Object storage credentials: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN."""
@@ -241,6 +355,7 @@ class Settings:
     schedule: ScheduleSettings = field(default_factory=ScheduleSettings)
     run: RunSettings = field(default_factory=RunSettings)
     log: LogSettings = field(default_factory=LogSettings)
+    alerts: AlertSettings = field(default_factory=AlertSettings)
     # Secrets: environment or flags only.
     user_token: Secret = field(default_factory=lambda: Secret(""))
     bot_key: Secret = field(default_factory=lambda: Secret(""))

@@ -134,6 +134,7 @@ def validate(settings: Settings) -> Settings:
         raise ConfigError(f"{where('store.db')}: [store].db must be a file path, got ''.")
     _validate_catalog(settings, where)
     _validate_schedule(settings, where)
+    _validate_alerts(settings, where)
     return settings
 
 
@@ -184,3 +185,34 @@ def _validate_schedule(settings: Settings, where: Callable[[str], str]) -> None:
             )
         if expr:
             parse_crontab(expr, where=f"{where(f'schedule.{key}')}: [schedule].{key}")
+
+
+def _validate_alerts(settings: Settings, where: Callable[[str], str]) -> None:
+    alerts = settings.alerts
+
+    def refuse(key: str, what: str) -> ConfigError:
+        return ConfigError(f"{where(f'alerts.{key}')}: [alerts].{key} {what}")
+
+    for key in ("stale_after", "lock_after", "repeat_interval", "give_up_after"):
+        text = getattr(alerts, key)
+        try:
+            if text or key in ("repeat_interval", "give_up_after"):
+                parse_duration(text)
+        except ValueError as exc:
+            raise refuse(key, f"{exc}.") from None
+    for key in ("budget", "timeout", "event_days"):
+        if getattr(alerts, key) <= 0:
+            raise refuse(key, f"must be greater than 0, got {getattr(alerts, key)}.")
+    for key in ("min_severity", "forecast_days"):
+        if getattr(alerts, key) < 0:
+            raise refuse(key, f"must be 0 or more, got {getattr(alerts, key)}.")
+    if alerts.events not in ("all", "watched"):
+        raise refuse("events", f"must be one of all, watched, got {alerts.events!r}."
+                               f"{suggest(alerts.events, ('all', 'watched'))}")
+    if alerts.events == "watched" and not alerts.watch_list:
+        raise refuse("events", 'is "watched": name the bots in [alerts].watch, like '
+                               'watch = "123, 456".')
+    try:
+        _ = alerts.milestone_list
+    except ValueError as exc:
+        raise refuse("milestones", f"{exc}.") from None

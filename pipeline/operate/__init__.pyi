@@ -8,7 +8,14 @@ from ._process import can_hand_off, hand_off, resumed
 from ._runner import RunReport, finish_run, locked_harvest, locked_trends, run
 from ._schedule import describe_schedule, run_scheduler
 from ._signals import stop_on_signals
-from ._status import SHARD_COLUMNS, archive_status, describe_drift, describe_latest, parse_age
+from ._status import (
+    SHARD_COLUMNS,
+    archive_status,
+    describe_drift,
+    describe_latest,
+    describe_undelivered,
+    parse_age,
+)
 
 __all__ = [
     "SHARD_COLUMNS",
@@ -23,6 +30,7 @@ __all__ = [
     "describe_drift",
     "describe_latest",
     "describe_schedule",
+    "describe_undelivered",
     "finish_run",
     "hand_off",
     "locked_harvest",

@@ -91,9 +91,10 @@ class JsonFormatter(logging.Formatter):
 
 def redactor_for(settings: Settings) -> Redactor:
     """Masks every secret the settings hold: the service's token and key, the catalog's
-    password, the object storage keys."""
+    password, the object storage keys, the alert destinations' URLs and SMTP passwords."""
     return Redactor([settings.user_token.get(), settings.bot_key.get(),
-                     settings.catalog_password.get(), *settings.s3_keys.values()])
+                     settings.catalog_password.get(), *settings.s3_keys.values(),
+                     *settings.alerts.secrets()])
 
 
 def setup_logging(settings: Settings, *, stream: TextIO | None = None) -> None:

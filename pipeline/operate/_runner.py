@@ -8,6 +8,10 @@ code, is the harvest's, except that a trends failure after a good harvest makes 
 
     0 complete   3 partial   1 failed   4 interrupted   75 another run holds the lock
 
+Once the run's work is committed, the alerts stage tells what it calls for (``[alerts]``; a run
+the lock keeps out tells that too); what it delivered or not is in the report, and never changes
+the status or the exit code.
+
 With ``hand_off`` the run stops after the harvest when the trends are due (``trends_pending``)
 and lets go of the lock; :func:`finish_run` builds them under the trends lock, in whatever
 process the caller chose: `botstats run` re-executes itself (``_process``), so that the trends
@@ -29,10 +33,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..core import BotstatsError, LockTimeout, Settings, Shard
 from ..harvester import EXIT_CODES, HarvestReport, ProgressFn, harvest
-from ._lock import TRENDS_SCOPE, Held, Scope, run_lock
+from ._lock import TRENDS_SCOPE, Held, Scope, holder, run_lock
 from ._memory import peak_rss_mb
 
 if TYPE_CHECKING:
+    from ..alerts import AlertsReport
     from ..analytics import ReportResult, TrendsReport
 
 log = logging.getLogger("botstats.run")
@@ -58,6 +63,7 @@ class RunReport:
     # Peak RSS in MB: "harvest" at its end; "trends" at the run's end (the same process's peak,
     # or that of the fresh process the trends ran in: "fresh_process").
     memory: dict[str, Any] = field(default_factory=dict)
+    alerts: AlertsReport | None = None  # what [alerts] told, after the run's work was committed
 
     @property
     def exit_code(self) -> int:
@@ -82,6 +88,7 @@ class RunReport:
             "report": self.report.as_dict() if self.report else None,
             "report_error": self.report_error or None,
             "memory": self.memory or None,
+            "alerts": self.alerts.as_dict() if self.alerts else None,
         }
 
     @classmethod
@@ -133,8 +140,11 @@ def run(
                                took_over=lock.previous if lock.took_over else None)
             _harvest_then_trends(settings, report, lock, scope.shard, full, full_trends,
                                  accept_removals, stop, on_progress, hand_off)
+            if not report.trends_pending and not stop.is_set():
+                _tell(settings, report, lock)
     except LockTimeout:
         if not stop.is_set():
+            _tell_blocked(settings, scope.shard)
             raise
         report = RunReport("interrupted", message="stopped while waiting for the archive lock")
     if not report.trends_pending:
@@ -152,8 +162,10 @@ def finish_run(settings: Settings, report: RunReport, *, full_trends: bool = Fal
     report.trends_pending = False
     try:
         with run_lock(settings, "run", scope=TRENDS_SCOPE, timeout=lock_timeout,
-                      run_id=report.run_id, stop=stop):
+                      run_id=report.run_id, stop=stop) as lock:
             _trends_then_report(settings, report, full_trends)
+            if not stop.is_set():
+                _tell(settings, report, lock)
     except LockTimeout as exc:  # the lock was free between the harvest and now: anyone's
         report.trends_skipped = ("stopped on request" if stop.is_set()
                                  else f"another job kept the lock: {exc}")
@@ -193,6 +205,35 @@ def _harvest_then_trends(settings: Settings, report: RunReport, lock: Held,
     except LockTimeout as exc:
         report.trends_skipped = ("stopped on request" if stop.is_set()
                                  else f"another job kept building them: {exc}")
+
+
+def _tell(settings: Settings, report: RunReport, lock: Held) -> None:
+    """What the run calls for, told ([alerts]) once its work is committed: under the trends
+    lock, the one every run's alerts take, with the run's status and exit code untouched."""
+    if not settings.alerts.destinations:
+        return
+    from ..alerts import AlertsReport, RunOutcome, notify_run
+
+    harvested = report.harvest
+    outcome = RunOutcome(report.run_id, report.status, report.message,
+                         harvested.started_at if harvested else None,
+                         harvested.shard if harvested else Shard())
+    try:
+        with lock.also(TRENDS_SCOPE):
+            report.alerts = notify_run(settings, settings.alerts, outcome)
+    except LockTimeout as exc:
+        report.alerts = AlertsReport(error=f"another job kept the trends lock: {exc}")
+
+
+def _tell_blocked(settings: Settings, shard: Shard) -> None:
+    """A run the lock kept out tells that (the holder, when it held too long; the archive,
+    when stale); it cannot write the archive, so its ledger rows wait in the spool."""
+    if not settings.alerts.destinations:
+        return
+    from ..alerts import notify_blocked
+
+    notify_blocked(settings, settings.alerts, None if settings.shared_catalog else holder(settings),
+                   shard)
 
 
 def _trends_then_report(settings: Settings, report: RunReport, full_trends: bool) -> None:

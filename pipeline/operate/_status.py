@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .. import archive
+from ..alerts import undelivered
 from ..archive import drift_since
 from ..core import Settings, StoreError, parse_duration
 
@@ -70,6 +71,7 @@ def archive_status(settings: Settings, *, runs: int = 10,
         ((complete,),) = con.execute(
             "SELECT max(finished_at) FROM harvest_runs WHERE status = 'complete'").fetchall()
         drift = drift_since(con, [r[0] for r in rows]) if "record_fields" in tables else []
+        waiting = undelivered(con, limit=SHOWN) if "alerts" in tables else []
         catalog, data = archive.disk_bytes(paths, con)
         published = _published(con, paths)
     info = {
@@ -83,6 +85,7 @@ def archive_status(settings: Settings, *, runs: int = 10,
         "latest_run": latest,
         "latest_complete_at": complete,
         "new_fields": drift,
+        "undelivered_alerts": [row.as_dict() for row in waiting],
         "tables": tables,
     }
     if max_age is not None:
@@ -176,6 +179,15 @@ def describe_drift(drift: list[dict[str, Any]]) -> list[str]:
     return [f"new {d['kind']} record fields since run {d['run_id']}: "
             f"{', '.join(repr(f) for f in d['fields'])} (kept in raw; map any you need)"
             for d in drift]
+
+
+def describe_undelivered(rows: list[dict[str, Any]]) -> list[str]:
+    """The alerts not yet delivered (the latest few), as lines for a terminal."""
+    if not rows:
+        return []
+    return ["alerts not yet delivered (the next run tries again; `botstats alerts list`):"] + [
+        f"  {r['tried_at']}  {r['destination']}  {r['kind']}: {r['title']}  ({r['answer']})"
+        for r in rows]
 
 
 def _error_line(endpoint: str, error: str) -> str:

@@ -1,0 +1,25 @@
+"""The surface of pipeline.alerts (imported lazily: see __init__.py)."""
+
+from ._alert import Alert, RunOutcome
+from ._ledger import Row, undelivered
+from ._notify import (
+    AlertsReport,
+    TestResult,
+    ledger_rows,
+    notify_blocked,
+    notify_run,
+    send_test,
+)
+
+__all__ = [
+    "Alert",
+    "AlertsReport",
+    "ledger_rows",
+    "notify_blocked",
+    "notify_run",
+    "Row",
+    "RunOutcome",
+    "send_test",
+    "TestResult",
+    "undelivered",
+]
