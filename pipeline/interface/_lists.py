@@ -31,7 +31,7 @@ KINDS = {"bots": "GET /bots", "stats": "GET /bots/:id/stats", "user_lists": "a u
 # Keys that commonly hold a list, for advice when an answer is an object (the probe looks at
 # every key; these are tried first).
 LIST_KEYS = ("results", "data", "items", "bots", "stats", "records", "entries", "values")
-TOTAL_KEYS = ("total", "total_count", "totalCount", "count")
+TOTAL_KEYS = ("total", "total_count", "totalCount", "total_results", "totalResults")
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +156,7 @@ def read_list(content: bytes, headers: Any, links: Mapping[Any, Mapping[str, str
     records as their JSON texts (a :class:`RawArray`) where the body is plain JSON.
     :class:`NotAList` (with the advice) when the answer holds none where the shape says;
     ValueError when the body is not JSON."""
-    total = _int(headers.get(shape.total_header)) if shape.total_header else None
+    total = as_count(headers.get(shape.total_header)) if shape.total_header else None
     next_url = links.get("next", {}).get("url")
     last_url = links.get("last", {}).get("url")
     stripped = content.lstrip()
@@ -197,7 +197,7 @@ def read_list(content: bytes, headers: Any, links: Mapping[Any, Mapping[str, str
             return None
 
     if total is None:
-        total = _int(value(shape.total_path))
+        total = as_count(value(shape.total_path))
     body_next = value(shape.next_path)
     cursor = value(shape.cursor_path)
     more = value(("has_more",))
@@ -240,7 +240,8 @@ def _descend(fields: dict[str, msgspec.Raw], path: tuple[str, ...]) -> msgspec.R
     return held
 
 
-def _int(value: Any) -> int | None:
+def as_count(value: Any) -> int | None:
+    """A count the service said, as an int: a JSON integer or digits in text; None else."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):

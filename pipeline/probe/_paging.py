@@ -18,12 +18,10 @@ from urllib.parse import parse_qsl, urlsplit
 
 import httpx
 
-from ..interface import Reply
+from ..interface import LIST_KEYS, TOTAL_KEYS, Reply, as_count
 from ._report import BIG_LIMIT, NO_ANSWER, Finding, Proposal
 
 # Keys that commonly hold the list, a total, a next URL or a cursor (tried in this order).
-LIST_KEYS = ("results", "data", "items", "bots", "stats", "records", "entries", "values")
-TOTAL_KEYS = ("total", "total_count", "totalCount", "total_results", "totalResults")
 NEXT_KEYS = ("next", "next_url", "nextUrl", "next_page_url", "next_link")
 CURSOR_KEYS = ("next_cursor", "nextCursor", "cursor", "next_page_token", "nextPageToken",
                "after", "next_token")
@@ -77,8 +75,8 @@ def answer_of(reply: Reply | None) -> Answer:
     headers = {k.lower(): v for k, v in reply.headers.items()}
     links = httpx.Response(200, headers={"link": headers["link"]}).links \
         if "link" in headers else {}
-    total_header = next((h for h in TOTAL_HEADERS if _int(headers.get(h)) is not None), "")
-    answer = Answer(None, total=_int(headers.get(total_header)) if total_header else None,
+    total_header = next((h for h in TOTAL_HEADERS if as_count(headers.get(h)) is not None), "")
+    answer = Answer(None, total=as_count(headers.get(total_header)) if total_header else None,
                     total_header=_header_name(reply.headers, total_header),
                     next_url=(links.get("next") or {}).get("url"),
                     last_url=(links.get("last") or {}).get("url"))
@@ -98,13 +96,13 @@ def answer_of(reply: Reply | None) -> Answer:
             inner = scope.get(key)
             scope = {**scope, **(inner if isinstance(inner, dict) else {})}
     for key in TOTAL_KEYS:
-        if _int(scope.get(key)) is not None:
-            answer.total, answer.total_path = _int(scope[key]), key
+        if as_count(scope.get(key)) is not None:
+            answer.total, answer.total_path = as_count(scope[key]), key
             break
     else:
         # "count" is the whole list's length at some services and the page's at others: it
         # counts as a total only where it says more than the page holds.
-        count = _int(scope.get("count"))
+        count = as_count(scope.get("count"))
         if count is not None and count != len(held):
             answer.total, answer.total_path = count, "count"
     for key in NEXT_KEYS:
@@ -140,16 +138,6 @@ def _list_in(data: dict[str, Any]) -> tuple[str, list[Any] | None]:
             if held is not None:
                 return f"{key}.{inner}", held
     return "", None
-
-
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return None
 
 
 def _header_name(headers: dict[str, str], lower: str) -> str:
@@ -396,24 +384,18 @@ async def _positional(get: Get, path: str, found: Paging, newest: Any) -> Paging
     )
     limited = False
     for family, one, two, params in tries:
-        a = await get(path, one)
-        found.evidence.append(brief_answer(a))
-        if failed(a):
-            found.why = f"a read failed ({brief_answer(a)})"
+        if (a := await _read(get, path, one, found)) is None:
             return found
-        first_two = _keys(answer_of(a).records or [])
+        small = answer_of(a)
+        first_two = _keys(small.records or [])
         if len(first_two) != w:
             continue  # the size parameter is not this one
-        small = answer_of(a)
         if small.cursor or (small.next_url and small.next_path):
             # A short page names the next one (the list came whole before): that family.
             found.first = small
             return await (_cursor if small.cursor else _next)(get, path, found)
         limited = True
-        b = await get(path, two)
-        found.evidence.append(brief_answer(b))
-        if failed(b):
-            found.why = f"a read failed ({brief_answer(b)})"
+        if (b := await _read(get, path, two, found)) is None:
             return found
         second = _keys(answer_of(b).records or [])
         if second and second != first_two and (second == ids[w:2 * w]
@@ -455,6 +437,17 @@ async def _positional(get: Get, path: str, found: Paging, newest: Any) -> Paging
                  f"{len(records)}), nothing says it goes on"
                  + (", and it holds the newest record" if newest is not None else ""))
     return found
+
+
+async def _read(get: Get, path: str, query: dict[str, Any], found: Paging) -> Reply | None:
+    """One read, kept as evidence; None (the reason in ``found.why``) when it failed: a failed
+    read decides nothing."""
+    reply = await get(path, query)
+    found.evidence.append(brief_answer(reply))
+    if failed(reply):
+        found.why = f"a read failed ({brief_answer(reply)})"
+        return None
+    return reply
 
 
 async def _cap(get: Get, path: str, found: Paging, query: Callable[[int], dict[str, Any]],
