@@ -117,7 +117,7 @@ async def _probe(p: _Prober, settings: Settings, report: ProbeReport,
     token = bool(settings.user_token)
     # Auth of bot reads: without a token first.
     default = await p.get("/bots", auth="none")
-    if default.status in (401, 403):
+    if default.status in (401, 403) and not default.rate_limited:
         evidence = [brief(default)]
         if not token:
             report.findings.append(Finding("auth", "bot reads without a token",
@@ -142,6 +142,10 @@ async def _probe(p: _Prober, settings: Settings, report: ProbeReport,
         report.proposals.append(Proposal("service.token_on_bot_reads", False,
                                          "bot reads work without a token",
                                          settings.service.token_on_bot_reads))
+    elif default.rate_limited:
+        raise ApiError(f"{brief(default)}: the service's rate limit still refused GET /bots "
+                       f"after [retry].attempts tries. Probe again later, or raise "
+                       f"[retry].attempts or [retry].max_retry_after.")
     else:
         raise ApiError(f"{brief(default)}: not the bot-listing service's answer to GET /bots. "
                        f"Check --base-url.")

@@ -262,7 +262,7 @@ def read_limits(replies: Sequence[Reply], rate_limited: int) -> list[Finding]:
     found = [Finding("limits", "rate-limit headers",
                      ", ".join(f"{k}: {v}" for k, v in headers.items()) or "none seen"),
              Finding("limits", "429 answers", f"{rate_limited} met (each waited out)")]
-    errors = [r for r in replies if r.status >= 400 and r.status != 429]
+    errors = [r for r in replies if r.status >= 400 and not r.rate_limited]
     shapes = sorted({_error_shape(r) for r in errors})
     found.append(Finding("limits", "error bodies", "; ".join(shapes) or "no error seen",
                          [brief(r) for r in errors[:3]]))
