@@ -256,13 +256,16 @@ def test_probe_then_harvest_archives_every_record_of_bots_posting_one_per_shard(
     svc.directory.advance(1)
     again = harvest(settings)
     assert again.status == "complete", again.message
-    assert again.stats_added == len(svc.directory.bot_ids()) + len(twins)
+    bots = len(svc.directory.bot_ids())
+    assert again.stats_added == bots + len(twins)
     _archive_is_the_service(settings, svc, "fields")
+    listing = 6  # one page of the listing walked, verified and its head read again (x2)
+    assert again.requests <= listing + 2 * bots  # GET /stat and the whole /stats a bot
 
     idle = harvest(settings)
     assert (idle.status, idle.stats_added) == ("complete", 0)
     # GET /stat's record (the last twin) is the newest archived: no /stats read
-    assert idle.bots_up_to_date == len(svc.directory.bot_ids())
+    assert idle.bots_up_to_date == bots and idle.requests <= listing + bots
 
 
 def test_records_keyed_by_content_are_archived_once_each_run_after_run(
