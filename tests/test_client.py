@@ -399,6 +399,10 @@ RATE_LIMIT_FAMILIES: dict[str, tuple[Callable[[float], dict[str, str]], float, f
     "X-RateLimit-Reset Unix time in ms": (
         lambda now: {"X-RateLimit-Remaining": "0",
                      "X-RateLimit-Reset": str(int(now * 1000) + 1500)}, 0.5, 1.5),
+    "X-RateLimit-Reset HTTP-date": (
+        lambda now: {"X-RateLimit-Limit": "5", "X-RateLimit-Remaining": "0",
+                     "X-RateLimit-Reset": email.utils.formatdate(now + 2, usegmt=True)},
+        0.5, 2.0),
     "X-RateLimit-Reset seconds": (
         lambda now: {"X-RateLimit-Limit": "5", "X-RateLimit-Remaining": "0",
                      "X-RateLimit-Reset": "1"}, 1.0, 1.0),
@@ -425,6 +429,49 @@ def test_a_429_waits_what_each_family_of_rate_limit_headers_tells(
     assert (out.stats.rate_limited, server.count("GET")) == (1, 2)
     # What the client waited is what the headers told, not its jittered backoff.
     assert least - 1e-6 <= out.stats.waited_seconds <= most + 1e-6, out.stats.waited_seconds
+
+
+def test_a_403_that_says_its_quota_is_spent_is_a_rate_limit_waited_out(
+        scripted: Callable[..., Scripted]) -> None:
+    # GitHub's primary rate limit: 403, X-RateLimit-Remaining: 0 and the reset as a Unix time.
+    spent = Reply(status=403, body={"message": "API rate limit exceeded"},
+                  headers={"X-RateLimit-Limit": "60", "X-RateLimit-Remaining": "0",
+                           "X-RateLimit-Reset": str(int(time.time()) + 2)})
+    server = scripted(spent, spent, Reply(body={"id": "b1"}))
+    out = call(make_settings(server.base_url, attempts=2), lambda c: c.bot("b1"))
+    assert out.error is None and out.value == {"id": "b1"}, out.error
+    # Counted as rate limited, waited what the reset told, and the told waits spend no attempt.
+    assert (out.stats.rate_limited, server.count("GET")) == (2, 3)
+    assert 0.5 <= out.stats.waited_seconds <= 4.0 + 1e-6
+
+
+def test_a_403_that_does_not_say_so_refuses_the_credentials_at_once(
+        scripted: Callable[..., Scripted]) -> None:
+    server = scripted(Reply(status=403, body={"message": "Bad credentials"},
+                            headers={"X-RateLimit-Remaining": "4999"}),
+                      Reply(body={"id": "b1"}))
+    out = call(make_settings(server.base_url), lambda c: c.bot("b1"))
+    assert isinstance(out.error, AuthError) and not isinstance(out.error, RateLimited)
+    assert (out.stats.rate_limited, server.count("GET")) == (0, 1)
+
+
+@pytest.mark.clock
+@pytest.mark.parametrize("family", ["x-reset-epoch-ms", "http-date", "github-403"])
+def test_each_spelling_of_the_service_s_rate_limit_is_waited_out(family: str) -> None:
+    # A bucket of one request refilled at 2 a second: requests at once are refused, and each
+    # waits until the reset its headers tell (a Unix time in ms, an HTTP-date, GitHub's 403).
+    with _rate_limited_service(2.0, rate_burst=1, rate_limit_headers=family) as svc:
+        ids = sorted(svc.directory.bot_ids())[:3]
+
+        async def some_bots(c: Client) -> list[Any]:
+            return await asyncio.gather(*(c.bot(i) for i in ids))
+
+        out = call(make_settings(svc.base_url, attempts=2), some_bots)
+        refused = svc.app.state.faults.rejected
+    assert out.error is None, out.error
+    assert [b["id"] for b in out.value] == ids
+    assert out.stats.rate_limited == refused > 0  # every refusal, 403s too, counted and retried
+    assert out.stats.waited_seconds > 0  # waited what it was told, not at once
 
 
 def test_answers_that_succeed_steer_the_pace_with_their_headers(

@@ -74,6 +74,20 @@ def test_precedence_defaults_file_environment_flags(tmp_path: Path) -> None:
     assert s.source == str(cfg)
 
 
+def test_a_list_of_field_names_comes_as_a_toml_array_or_as_commas_in_the_environment(
+        tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[fields]\nstat_id = ""\nstat_key = "fields"\n'
+                   'stat_key_fields = ["timestamp", "shard_id"]\n')
+    fields = load_settings(cfg, env={}).fields
+    assert (fields.stat_key, fields.stat_key_fields) == ("fields", ("timestamp", "shard_id"))
+    env = {"BOTSTATS_FIELDS_STAT_KEY_FIELDS": "created_at, shard ,"}
+    assert load_settings(cfg, env=env).fields.stat_key_fields == ("created_at", "shard")
+    # stat_id = "" alone is still "no id: one record per bot and time".
+    assert load_settings(env={"BOTSTATS_FIELDS_STAT_ID": ""}).fields.stat_keying == "time"
+    assert Settings().fields.stat_keying == "id"
+
+
 def test_config_file_comes_from_botstats_config_env(tmp_path: Path) -> None:
     cfg = tmp_path / "c.toml"
     cfg.write_text("[service]\npage_size = 7\n")

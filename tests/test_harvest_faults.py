@@ -75,6 +75,26 @@ def test_a_request_told_when_to_come_back_never_runs_out_of_attempts(
     assert_archive_equals_service(settings, svc.directory, bots=True)
 
 
+@pytest.mark.clock
+@pytest.mark.parametrize("family", ["x-reset-epoch-ms", "http-date", "github-403"])
+def test_a_rate_limit_in_every_spelling_paces_the_harvest_and_is_waited_out(
+        service_factory: Any, harvest_settings: Any, family: str) -> None:
+    # Its reset as a Unix time in milliseconds, as an HTTP-date, or GitHub's: a spent quota
+    # answered 403 with X-RateLimit-Remaining: 0, which is no refusal of credentials.
+    rate, burst = 20.0, 3
+    svc = service_factory(bots=6, history_days=2, stats_per_day=2, rate_limit=rate,
+                          rate_burst=burst, rate_limit_headers=family)
+    settings = harvest_settings(svc, {"retry.attempts": 3})
+    report = harvest(settings)
+    assert (report.status, report.errors) == ("complete", 0), report.message
+    refused = svc.app.state.faults.rejected
+    assert refused > 0 and report.retries >= refused  # each refusal waited out, then sent again
+    # no faster than the service allows: the pace and the told waits held the answered
+    # requests (a refused one takes no token) to its rate
+    assert report.seconds >= (report.requests - refused - burst) / rate * 0.9
+    assert_archive_equals_service(settings, svc.directory, bots=True)
+
+
 def injected_error_bodies(seed: int, error_rate: float, count: int) -> Counter[str]:
     """The body styles of the first ``count`` 5xx the service injected: its fault RNG is seeded,
     so replaying its draws (no latency, no rate limit) tells which bodies went out."""

@@ -12,9 +12,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from pipeline.interface._pacing import COOLDOWN, Pace
-from pipeline.interface._ratelimit import NOTHING_SAID, RateLimit, read_rate_limit
+from pipeline.interface._ratelimit import (
+    NOTHING_SAID,
+    RateLimit,
+    is_rate_limited,
+    read_rate_limit,
+)
 from pipeline.service._config import RATE_LIMIT_HEADERS
-from pipeline.service._quota import TokenBucket, quota_headers
+from pipeline.service._quota import TokenBucket, quota_headers, refusal_status
 
 NOW = datetime(2026, 11, 25, 12, 0, 0, tzinfo=UTC)
 EPOCH = NOW.timestamp()
@@ -69,6 +74,59 @@ def test_every_family_of_rate_limit_headers_is_read(headers: dict[str, str],
     assert read_rate_limit(httpx.Headers(headers), NOW) == said
 
 
+# A reset in every spelling, told apart by its value: seconds to wait, a Unix time in seconds
+# (from 10^9) or in milliseconds (from 10^12), an HTTP-date; in each family that has a reset.
+RESETS = {
+    "seconds to wait": "30",
+    "a Unix time": str(int(EPOCH) + 30),
+    "a Unix time in milliseconds": str(int(EPOCH * 1000) + 30_000),
+    "an HTTP-date": "Wed, 25 Nov 2026 12:00:30 GMT",
+}
+
+
+@pytest.mark.parametrize("spelling", list(RESETS))
+@pytest.mark.parametrize("header", ["X-RateLimit-Reset", "RateLimit-Reset"])
+def test_a_reset_is_read_in_every_spelling(header: str, spelling: str) -> None:
+    said = read_rate_limit({header.replace("Reset", "Remaining"): "0", header: RESETS[spelling]},
+                           NOW)
+    assert (said.reset, said.retry_wait(), said.told_by) == (30.0, 30.0, header)
+
+
+@pytest.mark.parametrize(("value", "wait"), [
+    ("999999999", 999_999_999.0),  # below 10^9: seconds to wait, however many
+    ("1000000000", 0.0),  # 2001: a Unix time long past, so no wait at all
+    (str(int(EPOCH) - 5), 0.0),  # a reset just past: now
+    ("999999999999", 999_999_999_999 - EPOCH),  # below 10^12: a Unix time in seconds
+    ("1000000000000", 0.0),  # 2001 in milliseconds
+    ("Sun, 06 Nov 1994 08:49:37 GMT", 0.0),
+    ("Wed, 25 Nov 2026 12:00:30", 30.0),  # an HTTP-date without its GMT, read as GMT
+    ("-3", 0.0),  # a negative delay: now, as Retry-After reads it
+    ("soon", None), ("inf", None), ("10, 10;w=1", 10.0),  # a draft's list: its first member
+])
+def test_a_reset_is_told_apart_by_its_value(value: str, wait: float | None) -> None:
+    assert read_rate_limit({"X-RateLimit-Reset": value}, NOW).reset == wait
+
+
+@pytest.mark.parametrize(("status", "headers", "limited"), [
+    (429, {}, True),
+    (429, {"X-RateLimit-Remaining": "3"}, True),
+    # GitHub: a spent primary quota is a 403 with X-RateLimit-Remaining: 0 (and a secondary
+    # limit a 403 with Retry-After); another 403 refuses the credentials.
+    (403, {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(int(EPOCH) + 60)}, True),
+    (403, {"RateLimit-Remaining": "0"}, True),
+    (403, {"RateLimit": '"default";r=0;t=5'}, True),
+    (403, {"Retry-After": "60"}, True),
+    (403, {}, False),
+    (403, {"X-RateLimit-Remaining": "4999", "X-RateLimit-Reset": str(int(EPOCH) + 60)}, False),
+    (401, {"X-RateLimit-Remaining": "0"}, False),
+    (200, {"X-RateLimit-Remaining": "0"}, False),  # the last request of a quota went through
+    (503, {"Retry-After": "1"}, False),  # a failing service, retried as a 5xx
+])
+def test_a_refusal_is_a_rate_limit_by_its_status_and_headers(
+        status: int, headers: dict[str, str], limited: bool) -> None:
+    assert is_rate_limited(status, read_rate_limit(headers, NOW)) is limited
+
+
 @pytest.mark.parametrize(("said", "wait"), [
     (RateLimit(wait=3.0, remaining=0, reset=1.0), 3.0),  # Retry-After first
     (RateLimit(remaining=0, reset=1.0), 1.0),  # a spent quota: until it resets
@@ -107,6 +165,18 @@ def test_a_429_paces_under_the_rate_getting_through_and_recovers_it_within_secon
     assert pace.rate(t + COOLDOWN / 2) == pytest.approx(90, rel=0.02)
     assert pace.rate(t + 2.5) == pytest.approx(100, rel=0.02)  # back where it was cut from
     assert pace.rate(t + 6) > 110  # and on, the longer nothing pushes back
+
+
+def test_a_403_that_says_its_quota_is_spent_paces_as_a_429_does_and_another_does_not() -> None:
+    spent = RateLimit(remaining=0, reset=1.0)
+    pace = Pace()
+    t = answers(pace, 0.0, 2.0, 100)
+    pace.on_answer(t, 403, spent)
+    assert pace.rate(t) == pytest.approx(90, rel=0.02)
+    refused = Pace()
+    t = answers(refused, 0.0, 2.0, 100)
+    refused.on_answer(t, 403, NOTHING_SAID)  # credentials refused: no sign of the pace
+    assert not refused.paced
 
 
 def test_a_pace_cut_too_far_by_a_burst_of_429s_is_found_again_within_seconds() -> None:
@@ -161,7 +231,7 @@ def simulate(family: str, *, rate: float = 100.0, burst: float = 5.0, workers: i
     """Workers sending through one pace (one turn at a time, as the gate gives them) to a
     bucket answering in ``family``; each refused request waits what its answer says (the
     jittered backoff when it says nothing). Returns (successes a second over ``rate``, the
-    share of requests answered 429)."""
+    share of requests the rate limit refused: 429s, or GitHub's 403s)."""
     rng = random.Random(seed)
     pace = Pace()
     bucket = TokenBucket(rate, burst, now=0.0)
@@ -204,14 +274,14 @@ def simulate(family: str, *, rate: float = 100.0, burst: float = 5.0, workers: i
                 at(now, "turn")
         elif kind == "served":
             refused = bucket.take(now)
-            answered[worker] = (429 if refused else 200,
+            answered[worker] = (refusal_status(family) if refused else 200,
                                 quota_headers(family, bucket, refused, now=EPOCH + now))
             at(now + 0.001 * (0.5 + rng.random()), "answer", worker, attempt)
         else:
             status, headers = answered.pop(worker)
             said = read_rate_limit(headers, NOW + timedelta(seconds=now))
             pace.on_answer(now, status, said, sent[worker])
-            if status == 429:
+            if is_rate_limited(status, said):
                 limited += 1
                 told = said.retry_wait()
                 wait = told if told is not None else rng.uniform(0, 0.25 * 2 ** (attempt - 1))

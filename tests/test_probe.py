@@ -219,3 +219,18 @@ def test_probe_posts_only_when_asked_with_a_bot_key(
                        post_bot=bot_id)
     assert svc.directory.summary()["posted"] == 1
     assert finding(report, "POST /bots/:id/stats") == "answered 201; /stat now shows the posted record"
+
+
+@pytest.mark.clock
+def test_a_403_of_a_spent_quota_is_waited_out_not_taken_for_a_refused_token(
+        tmp_path: Path, service_factory: Callable[..., RunningService]) -> None:
+    # GitHub's primary rate limit: a spent quota answered 403 with X-RateLimit-Remaining: 0.
+    svc = service_factory(bots=8, history_days=2, rate_limit=20.0, rate_burst=2,
+                          rate_limit_headers="github-403")
+    report = run_probe(probe_settings(svc, tmp_path))
+    assert not report.stopped, report.stopped
+    assert report.rate_limited == svc.app.state.faults.rejected > 0
+    assert finding(report, "bot reads without a token") == "work"
+    assert proposed(report)["service.token_on_bot_reads"] is False
+    # a refusal of the rate limit is no error body of the service's
+    assert not any("-> 403" in e for e in finding_of(report, "error bodies").evidence)

@@ -34,7 +34,11 @@ from pipeline.interface._client import decode_json, split_array
 BOT = "1234567890123456789"
 RECEIVED = datetime(2026, 1, 1, tzinfo=UTC)
 FIELDS = [FieldSettings(), FieldSettings(max_future_skew="0s"),
-          FieldSettings(stat_id="uuid", stat_time="at", custom_name="k", custom_value="v")]
+          FieldSettings(stat_id="uuid", stat_time="at", custom_name="k", custom_value="v"),
+          # records without an id: keyed by their time, by fields, by their content
+          FieldSettings(stat_id="", stat_key="time"),
+          FieldSettings(stat_key="fields", stat_key_fields=("timestamp", "id")),
+          FieldSettings(stat_key="content")]
 
 # --- records: values of every kind a service may send ----------------------------------------------
 json_scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70),
@@ -214,9 +218,10 @@ def test_the_typed_path_is_taken_for_usual_pages_in_chunks() -> None:
     calls: list[int] = []
     typed = pages._typed_page
 
-    def counting(recs: list[Any], items: Any, latest: Any = None) -> StatPage:
+    def counting(recs: list[Any], items: Any, bot_id: str, fields: FieldSettings,
+                 latest: Any = None) -> StatPage:
         calls.append(len(items))
-        return typed(recs, items, latest)
+        return typed(recs, items, bot_id, fields, latest)
 
     saved = pages.TYPED_CHUNK, pages._typed_page
     pages.TYPED_CHUNK, pages._typed_page = 4, counting  # type: ignore[assignment]

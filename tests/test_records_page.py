@@ -156,16 +156,20 @@ def test_every_time_spelling_parse_time_reads_takes_the_typed_path(when: Any) ->
     body, items = _split(page)
     decoders = _decoders(DEFAULTS)
     assert decoders is not None
-    typed = columns(_typed_page(decoders[0].decode(body), items))  # no fallback: it would raise
+    # no fallback: it would raise
+    typed = columns(_typed_page(decoders[0].decode(body), items, BOT, DEFAULTS))
     assert typed == columns(_raw_page_by_record(items, BOT, DEFAULTS))
     assert typed["recorded_at"] == [1717200000 * 10**6 + (500_000 if when == 1717200000.5 else 0)] * 4
 
 
-def test_without_a_service_id_the_page_is_read_record_by_record() -> None:
+def test_without_a_service_id_the_typed_path_derives_the_keys_the_record_path_does() -> None:
     no_id = FieldSettings(stat_id="")
-    assert _decoders(no_id) is None
+    decoders = _decoders(no_id)
+    assert decoders is not None
     body, items = _split([record(i) for i in range(3)])
-    assert len(parse_stats_raw(body, items, BOT, no_id)) == 3
+    typed = columns(_typed_page(decoders[0].decode(body), items, BOT, no_id))
+    assert typed == columns(_raw_page_by_record(items, BOT, no_id))
+    assert len(set(typed["stat_id"])) == 3
 
 
 def test_other_field_names_take_the_typed_path_too() -> None:

@@ -151,8 +151,11 @@ def _update_latest(con: duckdb.DuckDBPyConnection, batch_in: pl.DataFrame,
     """``bot_latest_stat`` after the batch: a bot's newest record in the batch replaces the one
     kept unless that one is newer (the service may have dropped records the archive keeps), and
     the length of each bot's /stats list as read."""
+    # Of records at one time (a bot posting one per shard), the last as the list gives them,
+    # which is the one GET /stat answers with at a service listing oldest first.
     newest_in = batch_in.group_by("bot_id").agg(
-        pl.col("stat_id").sort_by("recorded_at").last(), pl.col("recorded_at").max())
+        pl.col("stat_id").sort_by("recorded_at", maintain_order=True).last(),
+        pl.col("recorded_at").max())
     lengths = pl.DataFrame({"bot_id": list(listed), "stats_listed": list(listed.values())},
                            schema={"bot_id": pl.String, "stats_listed": pl.Int64})
     latest_in = newest_in.join(lengths, on="bot_id", how="full", coalesce=True)

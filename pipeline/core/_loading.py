@@ -22,7 +22,7 @@ from typing import Any
 from ._destinations import read_destinations, secret_env, with_secrets
 from ._dsn import parse_dsn
 from ._errors import ConfigError
-from ._settings import AUTO, AUTO_OR_INT, SECTIONS, S3Keys, Secret, Settings
+from ._settings import AUTO, AUTO_OR_INT, NAMES, SECTIONS, S3Keys, Secret, Settings
 from ._validation import suggest, validate
 
 log = logging.getLogger("botstats.config")
@@ -45,9 +45,8 @@ S3_ENV = {"key_id": "AWS_ACCESS_KEY_ID", "secret": "AWS_SECRET_ACCESS_KEY",
 
 
 def _type_name(tp: Any) -> str:
-    return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(
-        tp, str(tp)
-    )
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false",
+            NAMES: "a list of strings"}.get(tp, str(tp))
 
 
 def _coerce(value: Any, tp: Any, where: str) -> Any:
@@ -62,6 +61,8 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
         return value
     if tp in (str, bool) and type(value) is tp:
         return value
+    if tp == NAMES and isinstance(value, list | tuple) and all(type(v) is str for v in value):
+        return tuple(value)
     raise ConfigError(f"{where}: expected {_type_name(tp)}, got {value!r} ({type(value).__name__}).")
 
 
@@ -70,6 +71,8 @@ def _parse_env(raw: str, tp: Any, where: str) -> Any:
     try:
         if tp == AUTO_OR_INT:
             return AUTO if raw.strip().lower() == AUTO else int(raw)
+        if tp == NAMES:  # "timestamp,shard_id"
+            return tuple(name.strip() for name in raw.split(",") if name.strip())
         if tp is bool:
             if raw.lower() in ("1", "true", "yes", "on"):
                 return True

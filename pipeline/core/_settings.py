@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 AUTO = "auto"  # [service].concurrency adapted as the run goes
 AUTO_OR_INT = int | str
+NAMES = tuple[str, ...]  # a list of field names (a TOML array of strings)
 
 
 class Secret:
@@ -110,6 +111,11 @@ class FieldSettings:
     bot_name: str = "name"
     stat_id: str = "id"  # "" = the service gives no id: key by sha1(bot_id, timestamp)
     stat_time: str = "timestamp"
+    # What tells stat records apart (STAT_KEYS): "id" (the field stat_id; with stat_id = "" the
+    # time, as "time"), "time" (one record per bot and time), "fields" (the values of
+    # stat_key_fields), "content" (a hash of the record's canonical JSON).
+    stat_key: str = "id"
+    stat_key_fields: tuple[str, ...] = ()
     custom_name: str = "name"
     custom_value: str = "value"
     user_id: str = "id"
@@ -118,6 +124,12 @@ class FieldSettings:
     # A stat stamped further than this after botstats received it goes to `rejects`: a clock
     # ahead of time would otherwise become the bot's newest record and a future day in trends.
     max_future_skew: str = "1d"
+
+    @property
+    def stat_keying(self) -> str:
+        """How stat records are keyed in effect: ``stat_key``, where "id" without a
+        ``stat_id`` (the older spelling of "no id") is "time"."""
+        return "time" if self.stat_key == "id" and not self.stat_id else self.stat_key
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,12 @@ from urllib.parse import urlsplit
 from ._crontab import parse_crontab
 from ._dsn import parse_dsn
 from ._errors import ConfigError
-from ._settings import Settings
+from ._settings import FieldSettings, Settings
 
 # How a service may page a list: the families botstats knows (docs/probe.md, Conventions).
 PAGING_FAMILIES = ("offset", "page", "link", "next", "cursor")
+# What tells stat records apart (docs/harvest.md#identity).
+STAT_KEYS = ("id", "time", "fields", "content")
 CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("log", "format"): ("text", "json"),
     ("log", "level"): ("debug", "info", "warning", "error"),
@@ -26,6 +28,7 @@ CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("service", "bots_paging"): PAGING_FAMILIES,
     ("service", "stats_paging"): PAGING_FAMILIES,
     ("service", "user_lists_paging"): PAGING_FAMILIES,
+    ("fields", "stat_key"): STAT_KEYS,
 }
 
 
@@ -127,6 +130,7 @@ def validate(settings: Settings) -> Settings:
         if not getattr(settings.fields, key):
             raise ConfigError(f"{where(f'fields.{key}')}: [fields].{key} must name a record field, "
                               f"got ''.")
+    _validate_stat_key(settings.fields, where)
     if settings.report.compare and not 2 <= len(settings.report.bot_list) <= 4:
         raise ConfigError(f"{where('report.compare')}: [report].compare needs 2 to 4 bot ids in "
                           f"[report].bots, got {len(settings.report.bot_list)}.")
@@ -136,6 +140,24 @@ def validate(settings: Settings) -> Settings:
     _validate_schedule(settings, where)
     _validate_alerts(settings, where)
     return settings
+
+
+def _validate_stat_key(fields: FieldSettings, where: Callable[[str], str]) -> None:
+    names = fields.stat_key_fields
+    if fields.stat_key == "fields" and not names:
+        raise ConfigError(
+            f"{where('fields.stat_key')}: [fields].stat_key = \"fields\" needs the fields that "
+            f"tell stat records apart in [fields].stat_key_fields, like [\"{fields.stat_time}\", "
+            f"\"shard_id\"] (`botstats probe` finds them), got [].")
+    if names and fields.stat_key != "fields":
+        raise ConfigError(
+            f"{where('fields.stat_key_fields')}: [fields].stat_key_fields is read only with "
+            f"[fields].stat_key = \"fields\", which is {fields.stat_key!r}: set stat_key = "
+            f"\"fields\" or remove stat_key_fields.")
+    if any(not name.strip() for name in names) or len(set(names)) < len(names):
+        raise ConfigError(
+            f"{where('fields.stat_key_fields')}: [fields].stat_key_fields must name distinct "
+            f"record fields, got {list(names)!r}.")
 
 
 def _validate_catalog(settings: Settings, where: Callable[[str], str]) -> None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..core import IdsNotUnique, same_record
-from ._shapes import OWN_ID_NAMES
+from ..core import FieldSettings, IdsNotUnique, decode_json, same_record
+from ._shapes import OWN_ID_NAMES, stat_key_choice
 
 SHOWN = 3  # repeated values a message names
 _ID_NAMES = frozenset(name for names in OWN_ID_NAMES.values() for name in names)
@@ -54,19 +54,61 @@ class Identities:
         return hash(others) if others else None
 
 
-def not_unique(setting: str, name: str, where: str, values: Sequence[str], *,
-               derived: bool = False) -> IdsNotUnique:
+def not_unique(setting: str, name: str, where: str, values: Sequence[str]) -> IdsNotUnique:
     """The refusal: ``[fields].<setting> = "<name>"`` repeats ``values`` in ``where``."""
-    shown = ", ".join(f'"{v}"' for v in values[:SHOWN]) + (" ..." if len(values) > SHOWN else "")
-    if derived:
-        head = (f"[fields].stat_id is \"\" (records are told apart by [fields].{setting} = "
-                f"\"{name}\"), and {where} holds different records at the same time: {shown}")
-        fix = ("Set [fields].stat_id to the field that tells them apart (`botstats probe` "
-               "finds it)")
+    return IdsNotUnique(
+        f"[fields].{setting} = \"{name}\" is not unique in {where}: {_shown(values)} each name "
+        f"several different records, so they would become one row. {_NOTHING} Set "
+        f"[fields].{setting} to the field that tells them apart (`botstats probe` finds it).")
+
+
+def stat_keys_not_unique(fields: FieldSettings, where: str, keys: Sequence[str],
+                         raws: Sequence[str], twice: Sequence[str]) -> IdsNotUnique:
+    """The refusal of a bot's records (``keys`` and ``raws``, ``twice`` the keys that repeat
+    over records that differ), keyed as ``[fields]`` says: with the times they share, and the
+    key the records call for (:func:`~._shapes.stat_key_choice`) when it is not the one set."""
+    keying = fields.stat_keying
+    if keying == "id":
+        return not_unique("stat_id", fields.stat_id, where, twice)
+    records = [_decoded(raw) for raw in raws]
+    repeated_keys = set(twice)
+    times = list(dict.fromkeys(
+        str(record.get(fields.stat_time)) for key, record in zip(keys, records, strict=True)
+        if key in repeated_keys and isinstance(record, dict)))
+    if keying == "time":
+        said = "[fields].stat_id is \"\"" if fields.stat_key == "id" else \
+            "[fields].stat_key is \"time\""
+        head = (f"{said} (records are told apart by [fields].stat_time = "
+                f"\"{fields.stat_time}\")")
     else:
-        head = (f"[fields].{setting} = \"{name}\" is not unique in {where}: {shown} each "
-                f"name several different records")
-        fix = (f"Set [fields].{setting} to the field that tells them apart (`botstats probe` "
-               f"finds it)")
-    return IdsNotUnique(f"{head}, so they would become one row. Nothing of this run was "
-                        f"archived but its rejects and errors. {fix}.")
+        head = (f"[fields].stat_key_fields = {_names(fields.stat_key_fields)} do not tell "
+                f"records apart")
+    choice = stat_key_choice([records], fields.stat_time)
+    if choice.key == "fields" and choice.fields != fields.stat_key_fields:
+        fix = (f"Set [fields].stat_key = \"fields\" and [fields].stat_key_fields = "
+               f"{_names(choice.fields)}: {choice.why}")
+    elif choice.key == "content":
+        fix = f"Set [fields].stat_key = \"content\": {choice.why}"
+    else:
+        fix = ("Set [fields].stat_key and stat_key_fields to what tells them apart (`botstats "
+               "probe` finds it)")
+    return IdsNotUnique(f"{head}, and {where} holds different records at the same time: "
+                        f"{_shown(times)}, so they would become one row. {_NOTHING} {fix}.")
+
+
+_NOTHING = "Nothing of this run was archived but its rejects and errors."
+
+
+def _shown(values: Sequence[str]) -> str:
+    return ", ".join(f'"{v}"' for v in values[:SHOWN]) + (" ..." if len(values) > SHOWN else "")
+
+
+def _names(names: Sequence[str]) -> str:
+    return "[" + ", ".join(f'"{name}"' for name in names) + "]"
+
+
+def _decoded(raw: str) -> Any:
+    try:
+        return decode_json(raw)
+    except ValueError:
+        return None

@@ -163,17 +163,40 @@ def _number(value: Any, name: str) -> float:
 
 
 def stat_key(record: Any, bot_id: str, fields: FieldSettings) -> str:
-    """The archive key of a stat: the service's id, or sha1(bot_id, timestamp) when it has none."""
+    """The archive key of a stat, as ``[fields].stat_key`` says (:attr:`FieldSettings.stat_keying`):
+    the service's id; or, when it gives none, a hash of the bot and the record's time ("time"),
+    of the values of ``stat_key_fields`` ("fields"; one a record lacks counts as null, the time
+    field as the instant it names) or of the record's canonical JSON ("content")."""
     if not isinstance(record, dict):
         raise Invalid(f"a stat record must be a JSON object, got {_show(record)}")
-    if fields.stat_id:
+    keying = fields.stat_keying
+    if keying == "id":
         if fields.stat_id not in record:
             raise Invalid(f"missing id field '{fields.stat_id}'")
         return _ident(record[fields.stat_id], f"id field '{fields.stat_id}'")
-    if fields.stat_time not in record:
-        raise Invalid(f"missing timestamp field '{fields.stat_time}'")
-    when = parse_time(record[fields.stat_time], f"timestamp field '{fields.stat_time}'")
-    return hashlib.sha1(f"{bot_id}\x1f{when.isoformat()}".encode()).hexdigest()
+    if keying == "content":
+        return hashed_key(bot_id, canonical_json(record))
+    return hashed_key(bot_id, *(_key_part(record, name, fields) for name in key_fields(fields)))
+
+
+def key_fields(fields: FieldSettings) -> tuple[str, ...]:
+    """The fields whose values make a stat's key when it is derived from fields ("time" is
+    the time field alone)."""
+    return fields.stat_key_fields if fields.stat_keying == "fields" else (fields.stat_time,)
+
+
+def hashed_key(bot_id: str, *parts: str) -> str:
+    """sha1 of the bot and the parts (the key of a record without an id): sha1(bot id, time)
+    for a record keyed by its time, as botstats has always keyed them."""
+    return hashlib.sha1("\x1f".join((bot_id, *parts)).encode()).hexdigest()
+
+
+def _key_part(record: dict[str, Any], name: str, fields: FieldSettings) -> str:
+    if name == fields.stat_time:
+        if name not in record:
+            raise Invalid(f"missing timestamp field '{name}'")
+        return parse_time(record[name], f"timestamp field '{name}'").isoformat()
+    return canonical_json(record.get(name))
 
 
 def latest_allowed(fields: FieldSettings, received_at: datetime | None = None) -> datetime:
@@ -428,7 +451,7 @@ def _usual_page(body: bytes, items: Sequence[Any], bot_id: str, fields: FieldSet
                 decoders: tuple[msgspec.json.Decoder[Any], msgspec.json.Decoder[Any]],
                 latest: datetime) -> StatPage:
     try:
-        return _typed_page(decoders[0].decode(body), items, latest)
+        return _typed_page(decoders[0].decode(body), items, bot_id, fields, latest)
     except _NOT_TYPED:
         return _page_by_run(items, bot_id, fields, decoders[1], latest)
 
@@ -445,7 +468,7 @@ def _page_by_run(items: Sequence[Any], bot_id: str, fields: FieldSettings,
         if not run:
             return
         try:
-            page.extend(_typed_page(typed, run, latest))
+            page.extend(_typed_page(typed, run, bot_id, fields, latest))
         except _NOT_TYPED:  # decodes typed, yet not usual: e.g. a naive time, a future one
             page.extend(_raw_page_by_record(run, bot_id, fields, latest))
         typed.clear()
@@ -504,11 +527,10 @@ def _decoders(fields: FieldSettings) -> tuple[msgspec.json.Decoder[Any],
 
     Every constraint here is a sufficient condition for :func:`parse_stat` to accept the record
     as the typed path reads it; what it cannot express (stripped ids, aware timestamps, unique
-    custom names) :func:`_typed_page` checks. None when the service gives no stat id (keys are
-    then derived record by record) or the field names collide.
+    custom names) :func:`_typed_page` checks. A record keyed otherwise than by its id has no id
+    field here: :func:`_typed_page` derives its key. None when the field names collide.
     """
-    if not fields.stat_id:
-        return None
+    keyed_by_id = fields.stat_keying == "id"
     try:
         # gc=False: a page's records hold no cycles, and the collector would otherwise walk
         # every one of them on each of its passes. The record types are made here, from the
@@ -519,7 +541,8 @@ def _decoders(fields: FieldSettings) -> tuple[msgspec.json.Decoder[Any],
             forbid_unknown_fields=True)  # another key may hold the value: record by record
         record = msgspec.defstruct(
             "StatRecord",
-            [("stat_id", str | int), ("recorded_at", str | int | float), ("users", Count),
+            [*([("stat_id", str | int)] if keyed_by_id else []),
+             ("recorded_at", str | int | float), ("users", Count),
              ("guilds", Count),
              ("shards", Count | None, None), ("memory_load", Percent | None, None),
              ("cpu_load", Percent | None, None), ("commands_executed", Count | None, None),
@@ -531,19 +554,27 @@ def _decoders(fields: FieldSettings) -> tuple[msgspec.json.Decoder[Any],
             msgspec.json.Decoder(record))
 
 
-def _typed_page(records: list[Any], items: Sequence[Any],
+@functools.cache
+def _key_decoder(fields: FieldSettings) -> msgspec.json.Decoder[Any]:
+    """A decoder of the values of ``stat_key_fields`` other than the time, alone (each
+    record's other fields skipped in C)."""
+    names = [name for name in fields.stat_key_fields if name != fields.stat_time]
+    key = msgspec.defstruct("StatKey", [(f"f{i}", Any, None) for i in range(len(names))],
+                            rename={f"f{i}": name for i, name in enumerate(names)}, gc=False)
+    return msgspec.json.Decoder(key)
+
+
+def _typed_page(records: list[Any], items: Sequence[Any], bot_id: str, fields: FieldSettings,
                 latest: datetime | None = None) -> StatPage:
     if len(records) != len(items) or not records:
         raise _Unusual
     # The records' fields as columns, in StatRecord's order (astuple and zip run in C: half the
     # time of reading each attribute of each record).
-    (ids, times, users, guilds, shards, memory_load, cpu_load, commands_executed,
-     customs) = zip(*map(astuple, records), strict=True)
-    keys = [i.strip() if type(i) is str else str(i) for i in ids]
-    # An integer id beyond 64 bits: msgspec keeps it whole where orjson reads a float (which
-    # is no id), so it goes record by record.
-    if not all(keys) or any(type(i) is int and not INT64_MIN <= i <= UINT64_MAX for i in ids):
-        raise _Unusual
+    columns = list(zip(*map(astuple, records), strict=True))
+    keyed_by_id = fields.stat_keying == "id"
+    ids = columns.pop(0) if keyed_by_id else ()
+    (times, users, guilds, shards, memory_load, cpu_load, commands_executed,
+     customs) = columns
     try:
         # Aware ISO strings, the usual case, at C speed: a naive time fails the subtraction.
         recorded_at = [(when - EPOCH) // ONE_US for when in map(datetime.fromisoformat, times)]
@@ -551,12 +582,51 @@ def _typed_page(records: list[Any], items: Sequence[Any],
         recorded_at = _micros(list(times))
     if latest is not None and max(recorded_at) > (latest - EPOCH) // ONE_US:
         raise _Unusual  # a record from the future: the record path words the reason
+    if keyed_by_id:
+        keys = [i.strip() if type(i) is str else str(i) for i in ids]
+        # An integer id beyond 64 bits: msgspec keeps it whole where orjson reads a float
+        # (which is no id), so it goes record by record.
+        if not all(keys) or any(type(i) is int and not INT64_MIN <= i <= UINT64_MAX
+                                for i in ids):
+            raise _Unusual
+    else:
+        keys = _derived_keys(items, recorded_at, bot_id, fields)
     page = StatPage(stat_id=keys, recorded_at=recorded_at, users=list(users),
                     guilds=list(guilds), shards=list(shards), memory_load=list(memory_load),
                     cpu_load=list(cpu_load), commands_executed=list(commands_executed))
     page.raw = [bytes(item).decode() for item in items]
     _custom_columns(page, customs)
     return page
+
+
+def _derived_keys(items: Sequence[Any], recorded_at: list[int], bot_id: str,
+                  fields: FieldSettings) -> list[str]:
+    """The keys :func:`stat_key` derives for records without an id, from the typed path's
+    times and the records' texts."""
+    if fields.stat_keying == "content":
+        return [hashed_key(bot_id, canonical_json(decode_json(bytes(item)))) for item in items]
+    times = [(EPOCH + timedelta(microseconds=us)).isoformat() for us in recorded_at]
+    names = key_fields(fields)
+    if names == (fields.stat_time,):
+        return [hashed_key(bot_id, when) for when in times]
+    decoder = _key_decoder(fields)
+    keys = []
+    for item, when in zip(items, times, strict=True):
+        values = iter(astuple(decoder.decode(item)))
+        parts = [when if name == fields.stat_time else _scalar_json(next(values))
+                 for name in names]
+        keys.append(hashed_key(bot_id, *parts))
+    return keys
+
+
+def _scalar_json(value: Any) -> str:
+    """A key field's value as :func:`canonical_json` spells it where orjson decoded it: an
+    object, a list or an integer beyond 64 bits (which orjson reads as a float) goes record by
+    record."""
+    if isinstance(value, dict | list) or (
+            type(value) is int and not INT64_MIN <= value <= UINT64_MAX):
+        raise _Unusual
+    return canonical_json(value)
 
 
 def _micros(times: list[Any]) -> list[int]:

@@ -19,6 +19,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from ..core import canonical_json
+from ._records import COUNT_FIELDS, PERCENT_FIELDS, Invalid, parse_time
+
 # Names seen for these fields in public APIs, best first: they rank candidates, never make one.
 TIME_NAMES = ("timestamp", "created_at", "createdAt", "recorded_at", "time", "date", "ts",
               "posted_at", "updated_at")
@@ -45,6 +48,13 @@ _REFERENCE = re.compile(r"^(?P<word>[A-Za-z]+?)_?(?:id|Id|ID|_ids|Ids)$")
 _NOT_ID_WORDS = ("name", "title", "tag", "avatar", "icon", "banner", "image", "picture", "photo",
                  "splash", "url", "link", "website", "invite", "hash", "description", "prefix",
                  "count", "points", "total", "load", "executed", "users", "guilds", "shards")
+# Fields that tell apart the records a bot posts at one time (one per shard, process, ...),
+# best first: they rank candidates, never make one.
+PART_NAMES = ("shard_id", "shardId", "shard", "cluster_id", "clusterId", "cluster",
+              "instance_id", "instanceId", "instance", "process_id", "processId", "worker_id",
+              "workerId", "worker", "node_id", "nodeId", "node", "seq", "sequence")
+# A record's figures: what it measures, which tells nothing of which record it is.
+FIGURES = frozenset({*COUNT_FIELDS, *PERCENT_FIELDS, "custom"})
 MAX_ID_CHARS = 128
 # Plausible epochs: 2000-01-01 .. 2100-01-01, in seconds or milliseconds. (Microseconds and
 # nanoseconds are read too, but not guessed: a 64-bit snowflake id reads as nanoseconds.)
@@ -189,6 +199,72 @@ def _named_like_an_id(name: str, kind: str) -> bool:
         return True
     word = reference["word"].lower()
     return not any(word in words for other, words in _RESOURCE_WORDS.items() if other != kind)
+
+
+@dataclass(frozen=True)
+class KeyChoice:
+    """How stat records without an id are told apart (``[fields].stat_key``): "time", "fields"
+    (``fields``: the time field, then the field that tells apart records at one time) or
+    "content"; and why."""
+
+    key: str
+    fields: tuple[str, ...]
+    why: str
+
+
+def stat_key_choice(groups: Sequence[Sequence[Any]], time_field: str) -> KeyChoice:
+    """How to tell apart stat records that carry no id: ``groups`` are the records of a few
+    bots, one list each; ``time_field`` holds their time.
+
+    1. "time" when no two records of a bot share a time (a record read twice is one);
+    2. else "fields": the time and a field that differs among the records at each shared time,
+       with a key's values (text or integers; absent counts as null), not a figure of the record
+       (a count, a load, custom fields) nor named like one, the best named first (a shard, a
+       cluster, an instance ..., then a name ending in id);
+    3. else "content": a hash of each record's canonical JSON.
+    """
+    tied: list[list[dict[str, Any]]] = []
+    read = 0
+    for group in groups:
+        at: dict[str, dict[str, dict[str, Any]]] = {}  # time -> canonical JSON -> record
+        for record in _objects(group):
+            try:
+                when = parse_time(record.get(time_field)).isoformat()
+            except Invalid:
+                continue
+            read += 1
+            at.setdefault(when, {})[canonical_json(record)] = record
+        tied += [list(alike.values()) for alike in at.values() if len(alike) > 1]
+    seen = f"{read} records of {len(groups)} bot{'s' if len(groups) != 1 else ''}"
+    if not tied:
+        return KeyChoice("time", (time_field,), f"no two of the {seen} read share a time")
+    times = "1 time holds" if len(tied) == 1 else f"{len(tied)} times hold"
+    shared = f"in the {seen} read, {times} several records of a bot"
+    parts = _part_candidates(tied, time_field)
+    if parts:
+        also = f"; '{parts[1]}' differs too" if len(parts) == 2 else \
+            f"; {', '.join(repr(p) for p in parts[1:])} differ too" if parts[1:] else ""
+        return KeyChoice("fields", (time_field, parts[0]),
+                         f"{shared}, and '{parts[0]}' differs among the records at each{also}")
+    return KeyChoice("content", (), f"{shared}, and no field but their figures tells them "
+                                    f"apart: each record is known by its whole content")
+
+
+def _part_candidates(tied: Sequence[Sequence[dict[str, Any]]], time_field: str) -> list[str]:
+    """Fields whose values differ among the records at each shared time, best first."""
+    names = list(dict.fromkeys(name for records in tied for r in records for name in r))
+    out = []
+    for name in names:
+        lowered = name.lower()
+        if name == time_field or name in FIGURES or name in TIME_NAMES or \
+                any(word in lowered for word in _NOT_ID_WORDS):
+            continue
+        values = [[r.get(name) for r in records] for records in tied]
+        if any(isinstance(v, float | bool | dict | list) for vs in values for v in vs):
+            continue  # a measure, a flag or a structure names no record
+        if all(len({canonical_json(v) for v in vs}) == len(vs) for vs in values):
+            out.append(name)
+    return sorted(out, key=lambda n: (_rank(n, PART_NAMES)[0], not n.lower().endswith("id"), n))
 
 
 def name_candidates(records: Iterable[Any], *, exclude: Iterable[str] = ()) -> list[Candidate]:

@@ -21,7 +21,7 @@ from ..core import (
 )
 from ..interface import Client, ListPage, RawArray, split_array, stats_path
 from ._batch import Batch, first_line
-from ._ids import not_unique, repeated
+from ._ids import repeated, stat_keys_not_unique
 from ._paging import (
     ANCHOR_WINDOW,
     FrontPager,
@@ -150,8 +150,7 @@ async def harvest_bot(
             f"[service].stats_page_size (`botstats probe` tells both); the records read are "
             f"archived and the bot is read again next run."))
     if len(set(page.stat_id)) < len(page) and (twice := repeated(page.stat_id, page.raw)):
-        field = ("stat_id", fields.stat_id) if fields.stat_id else ("stat_time", fields.stat_time)
-        buffer.refuse(not_unique(*field, endpoint, twice, derived=not fields.stat_id))
+        buffer.refuse(stat_keys_not_unique(fields, endpoint, page.stat_id, page.raw, twice))
         return
     buffer.tally.read(page)
     if not page_size and last_key is None and length:  # nothing showed whether it was cut

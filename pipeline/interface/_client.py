@@ -12,9 +12,10 @@ Records are returned as the service sent them (unknown fields kept): the interfa
 fields open, so interpreting them is the harvester's business. Only the top-level shape the
 interface promises (array or object) is checked.
 
-Retries: idempotent GETs on 429, 500/502/503/504, transport errors and invalid JSON bodies;
-POST only when the request provably never reached the server (connect failure) or on 429.
-The wait is ``Retry-After`` exactly when the response carries one, else exponential backoff
+Retries: idempotent GETs on 429 (and a 403 that says its quota is spent, as GitHub answers),
+500/502/503/504, transport errors and invalid JSON bodies; POST only when the request provably
+never reached the server (connect failure) or on such a refusal. The wait is what the response
+tells (``Retry-After``, else the reset of a spent quota) exactly, else exponential backoff
 with full jitter. A 429 that tells its wait does not spend one of [retry].attempts: the waits
 told to one request are bounded by [retry].max_retry_after in all instead.
 """
@@ -52,7 +53,7 @@ from ._failures import RETRY_STATUSES, Failures, after_attempts, json_kind, reas
 from ._lists import KINDS, ListPage, ListShape, NotAList, read_list
 from ._pacing import Pace
 from ._payloads import RawArray, Reply, segment, split_array
-from ._ratelimit import NOTHING_SAID, RateLimit, read_rate_limit
+from ._ratelimit import NOTHING_SAID, RateLimit, is_rate_limited, read_rate_limit
 from ._transport import NEVER_SENT, TRANSIENT, Lanes, env_proxy
 
 log = logging.getLogger("botstats.client")
@@ -291,7 +292,8 @@ class Client:
     async def fetch(self, method: str, path: str, *, params: dict[str, Any] | None = None,
                     auth: str = "read", payload: Any = None) -> Reply:
         """One request and its answer whatever the status, for looking at what the service does
-        (``botstats probe``). A 429 is retried after its Retry-After (else the backoff); a GET
+        (``botstats probe``). A 429 (or a 403 that says its quota is spent) is retried after
+        the wait its headers tell (else the backoff); a GET
         answered 500/502/503/504 or cut off in transit is retried as the harvest retries it; up
         to [retry].attempts and never longer than [retry].max_retry_after. A transport failure
         after the last try raises as elsewhere; a status is the answer. ``auth``: "read" (what
@@ -324,16 +326,17 @@ class Client:
                 wait = self._fetch_wait(None, attempt)
             else:
                 status = response.status_code
-                if status != 429 and not (idempotent and status in RETRY_STATUSES):
+                limited = is_rate_limited(status, rate_limit_of(response))
+                if not limited and not (idempotent and status in RETRY_STATUSES):
                     break
-                if status == 429:
+                if limited:
                     self.stats.rate_limited += 1
                 else:
                     self.stats.server_errors += 1
                 wait = self._fetch_wait(response, attempt)
                 if attempt == retry.attempts or wait > retry.max_retry_after:
                     break
-                if status == 429:
+                if limited:
                     waited.append(dict(response.headers))
             self.stats.retries += 1
             self.stats.waited_seconds += wait

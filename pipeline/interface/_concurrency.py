@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ._pacing import Pace
-from ._ratelimit import NOTHING_SAID, RateLimit
+from ._ratelimit import NOTHING_SAID, RateLimit, is_rate_limited
 
 START = 8  # the window at start: a fixed concurrency that serves a nearby service well
 
@@ -71,14 +71,15 @@ class AimdLimit:
 
     # --- events ----------------------------------------------------------------------------
     def on_success(self, now: float, latency: float, cpu: float | None = None) -> None:
-        """An answer that is not a sign of load (2xx, and 4xx other than 429). ``cpu``: the CPU
+        """An answer that is not a sign of load (2xx, and 4xx but a rate limit's). ``cpu``: the CPU
         seconds this process has used so far (``time.process_time()``)."""
         self._best_latency = min(self._best_latency, latency)
         self._round_latency += latency
         self._answered(now, cpu)
 
     def on_rate_limited(self, now: float, cpu: float | None = None) -> None:
-        """A 429: the pace's business, not the window's; it ends the doubling all the same."""
+        """A refusal of the rate limit (a 429, or GitHub's 403): the pace's business, not the
+        window's; it ends the doubling all the same."""
         self.slow_start = False
         self._answered(now, cpu)
 
@@ -208,7 +209,7 @@ class Gate:
         if control is None:
             return
         cpu = time.process_time() if control.needs_cpu() else None
-        if status == 429:
+        if status is not None and is_rate_limited(status, said):
             control.on_rate_limited(now, cpu)
         elif timeout or (status or 0) >= 500:
             control.on_overload(now, cpu)

@@ -22,7 +22,7 @@ from ..core import (
     redact_url,
 )
 from ._call import Call, ClientStats
-from ._ratelimit import read_rate_limit
+from ._ratelimit import is_rate_limited, read_rate_limit
 from ._transport import NEVER_SENT, CutBody
 
 MAX_BODY_BYTES = 1_000_000  # raw body kept on an error (BadResponse.body etc.)
@@ -84,6 +84,14 @@ class Failures:
                 details=_error_details(response),
                 **fields,
             )
+        if is_rate_limited(status, read_rate_limit(response.headers)):
+            # A 429, or a 403 that says the quota is spent (GitHub's): not the credentials.
+            self._stats.rate_limited += 1
+            return self.retryable_status(
+                call, response, attempt, RateLimited, retry=True,
+                advice="the service is rate limiting: lower [service].request_budget or "
+                "[service].concurrency, or try again later",
+            )
         if status in (401, 403):
             return AuthError(f"{head}. Credentials refused: {call.auth_hint}.", **fields)
         if status == 404:
@@ -94,13 +102,6 @@ class Failures:
                 f"{head}, a redirect to {redact_url(where_to)}. Point --base-url at the "
                 f"service itself.",
                 **fields,
-            )
-        if status == 429:
-            self._stats.rate_limited += 1
-            return self.retryable_status(
-                call, response, attempt, RateLimited, retry=True,
-                advice="the service is rate limiting: lower [service].request_budget or "
-                "[service].concurrency, or try again later",
             )
         if status >= 500:
             self._stats.server_errors += 1

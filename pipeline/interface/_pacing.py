@@ -2,7 +2,8 @@
 paced under what it allows, and back up to it within seconds. :class:`Pace` is a pure state
 machine (every event carries its time), driven by :class:`~._concurrency.Gate` with the window.
 
-- **Push back** is a 429, or an answer whose ``remaining`` quota (any family of rate-limit
+- **Push back** is a refusal of the rate limit (a 429, or a 403 that says its quota is spent:
+  :func:`~._ratelimit.is_rate_limited`), or an answer whose ``remaining`` quota (any family of rate-limit
   headers, :mod:`._ratelimit`) is down to :data:`RESERVE` (to half the most it was seen at,
   for a quota of a few): the pace slows *before* the bucket is empty, where a 429 would cost a
   request and a wait.
@@ -36,7 +37,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from ._ratelimit import RateLimit
+from ._ratelimit import RateLimit, is_rate_limited
 
 RESERVE = 1  # an answer leaving this many requests of the quota, or fewer, slows the pace
 BACKOFF = 0.9  # a 429: the pace goes to this share of itself
@@ -107,7 +108,7 @@ class Pace:
         self._answers.append(now)
         while self._answers[0] < now - RATE_WINDOW:
             self._answers.popleft()
-        if status == 429:
+        if is_rate_limited(status, said):
             # A request sent before the last cut tells of the pace before it.
             if (now if sent is None else sent) >= self._cut_at and \
                     now - self._cut_at >= COOLDOWN:

@@ -13,6 +13,7 @@ from ..core import (
     FieldSettings,
     decode_json,
 )
+from ._ratelimit import is_rate_limited, read_rate_limit
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,11 @@ class Reply:
     body: str
     seconds: float
     limited: tuple[dict[str, str], ...] = ()  # the headers of the 429s waited out before it
+
+    @property
+    def rate_limited(self) -> bool:
+        """Whether the service's rate limit refused it (a 429, or a 403 that says so)."""
+        return is_rate_limited(self.status, read_rate_limit(self.headers))
 
     def json(self) -> Any:
         """The body as JSON; None when it is not JSON."""

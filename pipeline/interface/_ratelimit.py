@@ -14,6 +14,15 @@ headers, often only some of them on a given answer:
   ``RateLimit-Policy: "default";q=100;w=60`` (q requests per w seconds); and the older
   dictionary ``RateLimit: limit=100, remaining=50, reset=5``.
 
+A reset is told apart by its value, whatever the header: an HTTP-date; else a number, which
+from 10^12 on is a Unix time in milliseconds, from 10^9 on a Unix time in seconds (2001-09-09;
+no service asks to wait 31 years), and below that seconds to wait.
+
+A refusal is a 429, or a 403 that says the quota is spent (``X-RateLimit-Remaining: 0``, or
+``RateLimit-Remaining: 0``: GitHub answers a spent primary rate limit so) or when to come back
+(``Retry-After``: GitHub's secondary limits): :func:`is_rate_limited`. Any other 403 is a
+refusal of the credentials.
+
 Where several families are present, ``RateLimit`` is read before ``RateLimit-*`` before
 ``X-RateLimit-*`` for remaining, limit and reset; of several policies or limits in one field,
 the most restrictive (least remaining; least rate). ``Retry-After`` always gives the wait. A
@@ -61,6 +70,14 @@ class RateLimit:
 
 
 NOTHING_SAID = RateLimit()
+
+
+def is_rate_limited(status: int, said: RateLimit) -> bool:
+    """Whether an answer of ``status`` whose headers ``said`` this is the service's rate limit
+    refusing a request (to be waited out and sent again), rather than another failure."""
+    if status == 429:
+        return True
+    return status == 403 and (said.remaining == 0 or said.wait is not None)
 
 
 def read_rate_limit(headers: Mapping[str, str], now: datetime | None = None) -> RateLimit:
@@ -145,11 +162,17 @@ def _prefixed(headers: Mapping[str, str], epoch: float,
     neither remaining nor reset is told."""
     remaining = _count(_first_member(headers.get(prefix + "remaining")))
     after = _number(headers.get(prefix + "reset-after"))
-    reset = after if after is not None else _seconds_until(
-        _first_member(headers.get(prefix + "reset")), epoch)
+    reset = after if after is not None else _reset(headers.get(prefix + "reset"), epoch)
     if remaining is None and reset is None:
         return None
     return remaining, _count(_first_member(headers.get(prefix + "limit"))), reset
+
+
+def _reset(text: str | None, epoch: float) -> float | None:
+    """Seconds until a ``-Reset`` field's time: the whole value (an HTTP-date holds a comma),
+    else its first member (a draft's list)."""
+    whole = _seconds_until(text, epoch)
+    return whole if whole is not None else _seconds_until(_first_member(text), epoch)
 
 
 def _ratelimit_field(headers: Mapping[str, str],

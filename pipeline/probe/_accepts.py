@@ -16,7 +16,8 @@ from ._report import Finding, Proposal
 # What the service shows and the probe reads; any other [fields] or [service] setting is a
 # choice of the operator's.
 PROBED = frozenset({
-    "fields.bot_id", "fields.bot_name", "fields.stat_id", "fields.stat_time",
+    "fields.bot_id", "fields.bot_name", "fields.stat_id", "fields.stat_key",
+    "fields.stat_key_fields", "fields.stat_time",
     "fields.custom_name", "fields.custom_value", "fields.user_id", "fields.server_id",
     "fields.webhook_id", "service.page_size", "service.stats_page_size",
     "service.user_lists_page_size", "service.token_on_bot_reads"})
@@ -26,8 +27,10 @@ SHOWN = 3  # reasons named per kind
 
 def proposed_fields(fields: FieldSettings, proposals: Sequence[Proposal]) -> FieldSettings:
     """``fields`` with the decided ``fields.*`` proposals applied."""
-    return dataclasses.replace(fields, **{p.key.split(".", 1)[1]: p.value for p in proposals
-                                          if p.decided and p.key.startswith("fields.")})
+    changes: dict[str, Any] = {
+        p.key.split(".", 1)[1]: tuple(p.value) if isinstance(p.value, list) else p.value
+        for p in proposals if p.decided and p.key.startswith("fields.")}
+    return dataclasses.replace(fields, **changes)
 
 
 def read_acceptance(seen: Mapping[str, list[Any]], fields: FieldSettings,

@@ -166,9 +166,10 @@ def brief(reply: Reply) -> str:
 
 
 def failed(reply: Reply | None) -> bool:
-    """A read that got no usable answer after its retries (no answer, a 5xx, a 429): it is
-    evidence of nothing, and what it was to show is unknown."""
-    return reply is not None and (reply.status in (NO_ANSWER, 429) or reply.status >= 500)
+    """A read that got no usable answer after its retries (no answer, a 5xx, a rate limit's
+    429 or 403): it is evidence of nothing, and what it was to show is unknown."""
+    return reply is not None and (reply.status == NO_ANSWER or reply.status >= 500
+                                  or reply.rate_limited)
 
 
 def failed_read(*replies: Reply | None) -> Reply | None:
@@ -188,9 +189,9 @@ def said_cap(reply: Reply) -> int | None:
 
 
 def refused(reply: Reply | None) -> bool:
-    """A 4xx other than 429: the service refused what was asked (a page too large, a
-    parameter it does not take), which says nothing about the list."""
-    return reply is not None and 400 <= reply.status < 500 and reply.status != 429
+    """A 4xx other than a rate limit's: the service refused what was asked (a page too large,
+    a parameter it does not take), which says nothing about the list."""
+    return reply is not None and 400 <= reply.status < 500 and not reply.rate_limited
 
 
 @dataclass

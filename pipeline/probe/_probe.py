@@ -25,12 +25,14 @@ from ._reading import (
     read_bot_shape,
     read_head,
     read_limits,
+    read_stat_key,
     read_stat_shape,
     read_stats_order,
 )
 from ._report import (
     DEFAULT_MAX_REQUESTS,
     ID_TRIES,
+    KEY_BOTS,
     NO_ANSWER,
     STAT_BOTS,
     Finding,
@@ -101,7 +103,9 @@ async def probe(settings: Settings, *, max_requests: int = DEFAULT_MAX_REQUESTS,
             report.proposals += not_proposed(settings, report.proposals, report.stopped)
             for proposal in report.proposals:
                 section, key = proposal.key.split(".", 1)
-                proposal.current = getattr(getattr(settings, section), key)
+                current = getattr(getattr(settings, section), key)
+                # A list of names is a tuple in the settings, a list in TOML and JSON.
+                proposal.current = list(current) if isinstance(current, tuple) else current
             report.requests = client.stats.requests
             report.rate_limited = client.stats.rate_limited
             report.findings += read_limits(prober.replies, client.stats.rate_limited)
@@ -113,7 +117,7 @@ async def _probe(p: _Prober, settings: Settings, report: ProbeReport,
     token = bool(settings.user_token)
     # Auth of bot reads: without a token first.
     default = await p.get("/bots", auth="none")
-    if default.status in (401, 403):
+    if default.status in (401, 403) and not default.rate_limited:
         evidence = [brief(default)]
         if not token:
             report.findings.append(Finding("auth", "bot reads without a token",
@@ -138,6 +142,10 @@ async def _probe(p: _Prober, settings: Settings, report: ProbeReport,
         report.proposals.append(Proposal("service.token_on_bot_reads", False,
                                          "bot reads work without a token",
                                          settings.service.token_on_bot_reads))
+    elif default.rate_limited:
+        raise ApiError(f"{brief(default)}: the service's rate limit still refused GET /bots "
+                       f"after [retry].attempts tries. Probe again later, or raise "
+                       f"[retry].attempts or [retry].max_retry_after.")
     else:
         raise ApiError(f"{brief(default)}: not the bot-listing service's answer to GET /bots. "
                        f"Check --base-url.")
@@ -171,30 +179,42 @@ async def _probe(p: _Prober, settings: Settings, report: ProbeReport,
 
 async def _probe_stats(p: _Prober, settings: Settings, report: ProbeReport,
                        bot_ids: list[str]) -> None:
-    whole: Reply | None = None
-    bot_id = ""
+    read: list[tuple[str, Reply]] = []  # (bot id, its /stats), the bots read
     for bot_id in bot_ids[:STAT_BOTS]:
-        whole = await p.get(f"/bots/{quote(bot_id, safe='')}/stats")
-        if len(items(whole)) > 2:
+        read.append((bot_id, await p.get(f"/bots/{quote(bot_id, safe='')}/stats")))
+        if len(items(read[-1][1])) > 2:
             break
-    if whole is None or not items(whole):
+    if not read or not items(read[-1][1]):
         why = ("no stat record was read" if bot_ids else
                "no bot id was decided to read /stats with")
-        report.findings.append(Finding("stats", "records", why, [brief(whole)] if whole else []))
-        for key in ("stat_id", "stat_time", "custom_name", "custom_value"):
+        report.findings.append(Finding("stats", "records", why,
+                                       [brief(read[-1][1])] if read else []))
+        for key in ("stat_id", "stat_key", "stat_key_fields", "stat_time", "custom_name",
+                    "custom_value"):
             report.proposals.append(Proposal(f"fields.{key}", None, why,
                                              getattr(settings.fields, key)))
         for key in ("stats_page_size", "stats_paging", "stats_list_path"):
             report.proposals.append(Proposal(f"service.{key}", None, why))
         return
+    bot_id, whole = read[-1]
     path = f"/bots/{quote(bot_id, safe='')}/stats"
     records = items(whole)
-    p.seen["stat"] = [(bot_id, records)]
     found, proposals, time_field = read_stat_shape(
         records, whole, settings, foreign=p.ids["bot"] | p.ids["user"])
     report.findings += found
     report.proposals += proposals
     id_field = next((x.value or None for x in proposals if x.key == "fields.stat_id"), None)
+    if any(x.key == "fields.stat_id" and x.value == "" for x in proposals):
+        # No id: whether records repeat a time shows only at the bots that do it, so more
+        # bots are read than it took to find records.
+        for more in bot_ids[len(read):KEY_BOTS]:
+            read.append((more, await p.get(f"/bots/{quote(more, safe='')}/stats")))
+        key_found, key_proposals = read_stat_key(
+            [items(reply) for _, reply in read if items(reply)],
+            [reply for _, reply in read], time_field, settings)
+        report.findings += key_found
+        report.proposals += key_proposals
+    p.seen["stat"] = [(bot, items(reply)) for bot, reply in read if items(reply)]
     last = await p.get(f"/bots/{quote(bot_id, safe='')}/stat")
     newest = last.json() if last.status == 200 else None
     paging = await probe_paging(p.get, "stats", path, whole, newest=newest)

@@ -13,6 +13,7 @@ from ..harvester import (
     decided_id,
     id_candidates,
     name_candidates,
+    stat_key_choice,
     time_candidates,
     time_kind,
     value_types,
@@ -110,27 +111,28 @@ def read_stat_shape(records: Sequence[Any], reply: Reply, settings: Settings,
     if chosen is not None:
         found.append(Finding("records", "stat id", f"'{chosen.field}' ({chosen.why})", evidence))
         proposals.append(Proposal("fields.stat_id", chosen.field, chosen.why, fields.stat_id))
+        proposals.append(Proposal("fields.stat_key", "id", f"records are told apart by their "
+                                  f"id, '{chosen.field}'", fields.stat_key))
+        proposals.append(Proposal("fields.stat_key_fields", [], "read only with stat_key = "
+                                  "\"fields\"", fields.stat_key_fields))
     else:
-        unique_times = time is not None and len({str(r.get(time.field)) for r in records}) \
-            == len(records)
         if len(records) < 2:
             why = "fewer than 2 stat records read: too few to tell an id"
         elif ids:
             why = f"several fields could be the id: {', '.join(repr(c.field) for c in ids)}"
-        elif not unique_times:
-            why = ("no field is an id, and records share a time: they could not be told "
-                   "apart")
         else:
             why = ""
         if why:
             found.append(Finding("records", "stat id", f"unknown: {why}", evidence))
-            proposals.append(Proposal("fields.stat_id", None, why, fields.stat_id))
+            for key in ("stat_id", "stat_key", "stat_key_fields"):
+                proposals.append(Proposal(f"fields.{key}", None, why, getattr(fields, key)))
         else:
+            # What tells the records apart then is read_stat_key's, over more bots' records.
             found.append(Finding("records", "stat id", "none: no field passes botstats' rules "
-                                 "for an id (botstats then keys records by bot and time)",
+                                 "for an id (see 'stat key' for what tells records apart)",
                                  evidence))
-            proposals.append(Proposal("fields.stat_id", "", "no field is an id: key by sha1(bot "
-                                      "id, time), unique in the records read", fields.stat_id))
+            proposals.append(Proposal("fields.stat_id", "", "no field is an id",
+                                      fields.stat_id))
     if time is not None:
         others = ", ".join(f"'{c.field}'" for c in times if c is not time)
         found.append(Finding("records", "stat time", f"'{time.field}' ({time.why} in "
@@ -164,6 +166,32 @@ def read_stat_shape(records: Sequence[Any], reply: Reply, settings: Settings,
                       for name in COUNTS)
     found.append(Finding("records", "types of counts and loads", types))
     return found, proposals, time.field if time else None
+
+
+def read_stat_key(groups: Sequence[Sequence[Any]], replies: Sequence[Reply],
+                  time_field: str | None, settings: Settings) -> tuple[list[Finding],
+                                                                      list[Proposal]]:
+    """What tells apart stat records that carry no id (``groups``: the records of each bot
+    read, from ``replies``): their time, their time and a field that differs among records at
+    one time, or their content (:func:`~pipeline.harvester.stat_key_choice`)."""
+    fields = settings.fields
+    evidence = [brief(r) for r in replies]
+    if time_field is None:
+        why = "no stat time was decided, which every key of a record without an id starts from"
+        return ([Finding("records", "stat key", f"unknown: {why}", evidence)],
+                [Proposal(f"fields.{key}", None, why, getattr(fields, key))
+                 for key in ("stat_key", "stat_key_fields")])
+    choice = stat_key_choice(groups, time_field)
+    said = {"time": f"the time alone ('{time_field}')",
+            "fields": " and ".join(f"'{name}'" for name in choice.fields),
+            "content": "the whole record (a hash of its canonical JSON)"}[choice.key]
+    found = [Finding("records", "stat key", f"{choice.key}: records are told apart by {said}: "
+                     f"{choice.why}", evidence)]
+    return found, [Proposal("fields.stat_key", choice.key, choice.why, fields.stat_key),
+                   Proposal("fields.stat_key_fields", list(choice.fields) if choice.key ==
+                            "fields" else [], "the fields of stat_key = \"fields\"" if
+                            choice.key == "fields" else "read only with stat_key = \"fields\"",
+                            fields.stat_key_fields)]
 
 
 def read_stats_order(records: list[Any], paged: bool, last: Reply | None,
@@ -234,7 +262,7 @@ def read_limits(replies: Sequence[Reply], rate_limited: int) -> list[Finding]:
     found = [Finding("limits", "rate-limit headers",
                      ", ".join(f"{k}: {v}" for k, v in headers.items()) or "none seen"),
              Finding("limits", "429 answers", f"{rate_limited} met (each waited out)")]
-    errors = [r for r in replies if r.status >= 400 and r.status != 429]
+    errors = [r for r in replies if r.status >= 400 and not r.rate_limited]
     shapes = sorted({_error_shape(r) for r in errors})
     found.append(Finding("limits", "error bodies", "; ".join(shapes) or "no error seen",
                          [brief(r) for r in errors[:3]]))
