@@ -1,8 +1,8 @@
 """The harvest stage: the service's directory into the archive, incrementally and exactly once.
 
-:func:`harvest` runs one harvest (``_run``): it snapshots the configured user (``_snapshot``),
-pages ``GET /bots`` (``_listing``), hands bots to worker tasks (``_workers``) that read what is
-new of each bot's ``/stats`` (``_tail``). Every list the service pages is paged by the state
+:func:`harvest` runs one harvest (``_run``; its parts share a ``_context.Run``): it snapshots
+the configured user (``_snapshot``), pages ``GET /bots`` (``_listing``), hands bots to worker
+tasks (``_workers``) that read what is new of each bot's ``/stats`` (``_tail``). Every list the service pages is paged by the state
 machines of ``_paging``; records are validated into rows (``_records``, with ``_shapes`` saying
 what records look like), ids that would merge records are refused (``_ids``), and rows are
 written in batches (``_batch``). ``_verdict`` judges whether the run is complete, and words the

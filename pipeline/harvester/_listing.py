@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Collection
 from typing import Any
 
@@ -14,11 +13,10 @@ from ..core import (
     BadResponse,
     FieldSettings,
     ListingUnstable,
-    Settings,
     SkipIgnored,
 )
-from ..interface import Client
 from ._batch import Batch, Db
+from ._context import Run
 from ._ids import Identities, not_unique, repeated
 from ._paging import FrontPager, shortfall, walk_for
 from ._records import (
@@ -26,22 +24,13 @@ from ._records import (
     parse_bot,
     raw_text,
 )
-from ._report import HarvestReport
 
 
-async def list_directory(
-    client: Client,
-    settings: Settings,
-    report: HarvestReport,
-    buffer: Batch,
-    db: Db,
-    queue: asyncio.Queue[tuple[str, archive.Newest | None] | None],
-    full: bool,
-    stop: threading.Event,
-) -> None:
+async def list_directory(run: Run, db: Db,
+                         queue: asyncio.Queue[tuple[str, archive.Newest | None] | None]) -> None:
+    client, fields, report, buffer, stop = run.client, run.fields, run.report, run.buffer, run.stop
     shape = client.shapes["bots"]
-    pager = walk_for(shape, "GET /bots", "bots", settings.service.page_size)
-    fields = settings.fields
+    pager = walk_for(shape, "GET /bots", "bots", shape.page_size)
     identities = Identities(fields.bot_id)
     skip = 0
     while not stop.is_set() and not buffer.halted:
@@ -86,7 +75,7 @@ async def list_directory(
             buffer.tally.known["bot"].update(r.bot_id for r in fresh)
         buffer.bots.extend(fresh)
         # --full reads every bot's /stats whatever is archived: no need to look.
-        newest = {} if full else await db.read(archive.newest, [r.bot_id for r in fresh])
+        newest = {} if run.full else await db.read(archive.newest, [r.bot_id for r in fresh])
         for row in fresh:
             if stop.is_set():
                 return

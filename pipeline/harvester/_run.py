@@ -43,6 +43,7 @@ from ..core import (
 )
 from ..interface import Client, RawArray, stats_path, workers
 from ._batch import Batch, Db
+from ._context import Run
 from ._listing import list_directory
 from ._removals import judge_removals
 from ._report import HarvestReport, ProgressFn
@@ -111,18 +112,19 @@ async def _harvest(
     known_live = await db.call(archive.live_bots, report.shard)  # before this run writes any bot
     judged: Verdict | None = None
     async with Client(settings) as client:
+        run = Run(client, settings.fields, report, buffer, full, stop)
         try:
             if settings.user_token and report.shard.leads:
-                await snapshot_user(client, settings, report, buffer)
+                await snapshot_user(run)
             tasks = workers(settings.service.concurrency, settings.service.max_connections)
             queue: asyncio.Queue[tuple[str, archive.Newest | None] | None] = asyncio.Queue(
                 maxsize=tasks * 4)
             order = OrderHint()  # how the service orders /stats, once a read has seen it
-            pool = Workers(lambda: worker(client, settings, report, buffer, queue, full, stop,
-                                            on_progress, pool, order), tasks, client.gate.control)
+            pool = Workers(lambda: worker(run, queue, on_progress, pool, order), tasks,
+                           client.gate.control)
             pool.grow()
             try:
-                await list_directory(client, settings, report, buffer, db, queue, full, stop)
+                await list_directory(run, db, queue)
             finally:
                 for _ in pool.close():
                     await queue.put(None)

@@ -10,10 +10,9 @@ from typing import Any
 from ..core import (
     ApiError,
     BadResponse,
-    Settings,
 )
 from ..interface import Client, ListPage, user_list_path
-from ._batch import Batch
+from ._context import Run
 from ._ids import not_unique, repeated
 from ._paging import FrontPager, Walk, read_paged, shortfall, walk_for
 from ._records import (
@@ -21,7 +20,6 @@ from ._records import (
     entity_id,
     raw_text,
 )
-from ._report import HarvestReport
 
 
 async def user_list(client: Client, user_id: str, what: str) -> list[Any]:
@@ -71,12 +69,11 @@ async def _read_past(client: Client, path: str, records: list[Any]) -> str | Non
     return f"asked past its {n} records, it sent {len(new)} more" if new else None
 
 
-async def snapshot_user(client: Client, settings: Settings, report: HarvestReport,
-                         buffer: Batch) -> None:
+async def snapshot_user(run: Run) -> None:
     """Buffer the user snapshot of this run. A record refused is kept in rejects under its kind
     ("user", "user bot", "server", "webhook": the run's verdict judges each, see _verdict); ids
     repeated over different records in a list refuse the run (see _ids)."""
-    fields = settings.fields
+    client, fields, buffer, report = run.client, run.fields, run.buffer, run.report
     try:
         me = await client.me()
     except ApiError as exc:

@@ -15,12 +15,12 @@ from ..core import (
     FieldSettings,
     ListingUnstable,
     NotFound,
-    Settings,
     SkipIgnored,
     decode_json,
 )
 from ..interface import Client, ListPage, RawArray, split_array, stats_path
 from ._batch import Batch, first_line
+from ._context import Run
 from ._ids import repeated, stat_keys_not_unique
 from ._paging import (
     ANCHOR_WINDOW,
@@ -42,23 +42,14 @@ from ._records import (
     parse_stats_raw,
     stat_key,
 )
-from ._report import HarvestReport
 from ._verdict import MISSING_CHECKS, STAT_READ, STATS_READ
 
 
-async def harvest_bot(
-    client: Client,
-    settings: Settings,
-    report: HarvestReport,
-    buffer: Batch,
-    bot_id: str,
-    newest: archive.Newest | None,
-    full: bool,
-    order: OrderHint,
-) -> None:
-    fields = settings.fields
+async def harvest_bot(run: Run, bot_id: str, newest: archive.Newest | None,
+                      order: OrderHint) -> None:
+    client, fields, report, buffer, full = run.client, run.fields, run.report, run.buffer, run.full
     endpoint = f"GET /bots/{bot_id}/stat"
-    page_size = settings.service.stats_page_size
+    page_size = client.shapes["stats"].page_size
     last_key = None
     listed: list[int | None] = []
     said: list[str] = []  # why the service says the read is not the whole list

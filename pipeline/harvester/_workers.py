@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 from .. import archive
-from ..core import (
-    Settings,
-)
-from ..interface import AimdLimit, Client
-from ._batch import Batch
-from ._report import HarvestReport, ProgressFn
+from ..interface import AimdLimit
+from ._context import Run
+from ._report import ProgressFn
 from ._tail import OrderHint, harvest_bot
 
 
@@ -41,27 +37,18 @@ class Workers:
         return list(self.tasks)
 
 
-async def worker(
-    client: Client,
-    settings: Settings,
-    report: HarvestReport,
-    buffer: Batch,
-    queue: asyncio.Queue[tuple[str, archive.Newest | None] | None],
-    full: bool,
-    stop: threading.Event,
-    on_progress: ProgressFn | None,
-    pool: Workers,
-    order: OrderHint,
-) -> None:
+async def worker(run: Run, queue: asyncio.Queue[tuple[str, archive.Newest | None] | None],
+                 on_progress: ProgressFn | None, pool: Workers, order: OrderHint) -> None:
+    buffer, report = run.buffer, run.report
     while (item := await queue.get()) is not None:
         pool.grow()
-        if stop.is_set() or buffer.halted:
+        if run.stop.is_set() or buffer.halted:
             continue  # drain: the lister stops feeding, the queue empties, None arrives
         bot_id, newest = item
-        await harvest_bot(client, settings, report, buffer, bot_id, newest, full, order)
+        await harvest_bot(run, bot_id, newest, order)
         if buffer.full:  # after every bot, those with nothing new too: they add a bot row
             await buffer.flush()
         if on_progress is not None:
-            report.requests = client.stats.requests
-            report.retries = client.stats.retries
+            report.requests = run.client.stats.requests
+            report.retries = run.client.stats.retries
             on_progress(report)
