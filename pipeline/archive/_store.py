@@ -14,7 +14,7 @@ transaction spans every table, so a batch of rows and the run's counters land to
 at all, and a killed job leaves at most unreferenced files that compaction removes.
 
 Tables have no primary keys (DuckLake has none): the harvest keeps every key once itself.
-Writers are serialised by the run lock (``pipeline.lock``).
+Writers are serialised by the run lock (operate's ``_lock``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 
 import duckdb
 
-from ..core import Settings, StoreError
+from ..core import Settings, StoreError, first_line
 from ._migrations import migrate
 from ._sql import literal
 
@@ -346,10 +346,6 @@ def _wal_mode(catalog: Path) -> None:
 
 def _busy(exc: Exception) -> bool:
     return any(w in str(exc) for w in _BUSY_WORDS)
-
-
-def first_line(exc: Exception) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
 
 
 def _refuse_legacy(paths: ArchivePaths) -> None:

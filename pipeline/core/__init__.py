@@ -1,7 +1,8 @@
 """The ground every stage stands on: the error tree, the settings, and the small helpers each
 stage would otherwise write twice.
 
-``_errors`` (the one error tree, an exit code per class), the typed settings in three modules:
+``_errors`` (the one error tree, an exit code per class, and ``first_line``: what of a foreign
+error a message quotes), the typed settings in three modules:
 ``_settings`` (the schema: a frozen section per table), ``_loading`` (TOML, environment and
 flags, in that precedence) and ``_validation`` (what types alone do not catch, before any I/O),
 with ``_destinations`` (``[alerts]``'s destination tables, their secrets from the environment);
@@ -35,6 +36,7 @@ from ._errors import (
     SkipIgnored,
     StoreError,
     Unreachable,
+    first_line,
 )
 from ._files import TMP_SUFFIX, aside, fsync_dir, replacing
 from ._json import canonical_json, decode_json, same_record
@@ -72,6 +74,7 @@ __all__ = [
     "ExportError",
     "IdsNotUnique",
     "FieldSettings",
+    "first_line",
     "fsync_dir",
     "ListingUnstable",
     "load_settings",
