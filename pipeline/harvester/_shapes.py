@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from ._records import EPOCH_TEXT
+
 # Names seen for these fields in public APIs, best first: they rank candidates, never make one.
 TIME_NAMES = ("timestamp", "created_at", "createdAt", "recorded_at", "time", "date", "ts",
               "posted_at", "updated_at")
@@ -51,7 +53,6 @@ MAX_ID_CHARS = 128
 EPOCH_LOW, EPOCH_HIGH = 946_684_800, 4_102_444_800
 _EPOCH_UNITS = (("seconds", 1), ("milliseconds", 10**3))
 _ISO_SHAPE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}:?\d{2})?$")
-_EPOCH_TEXT = re.compile(r"^\d{9,}(\.\d+)?$")
 
 
 def time_kind(value: Any) -> str | None:
@@ -68,7 +69,7 @@ def time_kind(value: Any) -> str | None:
     if not isinstance(value, str):
         return None
     text = value.strip()
-    if _EPOCH_TEXT.match(text):
+    if EPOCH_TEXT.match(text):
         kind = time_kind(float(text))
         return f"{kind} as text" if kind else None
     if _ISO_SHAPE.match(text):
