@@ -5,7 +5,7 @@ One run:
 1. records itself in ``harvest_runs`` (status ``running``) and marks any run a killed process
    left ``running`` as ``interrupted``;
 2. snapshots the configured user (me, bots, servers, webhooks) when a user token is set;
-3. pages through ``GET /bots`` with :class:`~pipeline.listing.Pager` (no bot lost or
+3. pages through ``GET /bots`` with :class:`~._paging.Pager` (no bot lost or
    read twice, whatever the service does), and for each listing page looks up, in one query,
    the newest archived record of its bots;
 4. hands bots to ``concurrency`` workers: a bot whose newest record (``GET /bots/:id/stat``) is
@@ -14,7 +14,7 @@ One run:
    batch that also carries the run's counters, so a run killed at any moment leaves whole
    batches only and the next run (records keyed by id, upserted) completes the work;
 6. marks bots missing from a *complete* listing as removed, unless that listing collapsed
-   (:mod:`pipeline.removals`), and ends the run ``complete``, ``partial`` (some bots failed:
+   (:mod:`._removals`), and ends the run ``complete``, ``partial`` (some bots failed:
    retried next run; or a listing not believed), ``failed`` or ``interrupted``.
 
 DuckDB work happens on one dedicated thread so HTTP never waits on a write.
@@ -68,7 +68,7 @@ def harvest(
     """Run one harvest into the archive named by ``settings``; return what it did.
 
     ``accept_removals`` believes a complete listing however many bots it would mark removed
-    (see :mod:`pipeline.removals`). ``shard`` (default 0/1, every bot): archive only the bots
+    (see :mod:`._removals`). ``shard`` (default 0/1, every bot): archive only the bots
     whose id hashes to it, beside workers harvesting the other shards.
 
     The caller holds the run lock (operate's ``run_lock``) when other runs may start, and says

@@ -378,7 +378,7 @@ def run_lock(
     """Hold the archive's run lock for ``job`` and ``scope``; wait up to ``timeout`` (default
     [run].lock_timeout).
 
-    Raises :class:`~pipeline.errors.LockTimeout` (exit 75) naming the holder when the wait runs
+    Raises :class:`~pipeline.core.LockTimeout` (exit 75) naming the holder when the wait runs
     out, or as soon as ``stop`` is set while waiting.
     """
     if settings.shared_catalog:
