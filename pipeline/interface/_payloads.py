@@ -17,7 +17,7 @@ from ..core import (
 
 @dataclass(frozen=True)
 class Reply:
-    """A request and what came back, as :meth:`Client.fetch` saw it (secrets redacted)."""
+    """A request and what came back, as :meth:`._client.Client.fetch` saw it (secrets redacted)."""
 
     method: str
     url: str
