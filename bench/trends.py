@@ -270,6 +270,9 @@ def main() -> None:
     work: Path = args.dir.resolve()
     if args.child:
         sys.path.insert(0, str(REPO))
+        import pipeline
+
+        pipeline.tune_allocators()  # as the `botstats` command does before anything loads polars
         if args.child == "generate":
             count, took = generate(work, args.rows, args.per_day)
             out: dict[str, Any] = {"rows": count, "took": took}

@@ -99,6 +99,4 @@ def test_a_lazy_init_beside_its_stub_holds_no_code_mypy_would_not_see() -> None:
         assert kinds <= {"Expr", "Import", "Assign", "AnnAssign"}, stub
         assert all(isinstance(node.value, ast.Constant) for node in lazy.body
                    if isinstance(node, ast.Expr)), stub  # docstrings only, no calls
-        # The root also imports its allocator module first: a .py of its own, which mypy reads.
-        allowed = {"lazy_loader", "pipeline._allocator"} if stub.parent == PACKAGE else {"lazy_loader"}
-        assert imports <= allowed, stub
+        assert imports <= {"lazy_loader"}, stub

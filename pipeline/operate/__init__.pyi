@@ -4,6 +4,7 @@ from ._demo import demo, next_steps
 from ._deploy import botstats_command, cron_text
 from ._logs import setup_logging
 from ._maintenance import backup_archive, compact_archive, convert_archive, restore_archive
+from ._memory import tune_allocators
 from ._process import can_hand_off, hand_off, resumed
 from ._runner import RunReport, finish_run, locked_harvest, locked_trends, run
 from ._schedule import describe_schedule, run_scheduler
@@ -44,4 +45,5 @@ __all__ = [
     "RunReport",
     "setup_logging",
     "stop_on_signals",
+    "tune_allocators",
 ]
