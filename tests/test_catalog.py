@@ -310,3 +310,17 @@ def test_data_files_in_object_storage(service: RunningService, tmp_path: Path,
     assert_archive_equals_service(settings, service.directory, bots=True)
     with pytest.raises(StoreError, match="object storage"):
         backup_archive(settings, tmp_path / "backup")
+
+
+def test_a_catalog_whose_creation_was_cut_short_is_no_archive_until_the_next_writer_migrates(
+        service: RunningService, tmp_path: Path) -> None:
+    # A worker killed after DuckLake made its tables in the database, before the migrations'
+    # one commit: what it leaves is a lake without bot_stats.
+    settings = shared(service, tmp_path, **{"store.catalog": new_database(template=False)})
+    connect(ArchivePaths.of(settings)).close()
+    assert not archive.exists(settings)
+    with pytest.raises(StoreError, match="there is no archive"):
+        archive.open_archive(settings.store.catalog, data_path=settings.store.data_path)
+    # The next writer migrates it, and readers meet the whole archive.
+    assert harvest(settings).status == "complete"
+    assert_archive_equals_service(settings, service.directory)

@@ -99,8 +99,16 @@ def holders(con: Any, key: int) -> list[str]:
 
 
 def has_lake(con: Any) -> bool:
-    """Whether the database holds a DuckLake catalog yet."""
-    row = con.execute("SELECT to_regclass('ducklake_metadata') IS NOT NULL").fetchone()
+    """Whether the database holds an archive yet: a DuckLake catalog whose schema has committed
+    (its tables appear in the one transaction of the migrations; a worker killed while creating
+    the lake leaves a catalog without them, which readers are told is no archive yet and the
+    next writer migrates)."""
+    row = con.execute("SELECT to_regclass('ducklake_metadata') IS NOT NULL AND "
+                      "to_regclass('ducklake_table') IS NOT NULL").fetchone()
+    if not (row and row[0]):
+        return False
+    row = con.execute("SELECT count(*) FROM ducklake_table WHERE table_name = 'bot_stats' AND "
+                      "end_snapshot IS NULL").fetchone()
     return bool(row and row[0])
 
 
