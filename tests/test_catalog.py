@@ -21,7 +21,13 @@ import duckdb
 import polars as pl
 import pytest
 from _postgres_support import cluster, new_database
-from conftest import assert_archive_equals_service, child_env, harvest_settings_for, query
+from conftest import (
+    assert_archive_equals_service,
+    child_env,
+    harvest_settings_for,
+    query,
+    read_line,
+)
 
 from pipeline import archive
 from pipeline.archive._commit import committing
@@ -135,11 +141,11 @@ def test_a_reader_with_only_the_connection_string_and_data_path_keeps_its_snapsh
                              settings.store.data_path], cwd=tmp_path, env=env, text=True,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert proc.stdout is not None and proc.stdin is not None
-    before = int(proc.stdout.readline())
+    before = int(read_line(proc.stdout))
     assert harvest(settings, shard=archive_shard(1, 2)).stats_added > 0  # commits meanwhile
     proc.stdin.write("\n")
     proc.stdin.flush()
-    during, after = int(proc.stdout.readline()), int(proc.stdout.readline())
+    during, after = int(read_line(proc.stdout)), int(read_line(proc.stdout))
     assert proc.wait(timeout=60) == 0
     total = query(settings, "SELECT count(*) FROM bot_stats")[0][0]
     assert (before, during, after) == (before, before, total) and total > before

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import child_env
+from conftest import child_env, read_line, stderr_of
 from filelock import Timeout
 
 from pipeline.archive._store import open_archive
@@ -52,8 +52,7 @@ def _wait_for(check: Any, proc: subprocess.Popen[str], timeout: float = 30) -> N
     deadline = time.monotonic() + timeout
     while not check():
         if proc.poll() is not None:
-            raise AssertionError(f"botstats exited early ({proc.returncode}): "
-                                 f"{proc.stderr.read() if proc.stderr else ''}")
+            raise AssertionError(f"botstats exited early ({proc.returncode}): {stderr_of(proc)}")
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s")
         time.sleep(0.02)
@@ -465,16 +464,16 @@ def test_a_second_sigterm_aborts_at_once(tmp_path: Path, service_factory: Any) -
         assert proc.stderr is not None
         said = ""
         while "SIGTERM received" not in said:  # the first signal was handled
-            line = proc.stderr.readline()
-            assert line, f"botstats exited ({proc.wait()}) before saying it received SIGTERM"
+            line = read_line(proc.stderr)
+            assert line, f"botstats exited ({proc.wait(30)}) before saying it received SIGTERM"
             said += line
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.wait()
-    assert rc == -signal.SIGTERM, said + (proc.stderr.read() if proc.stderr else "")
+            proc.wait(timeout=30)
+    assert rc == -signal.SIGTERM, said + stderr_of(proc)
     assert "send it again to abort at once" in said
     assert _statuses(settings.db_path) == ["running"]  # it never got as far as recording one
 
