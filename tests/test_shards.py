@@ -243,14 +243,14 @@ def test_status_shows_every_shards_last_run_and_a_shard_left_behind_is_stale(
     for k in (0, 1):
         assert locked_harvest(settings, shard=Shard(k, 3)).status == "complete"
     info = archive_status(settings, max_age=timedelta(hours=1))
-    assert [(s["shard"], s["status"]) for s in info["shards"]] == [
+    assert [(s.shard, s.status) for s in info.shards] == [
         ("0/3", "complete"), ("1/3", "complete"), ("2/3", None)]
-    assert "shard 2/3: no harvest has completed" in info["stale"]
-    assert {r["shard"] for r in info["runs"]} == {"0/3", "1/3"}
+    assert info.stale and "shard 2/3: no harvest has completed" in info.stale
+    assert {r.shard for r in info.runs} == {"0/3", "1/3"}
     assert locked_harvest(settings, shard=Shard(2, 3)).status == "complete"
     info = archive_status(settings, max_age=timedelta(hours=1))
-    assert [s["status"] for s in info["shards"]] == ["complete"] * 3
-    assert info["stale"] == ""
+    assert [s.status for s in info.shards] == ["complete"] * 3
+    assert info.stale == ""
     assert_archive_equals_service(settings, service.directory, bots=True)
 
 

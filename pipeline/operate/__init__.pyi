@@ -10,16 +10,22 @@ from ._runner import RunReport, finish_run, locked_harvest, locked_trends, run
 from ._schedule import describe_schedule, run_scheduler
 from ._signals import stop_on_signals
 from ._status import (
+    RUN_COLUMNS,
     SHARD_COLUMNS,
+    ArchiveStatus,
     archive_status,
     describe_drift,
     describe_latest,
     describe_undelivered,
     parse_age,
+    run_lines,
+    shard_lines,
 )
 
 __all__ = [
+    "RUN_COLUMNS",
     "SHARD_COLUMNS",
+    "ArchiveStatus",
     "archive_status",
     "backup_archive",
     "botstats_command",
@@ -41,9 +47,11 @@ __all__ = [
     "restore_archive",
     "resumed",
     "run",
+    "run_lines",
     "run_scheduler",
     "RunReport",
     "setup_logging",
+    "shard_lines",
     "stop_on_signals",
     "tune_allocators",
 ]
