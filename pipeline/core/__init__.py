@@ -8,7 +8,7 @@ flags, in that precedence) and ``_validation`` (what types alone do not catch, b
 with ``_destinations`` (``[alerts]``'s destination tables, their secrets from the environment);
 ``_crontab`` (crontab expressions, for the settings and the scheduler), ``_oncalendar``,
 ``_files`` (atomic file replacement), ``_json`` (reading bodies, spelling records canonically),
-``_redact`` (secrets out of URLs and texts), ``_run_id``, ``_shard`` (which bots a harvest
+``_redact`` (secrets out of URLs and texts), ``_run_id``, ``_run_status`` (how a run ends), ``_shard`` (which bots a harvest
 worker owns), ``_dsn`` (PostgreSQL connection strings).
 It imports nothing else of ours.
 """
@@ -44,6 +44,7 @@ from ._loading import DEFAULT_CONFIG_FILE, as_dict, load_settings
 from ._oncalendar import on_calendar
 from ._redact import Redactor, redact_url
 from ._run_id import new_run_id
+from ._run_status import RunStatus
 from ._settings import (
     AlertSettings,
     Destination,
@@ -93,6 +94,7 @@ __all__ = [
     "redact_url",
     "Redactor",
     "replacing",
+    "RunStatus",
     "same_record",
     "Secret",
     "ServerError",

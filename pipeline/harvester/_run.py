@@ -35,6 +35,7 @@ from ..core import (
     ApiError,
     BotstatsError,
     FieldSettings,
+    RunStatus,
     Settings,
     Shard,
     decode_json,
@@ -85,10 +86,10 @@ def harvest(
             asyncio.run(_harvest(settings, report, db, full, accept_removals, on_progress,
                                  stop or threading.Event()))
         except (KeyboardInterrupt, asyncio.CancelledError):
-            report.status, report.message = "interrupted", "interrupted by the user"
+            report.status, report.message = RunStatus.INTERRUPTED, "interrupted by the user"
             raise
         except BotstatsError as exc:
-            report.status, report.message = "failed", str(exc)
+            report.status, report.message = RunStatus.FAILED, str(exc)
         finally:
             db.shutdown()
             report.finished_at = datetime.now(UTC)
@@ -154,14 +155,15 @@ async def _harvest(
         log.warning("the service sends record fields this archive has not seen before: %s "
                     "(kept in the raw column)", report.new_fields)
     if stop.is_set():
-        report.status, report.message = "interrupted", "stopped on request after the current batch"
+        report.status = RunStatus.INTERRUPTED
+        report.message = "stopped on request after the current batch"
     elif report.errors or not report.listing_complete or refused:
-        report.status = "partial"
+        report.status = RunStatus.PARTIAL
         failed = (f"{report.errors} request(s) failed after retries or read incomplete data; see "
                   f"harvest_errors. The next run tries them again.") if report.errors else ""
         report.message = report.message or " ".join(filter(None, (refused, failed)))
     else:
-        report.status = "complete"
+        report.status = RunStatus.COMPLETE
     if not stop.is_set():
         _apply(report, judged, dropped=buffer.dropped_for)
 
@@ -210,16 +212,16 @@ def _apply(report: HarvestReport, verdict: Verdict | None, dropped: str) -> None
     """The verdict over what the run decided so far (errors, the listing, removals): the worse
     status wins, its message first when it fails the run."""
     if verdict is None and dropped:  # the rows went, whatever the end says: never complete
-        verdict = Verdict("failed", dropped, setting=True)
+        verdict = Verdict(RunStatus.FAILED, dropped, setting=True)
     if verdict is None:
         return
-    if verdict.status == "failed":
-        report.status = "failed"
+    if verdict.status == RunStatus.FAILED:
+        report.status = RunStatus.FAILED
         written = (" Nothing of this run was archived but its rejects and errors."
                    if verdict.setting else "")
         report.message = " ".join(filter(None, (verdict.message + written, report.message)))
-    elif report.status != "failed":
-        report.status = "partial"
+    elif report.status != RunStatus.FAILED:
+        report.status = RunStatus.PARTIAL
         report.message = " ".join(filter(None, (report.message, verdict.message)))
 
 
