@@ -151,6 +151,7 @@ def child(work: Path, base_url: str, out: Path, part: str = "all",
 
     import pipeline
 
+    pipeline.tune_allocators()  # as the `botstats` command does before anything loads polars
     config = work / "empty.toml"
     config.touch()
     settings = pipeline.load_settings(config, env={}, overrides={

@@ -9,7 +9,7 @@ them from the days before, and scores every (bot, metric, day) whose actual valu
   last      the last value before the holdout, flat;
   drift     the last value plus the average daily change over the whole training history
             (the line through its first and last value);
-  shipped   ``pipeline.forecast`` (robust log-linear trend over ``WINDOW_DAYS``), and the same
+  shipped   ``analytics/build/_forecast.py`` (robust log-linear trend over ``WINDOW_DAYS``), and the same
             method over other windows, to show how the window was chosen.
 
 MAPE is the mean of |actual - forecast| / actual in percent; coverage is the share of actual

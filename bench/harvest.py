@@ -94,7 +94,7 @@ async def bare_loop(base_url: str, concurrency: int, page_size: int,
     import orjson
 
     # One single-connection client per worker, the connection layout botstats uses
-    # (pipeline.client._Lanes): a shared pool of eight costs a sixth more CPU per request, and
+    # (pipeline.interface._transport.Lanes): a shared pool of eight costs a sixth more CPU per request, and
     # the ceiling should not pay it.
     one = httpx.Limits(max_connections=1, max_keepalive_connections=1)
     clients = [httpx.AsyncClient(base_url=base_url, limits=one, timeout=30)

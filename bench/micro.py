@@ -12,7 +12,7 @@ Cases (where the choice lives in brackets):
   decode_page      orjson.loads vs json.loads, one /stats page of 90 records
                    [pipeline/core/_json.py decode_json]
   column_from      a polars Datetime column from int microseconds vs from datetime objects
-                   [pipeline/records.py StatPage]
+                   [pipeline/harvester/_records.py StatPage]
   zstd_level       parquet with zstd level 1 vs the default level 3: write time and size
                    [pipeline/analytics/exports/_exports.py ZSTD_LEVEL]
   failed_import    an import of a module that is not installed (what httpcore does per request

@@ -5,7 +5,7 @@ four records a day, counters that reset), then measures, each case in its own su
 time, and the peak RSS the process reports itself from /proc ``VmHWM``, which, unlike
 ``getrusage``, does not count the parent's pages the child had between fork and exec):
 
-  (a) trends   ``pipeline.trends.build_trends``: the eight datasets, exported as zstd parquet
+  (a) trends   ``pipeline.build_trends``: the eight datasets, exported as zstd parquet
                month partitions with the manifest, the views created;
   (b) sql      the same ``bot_daily`` + ``bot_growth`` as plain DuckDB SQL (a ``lag()`` window
                for the counter deltas, self-joins for exact day-N lookups), written as zstd
@@ -270,6 +270,9 @@ def main() -> None:
     work: Path = args.dir.resolve()
     if args.child:
         sys.path.insert(0, str(REPO))
+        import pipeline
+
+        pipeline.tune_allocators()  # as the `botstats` command does before anything loads polars
         if args.child == "generate":
             count, took = generate(work, args.rows, args.per_day)
             out: dict[str, Any] = {"rows": count, "took": took}

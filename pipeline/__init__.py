@@ -12,11 +12,12 @@ The public API, for notebooks and scripts (everything else is private by name)::
 
 Data flows one way: service <- interface <- harvester -> archive -> analytics; ``operate`` runs
 them on a schedule and ``cli`` is the ``botstats`` command. Names load when first used.
+
+Importing it changes nothing of the host process: the allocator settings botstats runs with
+are made by the processes it starts itself (``pipeline.tune_allocators``).
 """
 
 import lazy_loader
-
-import pipeline._allocator  # noqa: F401  (sets polars' allocator before anything loads polars)
 
 __version__ = "0.2.0"
 

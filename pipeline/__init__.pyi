@@ -36,7 +36,7 @@ from .core import (
     load_settings,
 )
 from .harvester import HarvestReport, harvest
-from .operate import RunReport, run
+from .operate import RunReport, run, tune_allocators
 
 __version__: str
 
@@ -77,4 +77,5 @@ __all__ = [
     "run",
     "scan_dataset",
     "table_counts",
+    "tune_allocators",
 ]

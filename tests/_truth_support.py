@@ -4,9 +4,10 @@ test_truth.py, test_profiles.py): what the embedded service serves, read with it
 
 from __future__ import annotations
 
+import email.utils
 import hashlib
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from conftest import query
@@ -42,9 +43,15 @@ PROFILES: dict[str, dict[str, Any]] = {
 }
 
 
+_PER_SECOND = {"epoch-s": 1, "epoch-ms": 10**3, "epoch-us": 10**6, "epoch-ns": 10**9}
+
+
 def _when(value: Any, time_format: str) -> datetime:
     if isinstance(value, int):
-        return datetime.fromtimestamp(value / 1000 if time_format == "epoch-ms" else value, UTC)
+        micros = value * 10**6 // _PER_SECOND[time_format]
+        return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=micros)
+    if time_format == "http-date":
+        return email.utils.parsedate_to_datetime(value).astimezone(UTC)
     return datetime.fromisoformat(value).astimezone(UTC)
 
 

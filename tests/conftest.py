@@ -8,12 +8,14 @@ import fcntl
 import json
 import os
 import shutil
+import subprocess
+import threading
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 from hypothesis import settings as hypothesis_settings
@@ -39,6 +41,29 @@ def child_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("BOTSTATS_")}
     env["BOTSTATS_STORE_THREADS"] = str(TEST_THREADS)
     return env | extra
+
+# --- reading what a child process says, never without a limit --------------------------------
+def read_line(stream: IO[str], timeout: float = 30) -> str:
+    """The next line a child writes to ``stream`` ("" at its end); a test failure after
+    ``timeout`` seconds without one, so a child that hangs silent fails the test that waits for
+    it instead of holding the suite. (A reader thread: a pipe's buffered text has no timeout.)"""
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(stream.readline()), daemon=True)
+    reader.start()
+    reader.join(timeout)
+    if not got:
+        pytest.fail(f"no line from the child process within {timeout:g} s")
+    return got[0]
+
+
+def stderr_of(proc: subprocess.Popen[str], timeout: float = 10) -> str:
+    """What an ended (or ending) child wrote to its stderr pipe, waiting ``timeout`` seconds at
+    most (a grandchild may hold the pipe open)."""
+    try:
+        return proc.communicate(timeout=timeout)[1] or ""
+    except (subprocess.TimeoutExpired, ValueError) as exc:
+        return f"(its stderr could not be read: {exc})"
+
 
 # --- the embedded bot-listing service ----------------------------------------------------
 _FAULT_FIELDS = {f.name for f in dataclasses.fields(Faults)}

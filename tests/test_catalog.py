@@ -21,7 +21,13 @@ import duckdb
 import polars as pl
 import pytest
 from _postgres_support import cluster, new_database
-from conftest import assert_archive_equals_service, child_env, harvest_settings_for, query
+from conftest import (
+    assert_archive_equals_service,
+    child_env,
+    harvest_settings_for,
+    query,
+    read_line,
+)
 
 from pipeline import archive
 from pipeline.archive._commit import committing
@@ -135,11 +141,11 @@ def test_a_reader_with_only_the_connection_string_and_data_path_keeps_its_snapsh
                              settings.store.data_path], cwd=tmp_path, env=env, text=True,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert proc.stdout is not None and proc.stdin is not None
-    before = int(proc.stdout.readline())
+    before = int(read_line(proc.stdout))
     assert harvest(settings, shard=archive_shard(1, 2)).stats_added > 0  # commits meanwhile
     proc.stdin.write("\n")
     proc.stdin.flush()
-    during, after = int(proc.stdout.readline()), int(proc.stdout.readline())
+    during, after = int(read_line(proc.stdout)), int(read_line(proc.stdout))
     assert proc.wait(timeout=60) == 0
     total = query(settings, "SELECT count(*) FROM bot_stats")[0][0]
     assert (before, during, after) == (before, before, total) and total > before
@@ -310,3 +316,17 @@ def test_data_files_in_object_storage(service: RunningService, tmp_path: Path,
     assert_archive_equals_service(settings, service.directory, bots=True)
     with pytest.raises(StoreError, match="object storage"):
         backup_archive(settings, tmp_path / "backup")
+
+
+def test_a_catalog_whose_creation_was_cut_short_is_no_archive_until_the_next_writer_migrates(
+        service: RunningService, tmp_path: Path) -> None:
+    # A worker killed after DuckLake made its tables in the database, before the migrations'
+    # one commit: what it leaves is a lake without bot_stats.
+    settings = shared(service, tmp_path, **{"store.catalog": new_database(template=False)})
+    connect(ArchivePaths.of(settings)).close()
+    assert not archive.exists(settings)
+    with pytest.raises(StoreError, match="there is no archive"):
+        archive.open_archive(settings.store.catalog, data_path=settings.store.data_path)
+    # The next writer migrates it, and readers meet the whole archive.
+    assert harvest(settings).status == "complete"
+    assert_archive_equals_service(settings, service.directory)

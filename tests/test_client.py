@@ -776,6 +776,64 @@ def test_read_timeout_is_retried_for_get(scripted: Callable[..., Scripted]) -> N
     assert len(server.seen) == 2
 
 
+# --- fetch (botstats probe): the same retry path, the answer whatever its status ---------------
+def test_fetch_retries_a_server_error_through_the_clients_one_retry_path(
+        scripted: Callable[..., Scripted], caplog: pytest.LogCaptureFixture) -> None:
+    server = scripted(Reply(status=503), Reply(status=502), Reply(body={"id": 1}))
+    with caplog.at_level("INFO", logger="botstats.client"):
+        out = call(make_settings(server.base_url, attempts=3), lambda c: c.fetch("GET", "/bots/1"))
+    assert out.value.status == 200 and out.value.json() == {"id": 1}
+    assert (out.stats.requests, out.stats.retries, out.stats.server_errors) == (3, 2, 2)
+    # The retries are tenacity's, logged by the hook every read's retries go through...
+    assert [r.getMessage().split(": ", 1)[1].split(";")[0] for r in caplog.records] == ["503", "502"]
+    # ... and their backoff is jittered: not the fixed 0.02 + 0.04 s a loop of its own waited.
+    assert 0 < out.stats.waited_seconds <= 0.02 + 0.04 and out.stats.waited_seconds != 0.06
+
+
+def test_fetch_waits_what_a_429_tells_exactly_and_notes_it(scripted: Callable[..., Scripted]) -> None:
+    server = scripted(Reply(status=429, headers={"Retry-After": "0", "X-Seen": "1"}),
+                      Reply(body=[]))
+    out = call(make_settings(server.base_url, attempts=3, backoff_base=1.0),
+               lambda c: c.fetch("GET", "/bots"))
+    # Retry-After: 0 waited as told, no jittered backoff of [retry] (a second here) on top.
+    assert out.value.status == 200 and out.stats.waited_seconds == 0.0
+    assert out.stats.rate_limited == 1 and len(server.seen) == 2
+    assert [h["x-seen"] for h in out.value.limited] == ["1"]
+
+
+def test_fetch_answers_the_last_status_when_the_attempts_run_out(
+        scripted: Callable[..., Scripted]) -> None:
+    server = scripted(Reply(status=503, body={"error": "down"}))
+    out = call(make_settings(server.base_url, attempts=3), lambda c: c.fetch("GET", "/bots/1"))
+    assert out.error is None and out.value.status == 503 and len(server.seen) == 3
+    assert out.value.json() == {"error": "down"} and out.value.limited == ()
+
+
+def test_fetch_answers_a_429_asking_longer_than_the_limit_at_once(
+        scripted: Callable[..., Scripted]) -> None:
+    server = scripted(Reply(status=429, headers={"Retry-After": "3600"}))
+    settings = make_settings(server.base_url, attempts=5)
+    settings = replace(settings, retry=replace(settings.retry, max_retry_after=60))
+    out = call(settings, lambda c: c.fetch("GET", "/bots"))
+    assert out.value.status == 429 and len(server.seen) == 1 and out.stats.waited_seconds == 0
+
+
+@pytest.mark.parametrize(("method", "sent"), [("GET", 1), ("POST", 1)])
+def test_fetch_sends_a_post_once_and_never_retries_a_final_status(
+        scripted: Callable[..., Scripted], method: str, sent: int) -> None:
+    server = scripted(Reply(status=500 if method == "POST" else 404), Reply(body={}))
+    out = call(make_settings(server.base_url, attempts=3),
+               lambda c: c.fetch(method, "/bots/1/stats", payload={} if method == "POST" else None))
+    assert len(server.seen) == sent and out.value.status in (404, 500)
+
+
+def test_fetch_raises_when_no_attempt_got_an_answer() -> None:
+    base_url = f"http://127.0.0.1:{free_port()}"
+    out = call(make_settings(base_url, attempts=2), lambda c: c.fetch("GET", "/bots"))
+    assert isinstance(out.error, Unreachable) and isinstance(out.error.__cause__, httpx.ConnectError)
+    assert "2 attempts" in str(out.error) and out.stats.requests == 2
+
+
 # --- POST is not resent blindly -----------------------------------------------------------------
 def test_post_is_not_resent_on_a_server_error(scripted: Callable[..., Scripted]) -> None:
     server = scripted(Reply(status=503, body={"error": "oops"}), Reply(status=201, body={}))

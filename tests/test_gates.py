@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import re
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -99,6 +100,22 @@ def test_a_lazy_init_beside_its_stub_holds_no_code_mypy_would_not_see() -> None:
         assert kinds <= {"Expr", "Import", "Assign", "AnnAssign"}, stub
         assert all(isinstance(node.value, ast.Constant) for node in lazy.body
                    if isinstance(node, ast.Expr)), stub  # docstrings only, no calls
-        # The root also imports its allocator module first: a .py of its own, which mypy reads.
-        allowed = {"lazy_loader", "pipeline._allocator"} if stub.parent == PACKAGE else {"lazy_loader"}
-        assert imports <= allowed, stub
+        assert imports <= {"lazy_loader"}, stub
+
+
+def test_a_hung_test_fails_with_its_name_instead_of_hanging_the_suite(tmp_path: Path) -> None:
+    # pytest-timeout comes with the dev extra and the suite's settings give every test a limit.
+    assert any(dep.startswith("pytest-timeout") for dep in
+               PYPROJECT["project"]["optional-dependencies"]["dev"])
+    assert PYPROJECT["tool"]["pytest"]["ini_options"]["timeout"] > 0
+    # A test that never returns, under the suite's own settings with a limit of 1 s.
+    (tmp_path / "test_hangs.py").write_text(
+        "import time\n\ndef test_waits_for_an_answer_that_never_comes():\n    time.sleep(60)\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-c", str(REPO / "pyproject.toml"), "--rootdir",
+         str(tmp_path), "-n", "0", "-p", "no:cacheprovider", "-o", "timeout=1",
+         str(tmp_path / "test_hangs.py")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stdout[-2000:]
+    assert "FAILED test_hangs.py::test_waits_for_an_answer_that_never_comes" in done.stdout
+    assert "Timeout" in done.stdout

@@ -29,6 +29,7 @@ from conftest import (
 )
 
 from pipeline.archive import _store as store
+from pipeline.core import StoreError
 from pipeline.harvester._run import harvest
 from pipeline.service import RunningService
 
@@ -228,3 +229,48 @@ def test_a_first_harvest_the_disk_refuses_leaves_an_archive_the_next_run_complet
 
     refused = assert_completed_after_a_refused_write(svc, settings)
     assert refused.startswith("failed: writing a batch of run")
+
+
+# --- the first harvest killed while it creates the archive ---------------------------------------
+# A `botstats harvest` that SIGKILLs itself once the archive's creation has reached a step.
+KILLED_AT_STEP = """
+import os, signal, sys
+from pipeline.archive import _store
+from pipeline.cli._base import main
+step = os.environ.pop("KILL_AT_STEP")
+_store._reached = lambda at: at == step and os.kill(os.getpid(), signal.SIGKILL)
+sys.argv[0] = "botstats"
+main()
+"""
+
+
+@pytest.mark.parametrize("step", store.CREATION_STEPS)
+def test_a_first_harvest_killed_while_creating_the_archive_leaves_none_or_a_whole_one(
+        service_factory: Callable[..., RunningService], tmp_path: Path, step: str) -> None:
+    svc = service_factory(bots=4, history_days=2, stats_per_day=2)
+    db = tmp_path / "archive.ducklake"
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_AT_STEP, "harvest", "--base-url", svc.base_url, "--db",
+         str(db), "--no-progress"],
+        cwd=tmp_path, env=child_env(KILL_AT_STEP=step), capture_output=True, text=True,
+        timeout=120)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    settings = harvest_settings_for(svc, db)
+    # A reader meets no archive, or the whole of a new one: every table, nothing in them yet.
+    if store.CREATION_STEPS.index(step) < store.CREATION_STEPS.index("in place"):
+        assert not db.exists()
+        with pytest.raises(StoreError, match="there is no archive"):
+            store.open_archive(db)
+    else:
+        con = store.open_archive(db)
+        try:
+            assert {"bot_stats", "bots", "harvest_runs", "schema_migrations"} <= set(
+                store.table_names(con))
+            assert con.execute("SELECT count(*) FROM bot_stats").fetchall() == [(0,)]
+        finally:
+            con.close()
+    # The next harvest creates it (or opens it) and completes the work; of the killed creation
+    # nothing is left beside the archive.
+    assert harvest(settings).status == "complete"
+    assert_archive_equals_service(settings, svc.directory)
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []

@@ -543,16 +543,18 @@ def test_bot_reads_that_need_the_user_token_get_it_when_configured(
 
 
 # --- a service that cannot be harvested: a clear error, nothing lost ---------------------------------
-def test_a_service_that_ignores_skip_fails_the_run_with_a_clear_error(
+def test_a_service_that_ignores_skip_ends_the_run_partial_with_a_clear_error(
         service_factory: Any, harvest_settings: Any) -> None:
     svc = service_factory(**SMALL, ignore_skip=True, max_page_size=10)
     settings = harvest_settings(svc, {"service.page_size": 10})
     report = harvest(settings)
-    assert report.status == "failed"
+    # What was read is kept, nothing is taken for removed (tests/test_removals.py: the same
+    # verdict whatever the page cap).
+    assert (report.status, report.bots_seen) == ("partial", 10)
     assert "ignores `skip`" in report.message
     assert svc.directory.summary()["listing_requests"] < 20  # stopped, not looping
     assert query(settings, "SELECT status, message FROM harvest_runs") == [
-        ("failed", report.message)]
+        ("partial", report.message)]
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -566,7 +568,7 @@ def test_the_harvest_command_exits_non_zero_when_skip_is_ignored(service_factory
     svc = service_factory(**SMALL, ignore_skip=True, max_page_size=10)
     result = run_cli("harvest", "--base-url", svc.base_url, "--db", str(tmp_path / "a.ducklake"),
                      "--no-progress", cwd=tmp_path)
-    assert result.returncode == EXIT_CODES["failed"], result.stderr
+    assert result.returncode == EXIT_CODES["partial"], result.stderr
     assert "ignores `skip`" in result.stdout + result.stderr
 
 

@@ -148,7 +148,9 @@ def test_a_redirect_to_another_host_never_carries_the_user_token_or_bot_key(
 # high-water mark of its own address space (ru_maxrss would include the parent's at exec).
 HARVEST_AND_REPORT_PEAK = """
 import sys
+import pipeline
 from pipeline.cli import cli
+pipeline.tune_allocators()  # as `botstats` (its main) does first
 try:
     cli(sys.argv[1:], prog_name="botstats")
 except SystemExit as exc:

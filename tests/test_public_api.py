@@ -3,13 +3,17 @@ and the only part of the package the docs show."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import pipeline
+from pipeline.operate._memory import POLARS_MALLOC_CONF
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -22,6 +26,8 @@ PUBLIC = {
     # reading the archive and the exports
     "open_archive", "query", "table_counts", "DATASETS", "scan_dataset", "load_dataset",
     "read_manifest", "compare", "forecast_curve", "forecast_reach",
+    # what botstats' own processes tune first (a script at scale may too)
+    "tune_allocators",
     # the error tree
     "BotstatsError", "ConfigError", "ApiError", "AuthError", "NotFound", "BadRequest",
     "BadResponse", "RateLimited", "ServerError", "Unreachable", "StoreError", "LockTimeout",
@@ -58,10 +64,60 @@ def test_importing_the_package_loads_nothing_heavy() -> None:
     assert out.stdout.strip() == "True"
 
 
+# Run in a fresh interpreter: the environment variable jemalloc reads, and how glibc serves a
+# 4 MiB block after one was freed: still by a mapping of its own when the thresholds are held
+# ("mapped"), from the heap when glibc raised its threshold to the freed block's size ("heap").
+_ALLOCATORS = """
+import ctypes, os
+def allocators():
+    libc = ctypes.CDLL("libc.so.6")
+    class Info(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks",
+                    "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+    libc.mallinfo2.restype = Info
+    libc.malloc.restype, libc.free.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
+    libc.free(libc.malloc(4 << 20))
+    before = libc.mallinfo2().hblks
+    block = libc.malloc(4 << 20)
+    mapped = libc.mallinfo2().hblks > before
+    libc.free(block)
+    return [os.environ.get("_RJEM_MALLOC_CONF"), "mapped" if mapped else "heap"]
+"""
+
+
+def _allocators(code: str, env: dict[str, str]) -> list[str | None]:
+    out = subprocess.run([sys.executable, "-c", _ALLOCATORS + code], capture_output=True,
+                         text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or "musl" in sys.version,
+                    reason="glibc's mallopt and mallinfo2")
+def test_import_pipeline_leaves_the_process_as_it_was_and_botstats_tunes_its_own() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"
+           and not k.startswith(("GLIBC_TUNABLES", "MALLOC_"))}
+    # A notebook or a script importing the package keeps its environment and glibc's own
+    # behaviour (polars, once loaded, sets its own default of the variable: not ours to test).
+    host = _allocators("import json, pipeline, pipeline.cli; pipeline.Settings; "
+                       "print(json.dumps(allocators()))", env)
+    assert host == [None, "heap"]
+    # The botstats command (`python -m pipeline` is the same main; the fresh image of a
+    # `botstats run` comes back through it) tunes both before its command runs.
+    command = ("import json, sys, pipeline.cli._base as base\n"
+               "base.cli = lambda **_: print(json.dumps(allocators()))\n"
+               "sys.argv = ['botstats']; base.main()")
+    assert _allocators(command, env) == [POLARS_MALLOC_CONF, "mapped"]
+    # What the user set wins.
+    mine = env | {"_RJEM_MALLOC_CONF": "narenas:3", "MALLOC_MMAP_THRESHOLD_": "8388608"}
+    assert _allocators(command, mine) == ["narenas:3", "heap"]
+
+
 def _polars_allocator(env: dict[str, str]) -> dict[str, str]:
-    """jemalloc's options as polars runs with them after `import pipeline`, from the statistics
-    jemalloc prints at exit (asked for after pipeline set its default, before polars loads)."""
-    code = ("import os, pipeline; os.environ['_RJEM_MALLOC_CONF'] += ',stats_print:true'; "
+    """jemalloc's options as polars runs with them in a process tuned as botstats tunes its
+    own, from the statistics jemalloc prints at exit (asked for before polars loads)."""
+    code = ("import os, pipeline; pipeline.tune_allocators(); "
+            "os.environ['_RJEM_MALLOC_CONF'] += ',stats_print:true'; "
             "import polars; polars.DataFrame({'a': [1]})")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env=env)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import child_env, service_stat_rows
+from conftest import child_env, read_line, service_stat_rows
 
 from pipeline.archive import _store as store
 from pipeline.archive._store import open_archive
@@ -83,15 +83,15 @@ def test_an_open_reader_never_blocks_a_harvest(tmp_path: Path, service: Any, mod
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=_env())
     try:
         assert reader.stdout is not None and reader.stdin is not None
-        assert int(reader.stdout.readline()) == before  # it holds the file open now
+        assert int(read_line(reader.stdout)) == before  # it holds the file open now
         harvest = _run(tmp_path, settings.db_path, service.base_url)
         out, err = harvest.communicate(timeout=120)
         assert harvest.returncode == 0, err
         reader.stdin.write("go on\n")
         reader.stdin.flush()
         # The open transaction keeps its snapshot; the next one sees the new records.
-        assert int(reader.stdout.readline()) == before
-        assert int(reader.stdout.readline()) == _expected(service)
+        assert int(read_line(reader.stdout)) == before
+        assert int(read_line(reader.stdout)) == _expected(service)
         assert reader.wait(timeout=30) == 0
     finally:
         if reader.poll() is None:

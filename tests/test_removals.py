@@ -110,21 +110,27 @@ def test_a_collapsing_listing_marks_nothing_and_a_real_removal_goes_through(
     assert live_and_removed(settings) == (0, 33)
 
 
-def test_a_listing_that_never_settles_stops_early_and_ends_partial_removing_nothing(
-        service_factory: Any, tmp_path: Path) -> None:
-    # One bot a page and `skip` ignored: page after page shows the same bot, which the pager
-    # cannot tell from a listing shifting as fast as it is read, and gives up. The bot it saw
-    # is harvested; the 29 it did not see are not taken for removed, even with every removal
-    # believed ([harvest].max_removed_share = 1).
+@pytest.mark.parametrize(("cap", "said"), [(1, "gave up after"), (10, "ignores `skip`")],
+                         ids=["cap 1", "cap 10"])
+def test_a_listing_that_never_settles_ends_partial_keeping_what_was_read_whatever_the_cap(
+        service_factory: Any, tmp_path: Path, cap: int, said: str) -> None:
+    # `skip` ignored: every page is the first. With one bot a page the pager cannot tell that
+    # from a listing shifting as fast as it is read and gives up; with ten it sees the first
+    # page again. One fault, one verdict: the bots it saw are harvested, the others are not
+    # taken for removed, even with every removal believed ([harvest].max_removed_share = 1),
+    # and the run is partial with the reason.
     db = tmp_path / "archive.ducklake"
     assert harvest(harvest_settings_for(service_factory(**DATA), db)).status == "complete"
-    unstable = service_factory(**DATA, ignore_skip=True, max_page_size=1)
-    settings = harvest_settings_for(unstable, db, {"harvest.max_removed_share": 1.0})
+    unstable = service_factory(**DATA, ignore_skip=True, max_page_size=cap)
+    unstable.directory.advance(1)  # a new record for every bot: what a read keeps shows
+    settings = harvest_settings_for(unstable, db, {"harvest.max_removed_share": 1.0,
+                                                   "service.page_size": cap})
     report = harvest(settings)
 
     assert (report.status, report.exit_code, report.bots_removed) == ("partial", 3, 0)
-    assert report.message.startswith("listing stopped early: ") and "gave up after" in report.message
-    assert (report.bots_seen, report.listing_complete) == (1, False)
+    assert report.message.startswith("listing stopped early: ") and said in report.message
+    assert (report.bots_seen, report.listing_complete) == (cap, False)
+    assert report.stats_added == cap  # the new record of each bot it saw, of no other
     assert query(settings, "SELECT status, message FROM harvest_runs WHERE run_id = ?",
                  report.run_id) == [("partial", report.message)]
     assert live_and_removed(settings) == (30, 0)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import child_env
+from conftest import child_env, read_line, stderr_of
 from filelock import Timeout
 
 from pipeline.archive._store import open_archive
@@ -26,7 +26,7 @@ from pipeline.core._settings import Settings
 from pipeline.harvester._run import HarvestReport
 from pipeline.operate import _lock as lock_module
 from pipeline.operate import _runner as runner
-from pipeline.operate._lock import holder, run_lock
+from pipeline.operate._lock import Holder, holder, run_lock
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -52,8 +52,7 @@ def _wait_for(check: Any, proc: subprocess.Popen[str], timeout: float = 30) -> N
     deadline = time.monotonic() + timeout
     while not check():
         if proc.poll() is not None:
-            raise AssertionError(f"botstats exited early ({proc.returncode}): "
-                                 f"{proc.stderr.read() if proc.stderr else ''}")
+            raise AssertionError(f"botstats exited early ({proc.returncode}): {stderr_of(proc)}")
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s")
         time.sleep(0.02)
@@ -138,7 +137,7 @@ def test_a_complete_run_harvests_then_builds_trends(tmp_path: Path, service: Any
     assert (tmp_path / "exports" / "manifest.json").exists()
     assert _statuses(settings.db_path) == ["complete"]
     info = holder(settings)
-    assert info is not None and info["run_id"] == report.run_id and info["released_at"]
+    assert info is not None and info.run_id == report.run_id and info.released_at
 
 
 def test_a_failing_report_is_logged_and_the_run_keeps_its_status(
@@ -190,8 +189,8 @@ def test_botstats_run_prints_a_summary_and_builds_its_trends_in_a_fresh_image(
     assert out.strip().splitlines()[-1].endswith(": complete (exit 0)")
     # The trends' lock was taken by the fresh image: the same PID, the same run.
     info = holder(_settings(fresh, service.base_url))
-    assert info is not None and (info["job"], info["pid"]) == ("run", proc.pid)
-    assert info["released_at"] and info["run_id"] in out
+    assert info is not None and (info.job, info.pid) == ("run", proc.pid)
+    assert info.released_at and info.run_id in out
 
     code, data = _run_json(fresh, service.base_url, "--full-trends")
     assert code == 0 and data["status"] == "complete" and data["exit_code"] == 0, data
@@ -248,7 +247,7 @@ def test_a_run_handed_off_builds_its_trends_once_the_lock_is_free(tmp_path: Path
     assert report.trends_pending and report.trends is None and report.status == "complete"
     assert not (tmp_path / "exports" / "manifest.json").exists()
     info = holder(settings)
-    assert info is not None and info["released_at"]  # the harvest let go of the lock
+    assert info is not None and info.released_at  # the harvest let go of the lock
     handed = json.loads(json.dumps(report.as_dict(), default=str))
     with run_lock(settings, "harvest"):
         waited = runner.finish_run(settings, runner.RunReport.resume(handed), lock_timeout=0.3)
@@ -280,10 +279,10 @@ def test_harvest_and_trends_on_their_own_take_the_lock_and_name_their_run(
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     info = holder(settings)
-    assert info is not None and info["job"] == job and info["released_at"]
-    assert info["pid"] == proc.pid
+    assert info is not None and info.job == job and info.released_at
+    assert info.pid == proc.pid
     if job == "harvest":  # a trends build has no run of its own to name
-        assert info["run_id"] == json.loads(out)["run_id"]
+        assert info.run_id == json.loads(out)["run_id"]
 
 
 @pytest.mark.clock
@@ -397,7 +396,7 @@ def test_a_waiting_run_takes_the_lock_when_it_is_released(
     assert released.is_set() and not thread.is_alive()
     assert report.status == "complete" and report.lock_wait > 0
     info = holder(settings)
-    assert info is not None and info["run_id"] == report.run_id  # it ran after "first"
+    assert info is not None and info.run_id == report.run_id  # it ran after "first"
     # Said when the wait began: who holds the lock, since when, for how long this one waits.
     said = next(r.getMessage() for r in caplog.records if "is held by" in r.getMessage())
     assert "is held by run first (run, pid" in said and "since 20" in said
@@ -442,7 +441,7 @@ def test_a_stale_lock_of_a_killed_run_is_taken_over(tmp_path: Path, service: Any
     """)
     proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=_env(), timeout=60)
     assert proc.returncode == -signal.SIGKILL
-    assert holder(settings)["run_id"] == "doomed"  # type: ignore[index]
+    assert (holder(settings) or Holder()).run_id == "doomed"
     with caplog.at_level("WARNING", logger="botstats.lock"):
         report = runner.run(settings, lock_timeout=5)
     assert report.status == "complete"
@@ -460,21 +459,21 @@ def test_a_second_sigterm_aborts_at_once(tmp_path: Path, service_factory: Any) -
     proc = _botstats(tmp_path, "--db", str(settings.db_path), "--base-url", svc.base_url, "run",
                      "--no-progress")
     try:
-        _wait_for(lambda: bool((holder(settings) or {}).get("run_id")), proc)
+        _wait_for(lambda: bool((holder(settings) or Holder()).run_id), proc)
         proc.send_signal(signal.SIGTERM)
         assert proc.stderr is not None
         said = ""
         while "SIGTERM received" not in said:  # the first signal was handled
-            line = proc.stderr.readline()
-            assert line, f"botstats exited ({proc.wait()}) before saying it received SIGTERM"
+            line = read_line(proc.stderr)
+            assert line, f"botstats exited ({proc.wait(30)}) before saying it received SIGTERM"
             said += line
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.wait()
-    assert rc == -signal.SIGTERM, said + (proc.stderr.read() if proc.stderr else "")
+            proc.wait(timeout=30)
+    assert rc == -signal.SIGTERM, said + stderr_of(proc)
     assert "send it again to abort at once" in said
     assert _statuses(settings.db_path) == ["running"]  # it never got as far as recording one
 
@@ -489,7 +488,7 @@ def test_sigterm_finishes_the_batch_and_records_the_run_interrupted(tmp_path: Pa
                      "--no-progress")
     # The run notes its run id in the lock holder file after its first bot: inside the harvest,
     # with most of its 80 bots (0.3 s each, 8 at a time) still to go.
-    _wait_for(lambda: bool((holder(settings) or {}).get("run_id")), proc)
+    _wait_for(lambda: bool((holder(settings) or Holder()).run_id), proc)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 4, err

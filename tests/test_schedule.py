@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from conftest import child_env
+from conftest import child_env, stderr_of
 
 from pipeline.archive._store import open_archive
 from pipeline.cli import cli
@@ -272,7 +272,7 @@ def _wait_for(check: Callable[[], bool], timeout: float, proc: subprocess.Popen[
             return
         if proc.poll() is not None:
             raise AssertionError(f"the scheduler exited early: {proc.returncode}\n"
-                                 f"{proc.stderr.read() if proc.stderr else ''}")
+                                 f"{stderr_of(proc)}")
         time.sleep(0.1)
     raise AssertionError("timed out waiting for the scheduler")
 
@@ -303,8 +303,8 @@ def test_schedule_runs_skips_overlaps_and_stops_on_sigterm(tmp_path: Path,
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.wait()
-    assert rc == 0, proc.stderr.read() if proc.stderr else ""
+            proc.wait(timeout=30)
+    assert rc == 0, stderr_of(proc)
     events = _events(log_file)
     skipped = [e for e in events if e.get("event") == "max_instances"]
     assert "skipped" in skipped[0]["msg"] and skipped[0]["job"] == "harvest"

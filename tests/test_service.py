@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 from click.testing import CliRunner
+from conftest import read_line
 
 from pipeline.cli import cli
 from pipeline.service import (
@@ -875,8 +876,8 @@ def test_botstats_serve_runs_and_writes_credentials(tmp_path: Path) -> None:
         env={**os.environ, "PYTHONUNBUFFERED": "1"}, cwd=Path(__file__).parents[1])
     try:
         assert proc.stdout is not None
-        banner = proc.stdout.readline()
-        assert "listening on http://127.0.0.1:" in banner, banner + (proc.stderr.read() if proc.stderr else "")
+        banner = read_line(proc.stdout)
+        assert "listening on http://127.0.0.1:" in banner, banner
         base_url = banner.split()[-1]
         data = json.loads(creds.read_text())
         assert data["base_url"] == base_url and len(data["bot_keys"]) == 12

@@ -90,21 +90,82 @@ def worker_env(settings: Settings, **more: str) -> dict[str, str]:
             "BOTSTATS_CONFIG": os.devnull, **more}
 
 
-def start_worker(settings: Settings, tmp: Path, *args: str, **env: str) -> subprocess.Popen[bytes]:
+def start_worker(settings: Settings, tmp: Path, *args: str, code: str | None = None,
+                 **env: str) -> subprocess.Popen[bytes]:
+    """`botstats <args>` in a process of its own; ``code``: a script that sets a seam of the
+    worker, then runs the command (one of the scripts below)."""
+    how = ["-m", "pipeline"] if code is None else ["-c", code]
     with (tmp / "workers.log").open("ab") as log:  # a file: a full pipe would stall it
-        return subprocess.Popen([sys.executable, "-m", "pipeline", *args, "--no-progress"],
+        return subprocess.Popen([sys.executable, *how, *args, "--no-progress"],
                                 cwd=tmp, env=worker_env(settings, **env), stdout=log,
                                 stderr=log)
 
 
+# A worker whose first batch, written and not yet committed, waits until every worker's first
+# batch is there too: N transactions open at once, of which one commits and the others collide
+# and are retried (across processes, against what the first committed).
+MEET_AT_THE_FIRST_BATCH = """
+import os, sys, time
+from pathlib import Path
+from pipeline.archive import _writes
+from pipeline.cli._base import main
+meeting, expected = Path(os.environ.pop("MEETING")), int(os.environ.pop("MEETING_SIZE"))
+committing, first = _writes.committing, [True]
+
+def meet_first(con, report, work, patience=300.0):
+    def work_then_meet(con, retried):
+        result = work(con, retried)
+        if first[0]:
+            first[0] = False
+            (meeting / str(os.getpid())).touch()
+            deadline = time.monotonic() + 60
+            while len(list(meeting.iterdir())) < expected and time.monotonic() < deadline:
+                time.sleep(0.01)
+        return result
+    return committing(con, report, work_then_meet, patience)
+
+_writes.committing = meet_first
+sys.argv[0] = "botstats"
+main()
+"""
+
+# A worker that, once a batch of records has committed, says so (a file) and waits to be
+# killed: the kill lands mid-run, whatever the pace of the machine.
+STOP_AFTER_A_COMMIT = """
+import os, sys, time
+from pathlib import Path
+from pipeline.archive import _writes
+from pipeline.cli._base import main
+said = Path(os.environ.pop("COMMITTED"))
+committing = _writes.committing
+
+def commit_then_wait(con, report, work, patience=300.0):
+    result = committing(con, report, work, patience)
+    if report.stats_added > 0:
+        said.touch()
+        time.sleep(600)
+    return result
+
+_writes.committing = commit_then_wait
+sys.argv[0] = "botstats"
+main()
+"""
+
+
 def run_shards(settings: Settings, tmp: Path, n: int, *, command: str = "harvest",
                rounds: int = 4) -> list[int]:
-    """N workers at once, each `botstats <command> --shard k/N`; again for the shards that
-    ended partial (a faulty service), up to ``rounds`` times. The last exit codes."""
+    """N workers at once, each `botstats <command> --shard k/N`, their first batches committed
+    at the same moment (:data:`MEET_AT_THE_FIRST_BATCH`); again for the shards that ended
+    partial (a faulty service), up to ``rounds`` times. The last exit codes."""
     pending = list(range(n))
     codes = [0] * n
-    for _ in range(rounds):
-        procs = {k: start_worker(settings, tmp, command, "--shard", f"{k}/{n}") for k in pending}
+    meeting = tmp / "meeting"
+    meeting.mkdir()
+    for again in range(rounds):
+        meet = {} if again else {"code": MEET_AT_THE_FIRST_BATCH, "MEETING": str(meeting),
+                                 "MEETING_SIZE": str(n)}
+        procs = {k: start_worker(settings, tmp, command, "--shard", f"{k}/{n}", **meet)
+                 for k in pending}
         for k, proc in procs.items():
             codes[k] = proc.wait(timeout=300)
         pending = [k for k in pending if codes[k] == 3]
@@ -129,6 +190,13 @@ def test_three_workers_against_a_faulty_service_archive_it_row_for_row(
     runs = query(settings, "SELECT shard, shards, status FROM harvest_runs ORDER BY started_at")
     assert {(k, n) for k, n, _ in runs} == {(0, 3), (1, 3), (2, 3)}
     assert all(status in ("complete", "partial") for _, _, status in runs)
+    # The first three runs overlapped (each began before any ended), and their first batches,
+    # open at once, collided: all but one were retried, in their own processes.
+    ((last_start, first_end, retried),) = query(
+        settings, "SELECT max(started_at), min(finished_at), sum(commit_retries) FROM "
+                  "(SELECT * FROM harvest_runs ORDER BY started_at LIMIT 3)")
+    assert last_start < first_end
+    assert retried >= 2, log_of(tmp_path)
     # Each worker kept only its own bots: every bot was written by one shard's runs.
     owners = query(settings, "SELECT b.bot_id, count(DISTINCT r.shard) FROM bot_stats b JOIN "
                              "harvest_runs r USING (run_id) GROUP BY b.bot_id HAVING "
@@ -137,21 +205,27 @@ def test_three_workers_against_a_faulty_service_archive_it_row_for_row(
 
 
 @pytest.mark.slow
+@pytest.mark.clock
 def test_a_worker_killed_mid_run_is_completed_by_its_next_run_and_the_others_go_on(
         service_factory: Callable[..., RunningService], tmp_path: Path) -> None:
-    svc = service_factory(bots=45, history_days=6, stats_per_day=2, latency_ms=15)
+    svc = service_factory(bots=45, history_days=6, stats_per_day=2)
     settings = shared_settings(svc, tmp_path)
-    workers = {k: start_worker(settings, tmp_path, "harvest", "--shard", f"{k}/3")
+    committed = tmp_path / "committed"
+    workers = {k: start_worker(settings, tmp_path, "harvest", "--shard", f"{k}/3",
+                               **({"code": STOP_AFTER_A_COMMIT, "COMMITTED": str(committed)}
+                                  if k == 1 else {}))
                for k in range(3)}
-    # Kill shard 1's worker once it has committed a batch (whole batches are what it keeps).
+    # Kill shard 1's worker once it has committed a batch (whole batches are what it keeps);
+    # it waits for the kill there.
     deadline = time.monotonic() + 120
-    while not query(settings, "SELECT 1 FROM harvest_runs WHERE shard = 1 AND "
-                              "status = 'running' AND stats_added > 0"):
-        assert workers[1].poll() is None, "shard 1 finished before the kill: " + log_of(tmp_path)
+    while not committed.exists():
+        assert workers[1].poll() is None, "shard 1 ended before the kill: " + log_of(tmp_path)
         assert time.monotonic() < deadline, log_of(tmp_path)
         time.sleep(0.05)
     workers[1].send_signal(signal.SIGKILL)
-    assert workers[1].wait() == -signal.SIGKILL
+    assert workers[1].wait(timeout=60) == -signal.SIGKILL
+    assert query(settings, "SELECT status, stats_added > 0 FROM harvest_runs WHERE shard = 1") \
+        == [("running", True)]
     assert [workers[k].wait(timeout=300) for k in (0, 2)] == [0, 0], log_of(tmp_path)
     # The others finished beside it and did not take its run for dead: it held its lock.
     ((killed,),) = query(settings, "SELECT run_id FROM harvest_runs WHERE shard = 1")
@@ -169,14 +243,14 @@ def test_status_shows_every_shards_last_run_and_a_shard_left_behind_is_stale(
     for k in (0, 1):
         assert locked_harvest(settings, shard=Shard(k, 3)).status == "complete"
     info = archive_status(settings, max_age=timedelta(hours=1))
-    assert [(s["shard"], s["status"]) for s in info["shards"]] == [
+    assert [(s.shard, s.status) for s in info.shards] == [
         ("0/3", "complete"), ("1/3", "complete"), ("2/3", None)]
-    assert "shard 2/3: no harvest has completed" in info["stale"]
-    assert {r["shard"] for r in info["runs"]} == {"0/3", "1/3"}
+    assert info.stale and "shard 2/3: no harvest has completed" in info.stale
+    assert {r.shard for r in info.runs} == {"0/3", "1/3"}
     assert locked_harvest(settings, shard=Shard(2, 3)).status == "complete"
     info = archive_status(settings, max_age=timedelta(hours=1))
-    assert [s["status"] for s in info["shards"]] == ["complete"] * 3
-    assert info["stale"] == ""
+    assert [s.status for s in info.shards] == ["complete"] * 3
+    assert info.stale == ""
     assert_archive_equals_service(settings, service.directory, bots=True)
 
 
@@ -184,13 +258,15 @@ def test_removals_are_judged_per_shard(service_factory: Callable[..., RunningSer
                                        tmp_path: Path) -> None:
     svc = service_factory(bots=40, history_days=2, stats_per_day=1)
     settings = shared_settings(svc, tmp_path)
-    for k in range(2):
-        locked_harvest(settings, shard=Shard(k, 2))
+    assert [locked_harvest(settings, shard=Shard(k, 2)).status for k in range(2)] == \
+        ["complete", "complete"]
     archived = {b for (b,) in query(settings, "SELECT bot_id FROM bots")}
+    assert len(archived) == 40
     gone = {svc.directory.churn()[1] for _ in range(4)} & archived  # a churn may drop a new bot
-    report = locked_harvest(settings, shard=Shard(0, 2))
     mine = {b for b in gone if Shard(0, 2).owns(b)}
-    assert report.bots_removed == len(mine)
+    assert mine and gone - mine, "the churn must remove bots of both shards"
+    report = locked_harvest(settings, shard=Shard(0, 2))
+    assert report.status == "complete" and report.bots_removed == len(mine)
     assert {b for (b,) in query(settings, "SELECT bot_id FROM bots WHERE removed_at IS NOT "
                                           "NULL")} == mine
     locked_harvest(settings, shard=Shard(1, 2))

@@ -10,6 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import cli
+from pipeline.core import RunStatus
+from pipeline.harvester._report import EXIT_CODES, HarvestReport
 from pipeline.harvester._run import harvest
 from pipeline.operate._status import freshness, parse_age
 
@@ -56,3 +58,15 @@ def test_max_age_exits_1_when_no_harvest_completed_within_it(service_factory: An
 
     bad = CliRunner().invoke(cli, ["status", *db, "--max-age", "2x"])
     assert bad.exit_code == 2 and "'2x' is not a duration" in bad.output
+
+
+def test_run_statuses_are_one_enum_whose_words_json_and_the_archive_keep() -> None:
+    assert [s.value for s in RunStatus] == ["running", "complete", "partial", "failed",
+                                            "interrupted"]
+    report = HarvestReport(run_id="r1", mode="incremental", status=RunStatus.PARTIAL)
+    text = json.dumps(report.as_dict(), default=str)
+    assert '"status": "partial"' in text
+    again = HarvestReport.from_dict(json.loads(text))
+    assert again.status is RunStatus.PARTIAL and again.status == "partial"
+    assert (report.exit_code, again.exit_code) == (3, 3)
+    assert {EXIT_CODES[s] for s in ("complete", "failed", "partial", "interrupted")} == {0, 1, 3, 4}

@@ -1,6 +1,6 @@
 """The surface of pipeline.archive (imported lazily: see __init__.py)."""
 
-from ._drift import describe_fields, drift_since, note_fields
+from ._drift import NewFields, describe_fields, drift_since, note_fields
 from ._legacy import ConvertReport, convert
 from ._migrations import sql_dir
 from ._postgres import ARCHIVE, TRENDS, AdvisoryLocks, session_name, shard_key
@@ -38,6 +38,7 @@ __all__ = [
     "describe_fields",
     "disk_bytes",
     "drift_since",
+    "NewFields",
     "exists",
     "finish_run",
     "Frames",

@@ -33,7 +33,6 @@ class RunCounts(Protocol):
 
     run_id: str
     mode: str
-    status: str
     started_at: datetime
     finished_at: datetime | None
     base_url: str
@@ -50,6 +49,10 @@ class RunCounts(Protocol):
     errors: int
     commit_retries: int
     shard: Shard
+
+    @property
+    def status(self) -> str:  # read only here: a str, or a str enum (RunStatus)
+        ...
 
 
 _COUNTERS = ("bots_seen", "bots_new", "bots_removed", "bots_fetched", "stats_added",

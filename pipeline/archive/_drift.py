@@ -8,8 +8,8 @@ the run's summary. ``botstats status`` shows the drift first seen by the runs it
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 import duckdb
 import polars as pl
@@ -54,8 +54,18 @@ def _note(con: duckdb.DuckDBPyConnection, run_id: str, seen: dict[str, set[str]]
     return [] if baseline else new
 
 
-def drift_since(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> list[dict[str, Any]]:
-    """The drift first seen by these runs: [{run_id, kind, fields, first_seen_at}]."""
+@dataclass(frozen=True)
+class NewFields:
+    """Record fields of one kind first seen by a run (not the archive's baseline)."""
+
+    run_id: str
+    kind: str
+    fields: tuple[str, ...]
+    first_seen_at: datetime
+
+
+def drift_since(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> list[NewFields]:
+    """The drift first seen by these runs, newest first."""
     if not run_ids:
         return []
     rows = con.execute(
@@ -63,4 +73,4 @@ def drift_since(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> list[dict
         "FROM record_fields WHERE NOT baseline AND list_contains(?, first_run_id) "
         "GROUP BY first_run_id, kind ORDER BY min(first_seen_at) DESC, kind", [run_ids]
     ).fetchall()
-    return [{"run_id": r, "kind": k, "fields": f, "first_seen_at": t} for r, k, f, t in rows]
+    return [NewFields(r, k, tuple(f), t) for r, k, f, t in rows]

@@ -22,7 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ..core import StoreError
+from ..core import StoreError, first_line
 
 # The first key of every botstats advisory lock ('bots' in ASCII), so pg_locks tells ours apart.
 LOCK_SPACE = 0x626F7473
@@ -52,7 +52,7 @@ def connect(dsn: str, password: str = "", *, name: str = "botstats") -> Any:
                                connect_timeout=10, keepalives=1, keepalives_idle=30,
                                keepalives_interval=10, keepalives_count=3, **extra)
     except psycopg.Error as exc:
-        raise StoreError(f"cannot reach the PostgreSQL catalog {dsn}: {_first(exc)}. Check "
+        raise StoreError(f"cannot reach the PostgreSQL catalog {dsn}: {first_line(exc)}. Check "
                          f"[store].catalog and that the server is up.") from exc
 
 
@@ -99,8 +99,16 @@ def holders(con: Any, key: int) -> list[str]:
 
 
 def has_lake(con: Any) -> bool:
-    """Whether the database holds a DuckLake catalog yet."""
-    row = con.execute("SELECT to_regclass('ducklake_metadata') IS NOT NULL").fetchone()
+    """Whether the database holds an archive yet: a DuckLake catalog whose schema has committed
+    (its tables appear in the one transaction of the migrations; a worker killed while creating
+    the lake leaves a catalog without them, which readers are told is no archive yet and the
+    next writer migrates)."""
+    row = con.execute("SELECT to_regclass('ducklake_metadata') IS NOT NULL AND "
+                      "to_regclass('ducklake_table') IS NOT NULL").fetchone()
+    if not (row and row[0]):
+        return False
+    row = con.execute("SELECT count(*) FROM ducklake_table WHERE table_name = 'bot_stats' AND "
+                      "end_snapshot IS NULL").fetchone()
     return bool(row and row[0])
 
 
@@ -155,7 +163,7 @@ def dump(dsn: str, password: str, folder: Path) -> int:
                         out.write(chunk)
         (folder / MANIFEST).write_text(json.dumps({"tables": shapes}, indent=1), encoding="utf-8")
     except psycopg.Error as exc:
-        raise StoreError(f"reading the PostgreSQL catalog for a backup failed: {_first(exc)}."
+        raise StoreError(f"reading the PostgreSQL catalog for a backup failed: {first_line(exc)}."
                          ) from exc
     finally:
         con.close()
@@ -193,14 +201,9 @@ def load(dsn: str, password: str, folder: Path) -> None:
                         copy.write(chunk)
     except psycopg.Error as exc:
         raise StoreError(f"restoring the PostgreSQL catalog failed, and nothing of it changed: "
-                         f"{_first(exc)}.") from exc
+                         f"{first_line(exc)}.") from exc
     finally:
         con.close()
-
-
-def _first(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 class AdvisoryLocks:

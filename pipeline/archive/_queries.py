@@ -8,6 +8,7 @@ from datetime import UTC, date, datetime
 import duckdb
 import polars as pl
 
+from ..core import first_line
 from ._sql import run_with_frames
 from ._store import ALIAS
 
@@ -81,7 +82,7 @@ def changes_since(con: duckdb.DuckDBPyConnection, watermark: str | None) -> Chan
             f"'bot_stats', {since + 1}, {current})").fetchall()
     except duckdb.InvalidInputException as exc:
         raise ValueError(f"the archive no longer keeps snapshot {since} (compacted away): "
-                         f"{str(exc).splitlines()[0]}") from None
+                         f"{first_line(exc)}") from None
     if first is None:
         return Changes(None, watermark)
     return Changes(first.astimezone(UTC).date(), _mark(current))

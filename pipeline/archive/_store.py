@@ -13,8 +13,13 @@ committed snapshot and keep it while they read, and never block or fail the writ
 transaction spans every table, so a batch of rows and the run's counters land together or not
 at all, and a killed job leaves at most unreferenced files that compaction removes.
 
+A new archive appears whole or not at all (:func:`create`): its catalog is made and migrated
+under a hidden name beside its place and linked into place once closed, so a reader meets no
+archive or a migrated one, never a catalog without its tables; a PostgreSQL catalog counts as an
+archive once its migrations have committed.
+
 Tables have no primary keys (DuckLake has none): the harvest keeps every key once itself.
-Writers are serialised by the run lock (``pipeline.lock``).
+Writers are serialised by the run lock (operate's ``_lock``).
 """
 
 from __future__ import annotations
@@ -24,22 +29,19 @@ import logging
 import os
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 import duckdb
 
-from ..core import Settings, StoreError
+from ..core import TMP_SUFFIX, Settings, StoreError, aside, first_line, fsync_dir
 from ._migrations import migrate
 from ._sql import literal
 
 log = logging.getLogger("botstats.store")
-
-if TYPE_CHECKING:
-    pass
 
 # The catalog's name inside a connection: `archive.bot_stats`, or just `bot_stats` after USE.
 ALIAS = "archive"
@@ -268,13 +270,7 @@ def connect(
     if threads:
         config["threads"] = threads
     if not read_only and not paths.data_url:
-        try:
-            paths.data.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(
-                f"cannot create the archive's data folder {paths.data}: {exc.strerror or exc}. "
-                f"Point [store].data_path (or [store].db, --db) at a writable place."
-            ) from exc
+        _data_folder(paths)
     if not read_only and not paths.shared:
         _wal_mode(paths.catalog)
     if paths.password:
@@ -320,6 +316,16 @@ def _unattached(exc: duckdb.Error) -> str:
     return text[marker + 3:] if marker >= 0 else first_line(exc)
 
 
+def _data_folder(paths: ArchivePaths) -> None:
+    try:
+        paths.data.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot create the archive's data folder {paths.data}: {exc.strerror or exc}. "
+            f"Point [store].data_path (or [store].db, --db) at a writable place."
+        ) from exc
+
+
 def cursor(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     """A second connection to the same session, for another thread (a cursor starts in the
     default catalog, so it is pointed at the archive again)."""
@@ -348,10 +354,6 @@ def _busy(exc: Exception) -> bool:
     return any(w in str(exc) for w in _BUSY_WORDS)
 
 
-def first_line(exc: Exception) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
-
-
 def _refuse_legacy(paths: ArchivePaths) -> None:
     if not paths.shared and paths.kind() == "legacy":
         raise StoreError(
@@ -363,16 +365,21 @@ def _refuse_legacy(paths: ArchivePaths) -> None:
 
 @contextmanager
 def writer(settings: Settings) -> Iterator[duckdb.DuckDBPyConnection]:
-    """The archive, migrated, for one job. Callers hold the run lock (operate's ``run_lock``)."""
+    """The archive, migrated, for one job; created first when there is none. Callers hold the
+    run lock (operate's ``_lock``)."""
     paths = ArchivePaths.of(settings)
     if paths.shared:
         con = _open_shared(paths, settings)
     else:
         _refuse_legacy(paths)
-        if paths.kind() == "other":
+        kind = paths.kind()
+        if kind == "other":
             raise StoreError(
                 f"{paths.catalog} exists and is not a botstats archive (a DuckLake catalog). "
                 f"Point [store].db (or --db) at another path.")
+        _sweep_creations(paths.catalog)
+        if kind == "missing":
+            create(paths, settings)
         con = connect(paths, timeout=settings.store.open_timeout,
                       memory_limit=settings.store.memory_limit, threads=settings.store.threads)
         try:
@@ -384,6 +391,102 @@ def writer(settings: Settings) -> Iterator[duckdb.DuckDBPyConnection]:
         yield con
     finally:
         close(con)
+
+
+# The steps of a new archive's creation, in order; :func:`_reached` is told of each once done.
+CREATION_STEPS = ("folder", "catalog", "lake", "schema", "closed", "in place")
+_CREATING = "creating"
+
+
+def _reached(step: str) -> None:
+    """Where a new archive's creation has got to (one of :data:`CREATION_STEPS`). Nothing
+    happens here: the seam where tests kill the process at each step, to show that a reader
+    meets the whole archive or none and the next run creates it."""
+
+
+def create(paths: ArchivePaths, settings: Settings) -> None:
+    """A new archive at ``paths`` (a SQLite catalog), whole or not at all: the catalog is
+    created and migrated under a hidden name beside its place (its data folder is the final
+    one: the new catalog has no data file yet), closed with nothing left in SQLite's
+    write-ahead log, then linked into place in one step, which fails rather than replace a
+    catalog that appeared meanwhile. Readers attaching a catalog whose creation was cut short
+    met "Table with name bot_stats does not exist"; now they meet no archive until it is whole.
+    A creation killed half way leaves a hidden file that the next writer removes."""
+    staging = replace(paths, catalog=aside(paths.catalog, f"{_CREATING}.{os.getpid()}"),
+                      data_dir=None if paths.data_url else paths.data)
+    tmp = staging.catalog
+    try:
+        if not paths.data_url:
+            _data_folder(paths)
+        _reached("folder")
+        _wal_mode(tmp)
+        _reached("catalog")
+        con = connect(staging, timeout=settings.store.open_timeout, threads=1)
+        _reached("lake")
+        try:
+            migrate(con)
+            _reached("schema")
+        finally:
+            close(con)
+        _checkpointed(tmp)
+        _reached("closed")
+        try:
+            os.link(tmp, paths.catalog)
+        except FileExistsError:
+            log.info("%s appeared while this job created it: the other one is kept",
+                     paths.catalog)
+        except OSError:  # a file system without hard links: the run lock keeps it ours
+            if not paths.catalog.exists():
+                os.replace(tmp, paths.catalog)
+        fsync_dir(paths.catalog.parent)
+        _reached("in place")
+    except OSError as exc:
+        raise StoreError(
+            f"cannot create the archive {paths.catalog}: {exc.strerror or exc}. Point "
+            f"[store].db (or --db) at a writable place.") from exc
+    finally:
+        _remove_catalog_files(tmp)
+
+
+def _checkpointed(catalog: Path) -> None:
+    """Fold SQLite's write-ahead log into the catalog file and flush it to disk: the file is
+    then the whole catalog, ready to be linked into place."""
+    import sqlite3
+
+    try:
+        with sqlite3.connect(catalog, timeout=DEFAULT_OPEN_TIMEOUT) as db:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        db.close()
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot finish the new archive's catalog {catalog}: {exc}") from exc
+    with catalog.open("rb") as fh:
+        os.fsync(fh.fileno())
+
+
+def _sweep_creations(catalog: Path) -> None:
+    """Remove what creations of this catalog killed half way left (hidden catalogs beside it,
+    of processes that are gone)."""
+    for tmp in catalog.parent.glob(aside(catalog, f"{_CREATING}.*").name):
+        pid = tmp.name.removesuffix(TMP_SUFFIX).rsplit(".", 1)[-1]
+        if pid.isdigit() and not _alive(int(pid)):
+            _remove_catalog_files(tmp)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def _remove_catalog_files(catalog: Path) -> None:
+    for path in (catalog, catalog.with_name(catalog.name + "-wal"),
+                 catalog.with_name(catalog.name + "-shm")):
+        with suppress(OSError):
+            path.unlink(missing_ok=True)
 
 
 def _open_shared(paths: ArchivePaths, settings: Settings) -> duckdb.DuckDBPyConnection:

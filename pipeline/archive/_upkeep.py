@@ -14,10 +14,10 @@ from pathlib import Path
 
 import duckdb
 
-from ..core import StoreError, replacing
+from ..core import StoreError, first_line, replacing
 from . import _postgres
 from ._sql import literal
-from ._store import ALIAS, ArchivePaths, file_kind, first_line
+from ._store import ALIAS, ArchivePaths, file_kind
 
 # The folder a backup of a PostgreSQL catalog keeps its tables in (its data: <this>.files).
 PG_BACKUP = "catalog.pg"

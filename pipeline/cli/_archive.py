@@ -153,35 +153,37 @@ def restore_cmd(source: str) -> None:
 def status_cmd(runs: int, as_json: bool, max_age: timedelta | None) -> None:
     """Show recent harvest runs and the archive's size (as of its last commit)."""
     from ..operate import (
+        RUN_COLUMNS,
         SHARD_COLUMNS,
         archive_status,
         describe_drift,
         describe_latest,
         describe_undelivered,
+        run_lines,
+        shard_lines,
     )
     from ._console import print_table
 
     info = archive_status(settings_from_flags(), runs=runs, max_age=max_age)
     if as_json:
-        print_json(info)
+        print_json(info.as_dict())
     else:
-        click.echo(f"archive {info['path']}  ({info['size_mb']:.1f} MB: catalog "
-                   f"{info['catalog_mb']:.1f}, data {info['data_mb']:.1f}; last written "
-                   f"{info['published_at']})")
-        print_table([tuple(r.values()) for r in info["runs"]], list(info["runs"][0])
-                    if info["runs"] else ["run_id"], title="recent runs")
-        if info["shards"]:
-            print_table([tuple(s[c] for c in SHARD_COLUMNS) for s in info["shards"]],
-                        list(SHARD_COLUMNS), title="each shard's last run")
-        for line in describe_latest(info["latest_run"]) if info["latest_run"] else []:
+        click.echo(f"archive {info.path}  ({info.size_mb:.1f} MB: catalog "
+                   f"{info.catalog_mb:.1f}, data {info.data_mb:.1f}; last written "
+                   f"{info.published_at})")
+        print_table(run_lines(info), list(RUN_COLUMNS) if info.runs else ["run_id"],
+                    title="recent runs")
+        if info.shards:
+            print_table(shard_lines(info), list(SHARD_COLUMNS), title="each shard's last run")
+        for line in describe_latest(info.latest_run) if info.latest_run else []:
             click.echo(line)
-        for line in describe_drift(info["new_fields"]):
+        for line in describe_drift(info.new_fields):
             click.echo(line)
-        for line in describe_undelivered(info["undelivered_alerts"]):
+        for line in describe_undelivered(info.undelivered_alerts):
             click.echo(line)
-        print_table(list(info["tables"].items()), ["table", "rows"], title="tables")
-    if info.get("stale"):
-        click.echo(f"botstats: stale: {info['stale']}", err=True)
+        print_table(list(info.tables.items()), ["table", "rows"], title="tables")
+    if info.stale:
+        click.echo(f"botstats: stale: {info.stale}", err=True)
         sys.exit(1)
 
 

@@ -94,6 +94,12 @@ def cli() -> None:
 
 
 def main() -> None:
+    """The `botstats` command, and `python -m pipeline`: a process botstats starts itself, so its
+    allocators are tuned first, before anything loads polars (``import pipeline`` leaves its host
+    as it is). A `botstats run` that re-executes itself for the trends comes back through here."""
+    from ..operate import tune_allocators
+
+    tune_allocators()
     try:
         cli(prog_name="botstats", obj=Ctx(entry_point=True))
     except SystemExit as exc:

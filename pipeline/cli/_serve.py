@@ -61,8 +61,10 @@ _SHAPES: tuple[tuple[str, Any, Any, str], ...] = (
      "integers (64-bit)."),
     ("stat-ids", click.Choice(["composite", "hex", "integer", "none"]), "composite",
      "Stat ids as '<bot id>-<n>', 24 hex digits, 60-bit integers, or no id field at all."),
-    ("time-format", click.Choice(["iso", "epoch-s", "epoch-ms"]), "iso",
-     "Stat times as ISO 8601 text, or epoch seconds or milliseconds."),
+    ("time-format", click.Choice(["iso", "epoch-s", "epoch-ms", "epoch-us", "epoch-ns",
+                                  "http-date"]), "iso",
+     "Stat times as ISO 8601 text, epoch seconds, milli-, micro- or nanoseconds, or HTTP "
+     "dates."),
     ("custom-shape", click.Choice(["list", "object"]), "list",
      "Custom fields as a list of {name, value} objects, or one object {name: value}."),
     ("error-style", click.Choice(["json", "problem", "text", "empty"]), "json",

@@ -1,13 +1,14 @@
 """The ground every stage stands on: the error tree, the settings, and the small helpers each
 stage would otherwise write twice.
 
-``_errors`` (the one error tree, an exit code per class), the typed settings in three modules:
+``_errors`` (the one error tree, an exit code per class, and ``first_line``: what of a foreign
+error a message quotes), the typed settings in three modules:
 ``_settings`` (the schema: a frozen section per table), ``_loading`` (TOML, environment and
 flags, in that precedence) and ``_validation`` (what types alone do not catch, before any I/O),
 with ``_destinations`` (``[alerts]``'s destination tables, their secrets from the environment);
 ``_crontab`` (crontab expressions, for the settings and the scheduler), ``_oncalendar``,
 ``_files`` (atomic file replacement), ``_json`` (reading bodies, spelling records canonically),
-``_redact`` (secrets out of URLs and texts), ``_run_id``, ``_shard`` (which bots a harvest
+``_redact`` (secrets out of URLs and texts), ``_run_id``, ``_run_status`` (how a run ends), ``_shard`` (which bots a harvest
 worker owns), ``_dsn`` (PostgreSQL connection strings).
 It imports nothing else of ours.
 """
@@ -35,6 +36,7 @@ from ._errors import (
     SkipIgnored,
     StoreError,
     Unreachable,
+    first_line,
 )
 from ._files import TMP_SUFFIX, aside, fsync_dir, replacing
 from ._json import canonical_json, decode_json, same_record
@@ -42,6 +44,7 @@ from ._loading import DEFAULT_CONFIG_FILE, as_dict, load_settings
 from ._oncalendar import on_calendar
 from ._redact import Redactor, redact_url
 from ._run_id import new_run_id
+from ._run_status import RunStatus
 from ._settings import (
     AlertSettings,
     Destination,
@@ -72,6 +75,7 @@ __all__ = [
     "ExportError",
     "IdsNotUnique",
     "FieldSettings",
+    "first_line",
     "fsync_dir",
     "ListingUnstable",
     "load_settings",
@@ -90,6 +94,7 @@ __all__ = [
     "redact_url",
     "Redactor",
     "replacing",
+    "RunStatus",
     "same_record",
     "Secret",
     "ServerError",

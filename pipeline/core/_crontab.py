@@ -8,7 +8,7 @@ rendered from those sets for each consumer, because the consumers disagree with 
 - systemd ``OnCalendar`` has its own syntax (``Mon..Fri *-*-* 09:00:00 UTC``) and also ANDs the
   two day fields: the OR case becomes two ``OnCalendar=`` lines.
 
-Nothing of ours but :mod:`pipeline.errors` is imported here, so the config can validate its
+Nothing of ours but the error tree (:mod:`._errors`) is imported here, so the config can validate its
 crontab strings without importing the scheduler.
 """
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ._errors import first_line
+
 
 @dataclass(frozen=True)
 class Dsn:
@@ -35,7 +37,7 @@ def parse_dsn(text: str) -> Dsn:
     try:
         words = conninfo_to_dict(text)
     except ProgrammingError as exc:
-        raise ValueError(str(exc).split("\n")[0]) from None
+        raise ValueError(first_line(exc)) from None
     password = str(words.pop("password", "") or "")
     if not words.get("dbname"):
         raise ValueError("it names no database (dbname=..., or /dbname at the end of a URI)")

@@ -130,6 +130,16 @@ class ExportError(BotstatsError):
     """Trend datasets or parquet exports could not be written."""
 
 
+def first_line(exc: BaseException, limit: int | None = None) -> str:
+    """An exception's first line of text, for a message of ours that quotes it: foreign errors
+    (DuckDB, polars, libpq) follow theirs with context lines, a query plan or a hint. Blank
+    lines around it are dropped; an exception with no text gives its class's name. ``limit``
+    cuts it to that many characters (a line kept per failed read, say)."""
+    text = str(exc).strip()
+    line = text.splitlines()[0] if text else type(exc).__name__
+    return line if limit is None else line[:limit]
+
+
 class IdsNotUnique(BotstatsError):
     """The field a setting takes as records' id repeats over records that differ: keyed by it,
     two records of the service would become one row, so nothing is written."""

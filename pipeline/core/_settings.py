@@ -53,7 +53,7 @@ class ServiceSettings:
     connect_timeout: float = 5.0
     max_connections: int = 32
     max_keepalive: int = 32  # httpx leaves keep-alive unbounded unless set
-    # Requests in flight during a harvest: "auto" adapts it (pipeline.concurrency: grows while
+    # Requests in flight during a harvest: "auto" adapts it (interface/_concurrency: grows while
     # latency holds, backs off on 429 and 5xx, within max_connections); a number fixes it.
     concurrency: int | str = "auto"
     page_size: int = 100  # `limit` asked of GET /bots; the service may return fewer

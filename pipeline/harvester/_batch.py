@@ -14,7 +14,7 @@ import polars as pl
 
 from .. import archive
 from ..archive import BotRow
-from ..core import FieldSettings, IdsNotUnique
+from ..core import FieldSettings, IdsNotUnique, first_line
 from ._records import StatPage
 from ._report import HarvestReport
 from ._verdict import RunTally, judge
@@ -47,9 +47,8 @@ class Db:
         self._pool.shutdown(wait=True)
 
 
-def first_line(exc: Exception) -> str:
-    return str(exc).split("\n", 1)[0][:300]
-
+# Of an error's first line, what a failed read keeps (in table errors, the log, the verdict).
+ERROR_CHARS = 300
 
 # Bot rows (with rejects and errors: rows that each carry a record's JSON text) a batch holds
 # before it is written, whatever its stat rows: an hourly run adds about one record a bot, so a
@@ -181,8 +180,9 @@ class Batch:
 
     def error(self, endpoint: str, bot_id: str | None, exc: Exception) -> None:
         self.report.errors += 1
-        log.warning("%s failed: %s", endpoint, first_line(exc))
-        self.errors.append({"endpoint": endpoint, "bot_id": bot_id, "error": first_line(exc)})
+        said = first_line(exc, ERROR_CHARS)
+        log.warning("%s failed: %s", endpoint, said)
+        self.errors.append({"endpoint": endpoint, "bot_id": bot_id, "error": said})
 
     async def flush(self) -> None:
         async with self._lock:

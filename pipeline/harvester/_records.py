@@ -84,7 +84,7 @@ def parse_time(value: Any, what: str = "timestamp") -> datetime:
         return _epoch(value, what)
     if isinstance(value, str):
         text = value.strip()
-        if _EPOCH_TEXT.match(text):
+        if EPOCH_TEXT.match(text):
             return _epoch(float(text) if "." in text else int(text), what)
         try:
             parsed = datetime.fromisoformat(text)
@@ -98,8 +98,9 @@ def parse_time(value: Any, what: str = "timestamp") -> datetime:
 
 
 # Epoch numbers from 1e8 up in text ("1732560000", "1732560000123.5"); shorter digit strings
-# are left to ISO 8601 (e.g. "20241125", a basic-format date).
-_EPOCH_TEXT = re.compile(r"^-?\d{9,}(\.\d+)?$")
+# are left to ISO 8601 (e.g. "20241125", a basic-format date). The one rule: the probe's guess
+# of a time field (_shapes.time_kind) reads text with it too.
+EPOCH_TEXT = re.compile(r"^-?\d{9,}(\.\d+)?$")
 # Units per second of each epoch unit, by the size where it starts (1e11 seconds is year 5138).
 _EPOCH_UNITS = ((1e17, 1e9), (1e14, 1e6), (1e11, 1e3), (0.0, 1.0))
 

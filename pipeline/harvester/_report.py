@@ -7,10 +7,11 @@ from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
-from ..core import Shard
+from ..core import RunStatus, Shard
 
 # Exit codes of `botstats harvest` (and `botstats run`), documented in the README.
-EXIT_CODES = {"complete": 0, "failed": 1, "partial": 3, "interrupted": 4}
+EXIT_CODES: dict[str, int] = {RunStatus.COMPLETE: 0, RunStatus.FAILED: 1, RunStatus.PARTIAL: 3,
+                              RunStatus.INTERRUPTED: 4}
 
 
 @dataclass
@@ -19,7 +20,7 @@ class HarvestReport:
 
     run_id: str
     mode: str
-    status: str = "running"
+    status: RunStatus = RunStatus.RUNNING
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     finished_at: datetime | None = None
     base_url: str = ""
@@ -63,6 +64,8 @@ class HarvestReport:
             if isinstance(values.get(key), str):
                 values[key] = datetime.fromisoformat(values[key])
         values["shard"] = Shard.parse(str(data.get("shard", "0/1")))
+        if "status" in values:
+            values["status"] = RunStatus(values["status"])
         return cls(**values)
 
 

@@ -5,7 +5,7 @@ One run:
 1. records itself in ``harvest_runs`` (status ``running``) and marks any run a killed process
    left ``running`` as ``interrupted``;
 2. snapshots the configured user (me, bots, servers, webhooks) when a user token is set;
-3. pages through ``GET /bots`` with :class:`~pipeline.listing.Pager` (no bot lost or
+3. pages through ``GET /bots`` with :class:`~._paging.Pager` (no bot lost or
    read twice, whatever the service does), and for each listing page looks up, in one query,
    the newest archived record of its bots;
 4. hands bots to ``concurrency`` workers: a bot whose newest record (``GET /bots/:id/stat``) is
@@ -14,7 +14,7 @@ One run:
    batch that also carries the run's counters, so a run killed at any moment leaves whole
    batches only and the next run (records keyed by id, upserted) completes the work;
 6. marks bots missing from a *complete* listing as removed, unless that listing collapsed
-   (:mod:`pipeline.removals`), and ends the run ``complete``, ``partial`` (some bots failed:
+   (:mod:`._removals`), and ends the run ``complete``, ``partial`` (some bots failed:
    retried next run; or a listing not believed), ``failed`` or ``interrupted``.
 
 DuckDB work happens on one dedicated thread so HTTP never waits on a write.
@@ -35,6 +35,7 @@ from ..core import (
     ApiError,
     BotstatsError,
     FieldSettings,
+    RunStatus,
     Settings,
     Shard,
     decode_json,
@@ -69,7 +70,7 @@ def harvest(
     """Run one harvest into the archive named by ``settings``; return what it did.
 
     ``accept_removals`` believes a complete listing however many bots it would mark removed
-    (see :mod:`pipeline.removals`). ``shard`` (default 0/1, every bot): archive only the bots
+    (see :mod:`._removals`). ``shard`` (default 0/1, every bot): archive only the bots
     whose id hashes to it, beside workers harvesting the other shards.
 
     The caller holds the run lock (operate's ``run_lock``) when other runs may start, and says
@@ -86,10 +87,10 @@ def harvest(
             asyncio.run(_harvest(settings, report, db, full, accept_removals, on_progress,
                                  stop or threading.Event()))
         except (KeyboardInterrupt, asyncio.CancelledError):
-            report.status, report.message = "interrupted", "interrupted by the user"
+            report.status, report.message = RunStatus.INTERRUPTED, "interrupted by the user"
             raise
         except BotstatsError as exc:
-            report.status, report.message = "failed", str(exc)
+            report.status, report.message = RunStatus.FAILED, str(exc)
         finally:
             db.shutdown()
             report.finished_at = datetime.now(UTC)
@@ -156,14 +157,15 @@ async def _harvest(
         log.warning("the service sends record fields this archive has not seen before: %s "
                     "(kept in the raw column)", report.new_fields)
     if stop.is_set():
-        report.status, report.message = "interrupted", "stopped on request after the current batch"
+        report.status = RunStatus.INTERRUPTED
+        report.message = "stopped on request after the current batch"
     elif report.errors or not report.listing_complete or refused:
-        report.status = "partial"
+        report.status = RunStatus.PARTIAL
         failed = (f"{report.errors} request(s) failed after retries or read incomplete data; see "
                   f"harvest_errors. The next run tries them again.") if report.errors else ""
         report.message = report.message or " ".join(filter(None, (refused, failed)))
     else:
-        report.status = "complete"
+        report.status = RunStatus.COMPLETE
     if not stop.is_set():
         _apply(report, judged, dropped=buffer.dropped_for)
 
@@ -212,16 +214,16 @@ def _apply(report: HarvestReport, verdict: Verdict | None, dropped: str) -> None
     """The verdict over what the run decided so far (errors, the listing, removals): the worse
     status wins, its message first when it fails the run."""
     if verdict is None and dropped:  # the rows went, whatever the end says: never complete
-        verdict = Verdict("failed", dropped, setting=True)
+        verdict = Verdict(RunStatus.FAILED, dropped, setting=True)
     if verdict is None:
         return
-    if verdict.status == "failed":
-        report.status = "failed"
+    if verdict.status == RunStatus.FAILED:
+        report.status = RunStatus.FAILED
         written = (" Nothing of this run was archived but its rejects and errors."
                    if verdict.setting else "")
         report.message = " ".join(filter(None, (verdict.message + written, report.message)))
-    elif report.status != "failed":
-        report.status = "partial"
+    elif report.status != RunStatus.FAILED:
+        report.status = RunStatus.PARTIAL
         report.message = " ".join(filter(None, (report.message, verdict.message)))
 
 

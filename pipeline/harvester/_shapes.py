@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..core import canonical_json
-from ._records import COUNT_FIELDS, PERCENT_FIELDS, Invalid, parse_time
+from ._records import COUNT_FIELDS, EPOCH_TEXT, PERCENT_FIELDS, Invalid, parse_time
 
 # Names seen for these fields in public APIs, best first: they rank candidates, never make one.
 TIME_NAMES = ("timestamp", "created_at", "createdAt", "recorded_at", "time", "date", "ts",
@@ -61,7 +61,6 @@ MAX_ID_CHARS = 128
 EPOCH_LOW, EPOCH_HIGH = 946_684_800, 4_102_444_800
 _EPOCH_UNITS = (("seconds", 1), ("milliseconds", 10**3))
 _ISO_SHAPE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}:?\d{2})?$")
-_EPOCH_TEXT = re.compile(r"^\d{9,}(\.\d+)?$")
 
 
 def time_kind(value: Any) -> str | None:
@@ -78,7 +77,7 @@ def time_kind(value: Any) -> str | None:
     if not isinstance(value, str):
         return None
     text = value.strip()
-    if _EPOCH_TEXT.match(text):
+    if EPOCH_TEXT.match(text):
         kind = time_kind(float(text))
         return f"{kind} as text" if kind else None
     if _ISO_SHAPE.match(text):

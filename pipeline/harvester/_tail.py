@@ -17,9 +17,10 @@ from ..core import (
     NotFound,
     SkipIgnored,
     decode_json,
+    first_line,
 )
 from ..interface import Client, ListPage, RawArray, split_array, stats_path
-from ._batch import Batch, first_line
+from ._batch import ERROR_CHARS, Batch
 from ._context import Run
 from ._ids import repeated, stat_keys_not_unique
 from ._paging import (
@@ -83,21 +84,21 @@ async def harvest_bot(run: Run, bot_id: str, newest: archive.Newest | None,
     except NotFound as exc:
         # The bot left between the listing and now (or has no records, at some services): not
         # an error alone, but counted, and the bot looked up (see _verdict: most answered 404).
-        buffer.tally.failed(read, "404", first_line(exc), bot_id)
+        buffer.tally.failed(read, "404", first_line(exc, ERROR_CHARS), bot_id)
         await look_up(client, buffer, bot_id)
         return
     except (SkipIgnored, ListingUnstable) as exc:
         buffer.error(endpoint, bot_id, exc)  # paging /stats failed: nothing of it is kept
-        buffer.tally.failed(read, type(exc).__name__, first_line(exc))
+        buffer.tally.failed(read, type(exc).__name__, first_line(exc, ERROR_CHARS))
         return
     except BadResponse as exc:
-        buffer.reject(endpoint, bot_id, f"not a JSON list of records: {first_line(exc)}",
+        buffer.reject(endpoint, bot_id, f"not a JSON list of records: {first_line(exc, ERROR_CHARS)}",
                       exc.body or "", kind=None)
-        buffer.tally.failed(read, "a body that is not a JSON list", first_line(exc))
+        buffer.tally.failed(read, "a body that is not a JSON list", first_line(exc, ERROR_CHARS))
         return
     except ApiError as exc:
         buffer.error(endpoint, bot_id, exc)
-        buffer.tally.failed(read, str(exc.status or type(exc).__name__), first_line(exc))
+        buffer.tally.failed(read, str(exc.status or type(exc).__name__), first_line(exc, ERROR_CHARS))
         return
     report.bots_fetched += 1
     received_at = datetime.now(UTC)

@@ -35,7 +35,7 @@ from typing import Any
 
 import orjson
 
-from ..core import FieldSettings
+from ..core import FieldSettings, RunStatus
 from ._records import StatPage
 from ._shapes import Candidate, custom_keys, decided_id, id_candidates, time_candidates
 
@@ -162,7 +162,7 @@ class Check:
 
 @dataclass(frozen=True)
 class Verdict:
-    status: str  # "partial" | "failed"
+    status: RunStatus  # PARTIAL or FAILED
     message: str
     setting: bool = False  # failed for a setting: the run writes nothing but its evidence
 
@@ -176,13 +176,14 @@ def judge(tally: RunTally, fields: FieldSettings,
                             *(_judge_reads(kind, tally, fields) for kind in tally.requests))
                 if v is not None]
     if tally.cut is not None:
-        verdicts.append(Verdict("failed", tally.cut, setting=True))
+        verdicts.append(Verdict(RunStatus.FAILED, tally.cut, setting=True))
     if not verdicts:
         return None
-    worst = "failed" if any(v.status == "failed" for v in verdicts) else "partial"
-    shown = sorted(verdicts, key=lambda v: v.status != "failed")
+    failed = RunStatus.FAILED
+    worst = failed if any(v.status == failed for v in verdicts) else RunStatus.PARTIAL
+    shown = sorted(verdicts, key=lambda v: v.status != failed)
     return Verdict(worst, " ".join(v.message for v in shown),
-                   any(v.setting for v in verdicts if v.status == "failed"))
+                   any(v.setting for v in verdicts if v.status == failed))
 
 
 def checks(tally: RunTally, fields: FieldSettings) -> list[Check]:
@@ -229,7 +230,7 @@ def _judge_records(kind: str, tally: RunTally, fields: FieldSettings,
         # Judged among the records that have custom fields: the others say nothing of it.
         seen = refused + records.kept_with_custom
     if snapshot and refused < seen:
-        return Verdict("partial", f"The user snapshot lacks {refused} of the {seen} {kind} "
+        return Verdict(RunStatus.PARTIAL, f"The user snapshot lacks {refused} of the {seen} {kind} "
                                   f"records (\"{records.refused.most_common(1)[0][0]}\"); they "
                                   f"are kept in table rejects.")
     few = not snapshot and seen < MIN_RECORDS
@@ -237,9 +238,9 @@ def _judge_records(kind: str, tally: RunTally, fields: FieldSettings,
         return None  # a few bad records among good ones: counted in rejects
     message = _refused_message(kind, tally, fields, answers, refused, seen, blamed)
     if few:
-        return Verdict("partial", f"{message} Too few records to tell a wrong setting from bad "
+        return Verdict(RunStatus.PARTIAL, f"{message} Too few records to tell a wrong setting from bad "
                                   f"records: the run is partial.")
-    return Verdict("failed", message, setting=True)
+    return Verdict(RunStatus.FAILED, message, setting=True)
 
 
 def _refused_message(kind: str, tally: RunTally, fields: FieldSettings,
@@ -375,8 +376,8 @@ def _judge_reads(kind: str, tally: RunTally, fields: FieldSettings) -> Verdict |
         message = (f"{count} of {reads.tried} {kind} failed ({said}); the run's other failures "
                    f"are in table harvest_errors.")
     if reads.tried < MIN_RECORDS:
-        return Verdict("partial", message)
-    return Verdict("failed", message, setting=cause == "404")
+        return Verdict(RunStatus.PARTIAL, message)
+    return Verdict(RunStatus.FAILED, message, setting=cause == "404")
 
 
 __all__ = ["Check", "RunTally", "Verdict", "checks", "cut_check", "cut_message", "judge"]

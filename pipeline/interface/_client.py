@@ -2,7 +2,7 @@
 
 It owns everything between a method call and a JSON value: the URL, the auth header of each
 endpoint kind, the client-side request budget, retries with backoff and ``Retry-After``, and the
-translation of every failure into :mod:`pipeline.errors`::
+translation of every failure into the error tree of :mod:`pipeline.core`::
 
     async with Client(settings) as c:
         bots = await c.list_bots(limit=100, skip=0)   # the raw JSON array, elements untouched
@@ -22,18 +22,18 @@ told to one request are bounded by [retry].max_retry_after in all instead.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Any, Literal, overload
+from typing import Any, Literal, TypeVar, overload
 
 import httpx
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
     retry_if_exception,
+    retry_if_result,
     wait_random_exponential,
 )
 
@@ -57,6 +57,8 @@ from ._ratelimit import NOTHING_SAID, RateLimit, is_rate_limited, read_rate_limi
 from ._transport import NEVER_SENT, TRANSIENT, Lanes, env_proxy
 
 log = logging.getLogger("botstats.client")
+
+_T = TypeVar("_T")
 
 
 class Client:
@@ -309,50 +311,42 @@ class Client:
         headers = headers_of[auth]()
         request = self._request(method, path, params=params, headers=headers or None,
                                 json=payload)
-        idempotent = method == "GET"
-        call = Call(request, dict, idempotent=idempotent, auth_hint="")
-        retry = self.settings.retry
-        waited: list[dict[str, str]] = []  # the headers of each 429 waited out
-        for attempt in range(1, retry.attempts + 1):
+        call = Call(request, dict, idempotent=method == "GET", auth_hint="")
+        answers: list[httpx.Response] = []
+        started = time.monotonic()
+
+        async def attempt(number: int) -> httpx.Response:
+            nonlocal started
+            call.retryable, call.retry_after = False, None
             self.stats.requests += 1
             started = time.monotonic()
             try:
                 response = await self._send(request)
             except httpx.TransportError as exc:
                 self.stats.transport_errors += 1
-                if attempt == retry.attempts or not isinstance(
-                        exc, TRANSIENT if idempotent else NEVER_SENT):
-                    raise self._failures.transport_error(call, exc, attempt) from exc
-                wait = self._fetch_wait(None, attempt)
+                call.retryable = isinstance(exc, TRANSIENT if call.idempotent else NEVER_SENT)
+                raise self._failures.transport_error(call, exc, number) from exc
+            answers.append(response)
+            status = response.status_code
+            if is_rate_limited(status, rate_limit_of(response)):
+                self.stats.rate_limited += 1
+            elif call.idempotent and status in RETRY_STATUSES:
+                self.stats.server_errors += 1
             else:
-                status = response.status_code
-                limited = is_rate_limited(status, rate_limit_of(response))
-                if not limited and not (idempotent and status in RETRY_STATUSES):
-                    break
-                if limited:
-                    self.stats.rate_limited += 1
-                else:
-                    self.stats.server_errors += 1
-                wait = self._fetch_wait(response, attempt)
-                if attempt == retry.attempts or wait > retry.max_retry_after:
-                    break
-                if limited:
-                    waited.append(dict(response.headers))
-            self.stats.retries += 1
-            self.stats.waited_seconds += wait
-            await asyncio.sleep(wait)
+                return response
+            # Retried as the harvest retries it, unless the wait it tells is over the limit.
+            call.retry_after = read_rate_limit(response.headers).retry_wait()
+            call.retryable = (call.retry_after is None
+                              or call.retry_after <= self.settings.retry.max_retry_after)
+            return response
+
+        response = await self._retried(call, attempt)
         return Reply(method=method, url=redact_url(str(request.url)), auth=auth,
                      status=response.status_code, headers=dict(response.headers),
                      body=self._failures.body(response),
-                     seconds=time.monotonic() - started, limited=tuple(waited))
-
-    def _fetch_wait(self, response: httpx.Response | None, attempt: int) -> float:
-        """Seconds before :meth:`fetch` tries again after ``attempt``: what the answer asks
-        (Retry-After, else the reset of a spent quota: :mod:`._ratelimit`), else the backoff of
-        [retry] (``response`` None: it never came)."""
-        retry = self.settings.retry
-        asked = None if response is None else read_rate_limit(response.headers).retry_wait()
-        return min(retry.backoff_max, retry.backoff_base * 2 ** attempt) if asked is None else asked
+                     seconds=time.monotonic() - started,
+                     limited=tuple(dict(a.headers) for a in answers[:-1]
+                                   if is_rate_limited(a.status_code, rate_limit_of(a))))
 
     # --- plumbing ------------------------------------------------------------------------------
     async def _send(self, request: httpx.Request) -> httpx.Response:
@@ -439,27 +433,46 @@ class Client:
         )
 
     async def _call(self, call: Call) -> Any:
+        return await self._retried(call, lambda number: self._attempt(call, number))
+
+    async def _retried(self, call: Call, attempt: Callable[[int], Awaitable[_T]]) -> _T:
+        """``attempt(1)``, then again as long as it leaves ``call.retryable`` set (an ApiError
+        raised, or an answer returned that asks to be retried: :meth:`fetch`), as [retry]
+        allows: the one retry path of the client. When the attempts run out, the last attempt's
+        error is raised, or its answer returned."""
+        # The usual request pays nothing for the retry machinery (tenacity's per-call setup).
         try:
-            # The usual request pays nothing for the retry machinery (tenacity's per-call setup).
-            return await self._attempt(call, 1)
+            first = await attempt(1)
         except ApiError as exc:
             if not call.retryable or (self.settings.retry.attempts <= 1 and not call.told):
                 raise
-            first = exc
+            failed: ApiError | None = exc
+        else:
+            if not call.retryable or (self.settings.retry.attempts <= 1 and not call.told):
+                return first
+            failed = None
+        number = 0
+
+        async def again() -> _T:
+            nonlocal number
+            number += 1
+            if number > 1:
+                return await attempt(number)
+            if failed is not None:
+                raise failed  # the attempt above: tenacity waits and logs it like any other
+            return first
+
         retrying = AsyncRetrying(
             stop=self._stop(call),
             wait=self._wait(call),
-            retry=retry_if_exception(lambda exc: isinstance(exc, ApiError) and call.retryable),
+            retry=(retry_if_exception(lambda exc: isinstance(exc, ApiError) and call.retryable)
+                   | retry_if_result(lambda _: call.retryable)),
             before_sleep=self._before_sleep(call),
-            reraise=True,
+            # Out of attempts: the last error raised again, or the last answer as it came.
+            retry_error_callback=lambda state: state.outcome.result() if state.outcome else None,
         )
-        async for attempt in retrying:
-            with attempt:
-                number = attempt.retry_state.attempt_number
-                if number == 1:
-                    raise first  # the attempt above: tenacity waits and logs it like any other
-                return await self._attempt(call, number)
-        raise AssertionError("unreachable: tenacity either returns or reraises")
+        answer: _T = await retrying(again)
+        return answer
 
     def _stop(self, call: Call) -> Callable[[RetryCallState], bool]:
         attempts = self.settings.retry.attempts
@@ -490,10 +503,14 @@ class Client:
             delay = state.next_action.sleep if state.next_action else 0.0
             self.stats.retries += 1
             self.stats.waited_seconds += delay
-            exc = state.outcome.exception() if state.outcome else None
+            outcome = state.outcome
+            if outcome is None or outcome.failed:
+                reason = reason_of(outcome.exception() if outcome else None)
+            else:  # an answer returned to be retried (fetch)
+                reason = str(getattr(outcome.result(), "status_code", "?"))
             log.info(
                 "%s: %s; retrying in %.2f s (attempt %d; %d of %d spent, told waits aside)",
-                call.where, reason_of(exc), delay, state.attempt_number + 1,
+                call.where, reason, delay, state.attempt_number + 1,
                 state.attempt_number - call.told, self.settings.retry.attempts,
             )
 

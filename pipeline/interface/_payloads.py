@@ -18,7 +18,7 @@ from ._ratelimit import is_rate_limited, read_rate_limit
 
 @dataclass(frozen=True)
 class Reply:
-    """A request and what came back, as :meth:`Client.fetch` saw it (secrets redacted)."""
+    """A request and what came back, as :meth:`._client.Client.fetch` saw it (secrets redacted)."""
 
     method: str
     url: str

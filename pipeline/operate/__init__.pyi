@@ -4,21 +4,28 @@ from ._demo import demo, next_steps
 from ._deploy import botstats_command, cron_text
 from ._logs import setup_logging
 from ._maintenance import backup_archive, compact_archive, convert_archive, restore_archive
+from ._memory import tune_allocators
 from ._process import can_hand_off, hand_off, resumed
 from ._runner import RunReport, finish_run, locked_harvest, locked_trends, run
 from ._schedule import describe_schedule, run_scheduler
 from ._signals import stop_on_signals
 from ._status import (
+    RUN_COLUMNS,
     SHARD_COLUMNS,
+    ArchiveStatus,
     archive_status,
     describe_drift,
     describe_latest,
     describe_undelivered,
     parse_age,
+    run_lines,
+    shard_lines,
 )
 
 __all__ = [
+    "RUN_COLUMNS",
     "SHARD_COLUMNS",
+    "ArchiveStatus",
     "archive_status",
     "backup_archive",
     "botstats_command",
@@ -40,8 +47,11 @@ __all__ = [
     "restore_archive",
     "resumed",
     "run",
+    "run_lines",
     "run_scheduler",
     "RunReport",
     "setup_logging",
+    "shard_lines",
     "stop_on_signals",
+    "tune_allocators",
 ]

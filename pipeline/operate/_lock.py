@@ -41,7 +41,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -92,13 +92,63 @@ def files(lock_path: Path) -> tuple[Path, Path]:
     return lock_path, _info_path(lock_path)
 
 
-def holder(settings: Settings) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class Holder:
+    """Who took the file lock, as the file beside it says: the job, its run (once it has one),
+    its process, and when it took the lock and let it go (``released_at`` unset: it still holds
+    it, or died holding it)."""
+
+    job: str = "?"
+    run_id: str | None = None
+    pid: int | None = None
+    host: str = "?"
+    since: str = "?"
+    released_at: str | None = None
+
+    @classmethod
+    def of(cls, data: object) -> Holder | None:
+        """The holder a holder file's JSON names; None when it is not one (a field of the wrong
+        type is taken as not said)."""
+        if not isinstance(data, dict):
+            return None
+
+        def text(key: str) -> str | None:
+            value = data.get(key)
+            return value if isinstance(value, str) else None
+
+        pid = data.get("pid")
+        return cls(job=text("job") or "?", run_id=text("run_id"),
+                   pid=pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
+                   host=text("host") or "?", since=text("since") or "?",
+                   released_at=text("released_at"))
+
+    def as_dict(self) -> dict[str, Any]:
+        """As the holder file spells it (``released_at`` only once released)."""
+        fields = asdict(self)
+        if self.released_at is None:
+            del fields["released_at"]
+        return fields
+
+    def describe(self) -> str:
+        """'run 2026...-ab12 (run, pid 123 on host, since ...)' for messages."""
+        return (f"run {self.run_id or '?'} ({self.job}, pid {self.pid or '?'} on {self.host}, "
+                f"since {self.since})")
+
+    def stale(self) -> bool:
+        """Whether it died holding the lock: never released, by a process of this host that is
+        gone (another host's PID cannot be checked; the OS lock was free, so it is gone)."""
+        if self.released_at or self.host != socket.gethostname():
+            return False
+        return self.pid is not None and self.pid != os.getpid() and not pid_alive(self.pid)
+
+
+def holder(settings: Settings) -> Holder | None:
     """Who last took the lock (it may have finished or died since: see ``released_at``)."""
     try:
         data = json.loads(_info_path(settings.lock_path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) else None
+    return Holder.of(data)
 
 
 def pid_alive(pid: int) -> bool:
@@ -114,13 +164,9 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def describe(info: dict[str, Any] | None) -> str:
-    """'run 2026...-ab12 (run, pid 123 on host, since ...)' for messages."""
-    if not info:
-        return "an unknown holder (no holder file)"
-    run = info.get("run_id") or "?"
-    return (f"run {run} ({info.get('job', '?')}, pid {info.get('pid', '?')} on "
-            f"{info.get('host', '?')}, since {info.get('since', '?')})")
+def describe(info: Holder | None) -> str:
+    """The holder for messages (:meth:`Holder.describe`), or that the file names none."""
+    return info.describe() if info else "an unknown holder (no holder file)"
 
 
 class LockHandle:
@@ -128,17 +174,20 @@ class LockHandle:
     excludes every other writer, so every run left ``running`` is dead (``dead``) and it covers
     every scope (``also``)."""
 
-    def __init__(self, path: Path, info: dict[str, Any]) -> None:
+    def __init__(self, path: Path, info: Holder) -> None:
         self.path = path
         self.info = info
+        # The holder before this job, as its file said (what a run that took over reports).
         self.previous: dict[str, Any] | None = None
         self.took_over = False
 
-    def note(self, **fields: Any) -> None:
-        if all(self.info.get(k) == v for k, v in fields.items()):
+    def note(self, *, run_id: str | None = None, released_at: str | None = None) -> None:
+        noted = replace(self.info, run_id=run_id or self.info.run_id,
+                        released_at=released_at or self.info.released_at)
+        if noted == self.info:
             return
-        self.info.update(fields)
-        _write_info(self.path, self.info)
+        self.info = noted
+        _write_info(self.path, noted)
 
     def dead(self, _shard: Shard) -> bool:
         return True
@@ -148,22 +197,13 @@ class LockHandle:
         yield
 
 
-def _write_info(lock_path: Path, info: dict[str, Any]) -> None:
+def _write_info(lock_path: Path, info: Holder) -> None:
     target = _info_path(lock_path)
     try:
         with replacing(target) as tmp:
-            tmp.write_text(json.dumps(info), encoding="utf-8")
+            tmp.write_text(json.dumps(info.as_dict()), encoding="utf-8")
     except OSError as exc:  # the holder file is for messages only: never fail a run over it
         log.warning("cannot write the lock holder file %s: %s", target, exc)
-
-
-def _is_stale(previous: dict[str, Any] | None) -> bool:
-    if not previous or previous.get("released_at"):
-        return False
-    if previous.get("host") != socket.gethostname():
-        return False  # cannot check a PID on another host; the OS lock was free, so it is gone
-    pid = previous.get("pid")
-    return isinstance(pid, int) and pid != os.getpid() and not pid_alive(pid)
 
 
 def prepare_archive_place(settings: Settings) -> None:
@@ -244,12 +284,11 @@ def _file_lock(settings: Settings, job: str, *, timeout: float | None, run_id: s
         )
     try:
         previous = holder(settings)
-        handle = LockHandle(path, {
-            "job": job, "run_id": run_id, "pid": os.getpid(), "host": socket.gethostname(),
-            "since": datetime.now(UTC).isoformat(timespec="seconds"),
-        })
-        handle.previous = previous
-        if _is_stale(previous):
+        handle = LockHandle(path, Holder(
+            job=job, run_id=run_id, pid=os.getpid(), host=socket.gethostname(),
+            since=datetime.now(UTC).isoformat(timespec="seconds")))
+        handle.previous = previous.as_dict() if previous else None
+        if previous is not None and previous.stale():
             handle.took_over = True
             log.warning("took over the archive lock %s from %s: that process is gone without "
                         "releasing it (killed?)", path, describe(previous))
@@ -285,8 +324,8 @@ class AdvisoryHandle:
         self.job = job
         self.scope = scope
         self.stop = stop
-        self.info: dict[str, Any] = {}
-        self.previous: dict[str, Any] | None = None
+        self.run_id: str | None = None
+        self.previous: dict[str, Any] | None = None  # the server frees a dead job's locks itself
         self.took_over = False
 
     def title(self) -> str:
@@ -294,14 +333,14 @@ class AdvisoryHandle:
         parts = ["botstats", self.job]
         if self.scope.name == "shard" and not self.scope.shard.whole:
             parts.append(str(self.scope.shard))
-        if self.info.get("run_id"):
-            parts.append(str(self.info["run_id"]))
+        if self.run_id:
+            parts.append(self.run_id)
         return " ".join([*parts, f"pid {os.getpid()}@{socket.gethostname()}"])
 
-    def note(self, **fields: Any) -> None:
-        if all(self.info.get(k) == v for k, v in fields.items()):
+    def note(self, *, run_id: str | None = None) -> None:
+        if run_id == self.run_id:
             return
-        self.info.update(fields)
+        self.run_id = run_id
         self.locks.rename(self.title())
 
     def dead(self, shard: Shard) -> bool:
@@ -354,7 +393,7 @@ def _advisory_lock(settings: Settings, job: str, scope: Scope, *, timeout: float
     try:
         handle = AdvisoryHandle(locks, settings, job, scope, stop)
         _wait_for_keys(locks, _keys(scope), settings, scope, timeout, stop)
-        handle.info["run_id"] = run_id
+        handle.run_id = run_id
         locks.rename(handle.title())
         yield handle
     finally:
@@ -378,7 +417,7 @@ def run_lock(
     """Hold the archive's run lock for ``job`` and ``scope``; wait up to ``timeout`` (default
     [run].lock_timeout).
 
-    Raises :class:`~pipeline.errors.LockTimeout` (exit 75) naming the holder when the wait runs
+    Raises :class:`~pipeline.core.LockTimeout` (exit 75) naming the holder when the wait runs
     out, or as soon as ``stop`` is set while waiting.
     """
     if settings.shared_catalog:

@@ -18,7 +18,7 @@ log = logging.getLogger("botstats.run")
 
 def convert_archive(settings: Settings, *, python: str | None = None,
                     say: Callable[[str], None] = log.info) -> ConvertReport:
-    """Convert a botstats 0.1 archive to the DuckLake layout (see :func:`pipeline.legacy.convert`)."""
+    """Convert a botstats 0.1 archive to the DuckLake layout (see :func:`pipeline.archive.convert`)."""
     from ..archive import convert
 
     if settings.shared_catalog:

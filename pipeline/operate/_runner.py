@@ -232,8 +232,8 @@ def _tell_blocked(settings: Settings, shard: Shard) -> None:
         return
     from ..alerts import notify_blocked
 
-    notify_blocked(settings, settings.alerts, None if settings.shared_catalog else holder(settings),
-                   shard)
+    held = None if settings.shared_catalog else holder(settings)
+    notify_blocked(settings, settings.alerts, held.as_dict() if held else None, shard)
 
 
 def _trends_then_report(settings: Settings, report: RunReport, full_trends: bool) -> None:

@@ -1,5 +1,5 @@
 """`botstats schedule`: the scheduler daemon, APScheduler 3.x running the harvest and trends
-jobs on [schedule]'s crontab expressions (read by :mod:`pipeline.crontab`).
+jobs on [schedule]'s crontab expressions (read by :mod:`pipeline.core._crontab`).
 
 It runs the jobs under the archive's run lock (so a manual `botstats run` and the daemon never
 overlap), one instance of each at a time, missed runs coalesced, and logs every run, skip and

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict, astuple, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .. import archive
-from ..alerts import undelivered
-from ..archive import drift_since
+from ..alerts import Row, undelivered
+from ..archive import NewFields, drift_since
 from ..core import Settings, StoreError, parse_duration
 
 RUN_COLUMNS = ("run_id", "shard", "status", "mode", "started_at", "seconds", "bots_seen",
@@ -19,6 +20,92 @@ _SHARD_SQL = ("CASE WHEN coalesce(shards, 1) > 1 THEN shard::VARCHAR || '/' || s
 
 
 SHOWN = 5  # errors and reject reasons shown of the latest run
+
+
+@dataclass(frozen=True)
+class RunLine:
+    """A recent run, as `botstats status` lists it (the fields of :data:`RUN_COLUMNS`)."""
+
+    run_id: str
+    shard: str  # K/N, '' for a run of the whole directory
+    status: str
+    mode: str
+    started_at: str
+    seconds: float | None  # None while it runs (or when it died running)
+    bots_seen: int
+    stats_added: int
+    rejects: int
+    errors: int
+    requests: int
+
+
+@dataclass(frozen=True)
+class ShardLast:
+    """A shard's last run (the fields of :data:`SHARD_COLUMNS`, None for a shard with no run
+    yet), and when it last completed."""
+
+    shard: str
+    run_id: str | None = None
+    status: str | None = None
+    started_at: str | None = None
+    finished_at: datetime | None = None
+    message: str | None = None
+    complete_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class ErrorSeen:
+    endpoint: str
+    error: str
+
+
+@dataclass(frozen=True)
+class RejectReason:
+    reason: str
+    records: int
+
+
+@dataclass(frozen=True)
+class LatestRun:
+    """Why the latest run ended as it did: its message, its errors (how many, the latest few)
+    and the reasons of the records it kept aside."""
+
+    run_id: str
+    status: str
+    message: str
+    errors: int
+    latest_errors: tuple[ErrorSeen, ...]
+    reject_reasons: tuple[RejectReason, ...]
+
+
+@dataclass(frozen=True)
+class ArchiveStatus:
+    """What `botstats status` shows: the archive's size, recent runs, each shard's last run,
+    the latest run's story, new record fields and table sizes; with a ``max_age``, whether it
+    is ``stale`` (why, or '')."""
+
+    path: str
+    size_mb: float
+    catalog_mb: float
+    data_mb: float
+    published_at: str
+    runs: tuple[RunLine, ...]
+    shards: tuple[ShardLast, ...]
+    latest_run: LatestRun | None
+    latest_complete_at: datetime | None
+    new_fields: tuple[NewFields, ...]
+    undelivered_alerts: tuple[Row, ...]
+    tables: dict[str, int]
+    max_age_s: float | None = None
+    stale: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """For `status --json` (``max_age_s`` and ``stale`` only when asked for)."""
+        data = asdict(self)
+        data["undelivered_alerts"] = [row.as_dict() for row in self.undelivered_alerts]
+        if self.max_age_s is None:
+            del data["max_age_s"], data["stale"]
+        return data
 
 
 parse_age = parse_duration  # `status --max-age` reads durations as the config does
@@ -48,7 +135,7 @@ def _span(delta: timedelta) -> str:
 
 
 def archive_status(settings: Settings, *, runs: int = 10,
-                   max_age: timedelta | None = None) -> dict[str, Any]:
+                   max_age: timedelta | None = None) -> ArchiveStatus:
     """The archive's recent runs, each shard's last run (when the latest run was one of N
     shards), table sizes and latest run; with ``max_age``, also whether it is ``stale`` (why,
     or '') for a monitor."""
@@ -74,25 +161,16 @@ def archive_status(settings: Settings, *, runs: int = 10,
         waiting = undelivered(con, limit=SHOWN) if "alerts" in tables else []
         catalog, data = archive.disk_bytes(paths, con)
         published = _published(con, paths)
-    info = {
-        "path": paths.dsn if paths.shared else str(paths.catalog),
-        "size_mb": (catalog + data) / 1e6,
-        "catalog_mb": catalog / 1e6,
-        "data_mb": data / 1e6,
-        "published_at": published,
-        "runs": [dict(zip(RUN_COLUMNS, r, strict=True)) for r in rows],
-        "shards": shards,
-        "latest_run": latest,
-        "latest_complete_at": complete,
-        "new_fields": drift,
-        "undelivered_alerts": [row.as_dict() for row in waiting],
-        "tables": tables,
-    }
+    stale = None
     if max_age is not None:
-        info["max_age_s"] = max_age.total_seconds()
-        info["stale"] = _shards_freshness(shards, max_age) if shards else \
-            freshness(complete, max_age)
-    return info
+        stale = _shards_freshness(shards, max_age) if shards else freshness(complete, max_age)
+    return ArchiveStatus(
+        path=paths.dsn if paths.shared else str(paths.catalog),
+        size_mb=(catalog + data) / 1e6, catalog_mb=catalog / 1e6, data_mb=data / 1e6,
+        published_at=published, runs=tuple(RunLine(*r) for r in rows), shards=tuple(shards),
+        latest_run=latest, latest_complete_at=complete, new_fields=tuple(drift),
+        undelivered_alerts=tuple(waiting), tables=tables,
+        max_age_s=None if max_age is None else max_age.total_seconds(), stale=stale)
 
 
 def _published(con: Any, paths: Any) -> str:
@@ -105,7 +183,7 @@ def _published(con: Any, paths: Any) -> str:
         timespec="seconds")
 
 
-def _shards(con: Any) -> list[dict[str, Any]]:
+def _shards(con: Any) -> list[ShardLast]:
     """When the latest run was one of N shards: the last run of each of the N (None for a
     shard with no run yet), and when each last completed."""
     ((n,),) = con.execute("SELECT coalesce(max_by(shards, started_at), 1) FROM harvest_runs"
@@ -119,26 +197,20 @@ def _shards(con: Any) -> list[dict[str, Any]]:
         "max(finished_at) FILTER (WHERE status = 'complete') "
         "FROM harvest_runs WHERE shards = ? GROUP BY shard", [n]).fetchall()
     by_shard = {r[0]: r for r in found}
-    out = []
-    for k in range(n):
-        row = by_shard.get(k)
-        last = dict(zip(SHARD_COLUMNS, (f"{k}/{n}", *row[1:6]), strict=True)) if row else \
-            dict.fromkeys(SHARD_COLUMNS, None) | {"shard": f"{k}/{n}"}
-        last["complete_at"] = row[6] if row else None
-        out.append(last)
-    return out
+    return [ShardLast(f"{k}/{n}", *by_shard[k][1:]) if k in by_shard else ShardLast(f"{k}/{n}")
+            for k in range(n)]
 
 
-def _shards_freshness(shards: list[dict[str, Any]], max_age: timedelta,
+def _shards_freshness(shards: list[ShardLast], max_age: timedelta,
                       now: datetime | None = None) -> str:
     """Why the archive is stale: each shard whose latest complete harvest is older than
     ``max_age`` (or missing), or '' when every shard is fresh."""
-    late = [(s["shard"], freshness(s["complete_at"], max_age, now)) for s in shards]
+    late = [(s.shard, freshness(s.complete_at, max_age, now)) for s in shards]
     late = [(shard, why) for shard, why in late if why]
     return "; ".join(f"shard {shard}: {why}" for shard, why in late)
 
 
-def _latest_run(con: Any, run_id: str) -> dict[str, Any]:
+def _latest_run(con: Any, run_id: str) -> LatestRun:
     """Why the latest run ended as it did: its message, its errors (how many, the latest few)
     and the reasons of the records it kept aside, so a partial run needs no query to explain."""
     ((status, message),) = con.execute(
@@ -151,43 +223,51 @@ def _latest_run(con: Any, run_id: str) -> dict[str, Any]:
     reasons = con.execute(
         "SELECT reason, count(*) FROM rejects WHERE run_id = ? GROUP BY reason "
         "ORDER BY count(*) DESC, reason LIMIT ?", [run_id, SHOWN]).fetchall()
-    return {
-        "run_id": run_id, "status": status, "message": message or "", "errors": errors,
-        "latest_errors": [{"endpoint": e, "error": m} for e, m in latest_errors],
-        "reject_reasons": [{"reason": r, "records": n} for r, n in reasons],
-    }
+    return LatestRun(run_id, status, message or "", errors,
+                     tuple(ErrorSeen(e, m) for e, m in latest_errors),
+                     tuple(RejectReason(r, n) for r, n in reasons))
 
 
-def describe_latest(latest: dict[str, Any]) -> list[str]:
+def describe_latest(latest: LatestRun) -> list[str]:
     """``latest`` (from :func:`archive_status`) as lines for a terminal; none for a run with
     nothing to explain."""
-    if not (latest["message"] or latest["errors"] or latest["reject_reasons"]):
+    if not (latest.message or latest.errors or latest.reject_reasons):
         return []
-    lines = [f"latest run {latest['run_id']}: {latest['status']}"
-             + (f": {latest['message']}" if latest["message"] else "")]
-    if latest["errors"]:
-        lines.append(f"  {latest['errors']} error(s) in harvest_errors; the latest:")
-        lines += [f"    {_error_line(e['endpoint'], e['error'])}" for e in latest["latest_errors"]]
-    if latest["reject_reasons"]:
+    lines = [f"latest run {latest.run_id}: {latest.status}"
+             + (f": {latest.message}" if latest.message else "")]
+    if latest.errors:
+        lines.append(f"  {latest.errors} error(s) in harvest_errors; the latest:")
+        lines += [f"    {_error_line(e.endpoint, e.error)}" for e in latest.latest_errors]
+    if latest.reject_reasons:
         lines.append("  records it kept aside in rejects, by reason (most frequent first):")
-        lines += [f"    {r['records']:>6}  {r['reason']}" for r in latest["reject_reasons"]]
+        lines += [f"    {r.records:>6}  {r.reason}" for r in latest.reject_reasons]
     return lines
 
 
-def describe_drift(drift: list[dict[str, Any]]) -> list[str]:
+def describe_drift(drift: tuple[NewFields, ...]) -> list[str]:
     """The record fields first seen by the runs shown, as lines for a terminal."""
-    return [f"new {d['kind']} record fields since run {d['run_id']}: "
-            f"{', '.join(repr(f) for f in d['fields'])} (kept in raw; map any you need)"
+    return [f"new {d.kind} record fields since run {d.run_id}: "
+            f"{', '.join(repr(f) for f in d.fields)} (kept in raw; map any you need)"
             for d in drift]
 
 
-def describe_undelivered(rows: list[dict[str, Any]]) -> list[str]:
+def describe_undelivered(rows: tuple[Row, ...]) -> list[str]:
     """The alerts not yet delivered (the latest few), as lines for a terminal."""
     if not rows:
         return []
     return ["alerts not yet delivered (the next run tries again; `botstats alerts list`):"] + [
-        f"  {r['tried_at']}  {r['destination']}  {r['kind']}: {r['title']}  ({r['answer']})"
-        for r in rows]
+        f"  {r.tried_at.isoformat(timespec='seconds')}  {r.destination}  {r.kind}: {r.title}  "
+        f"({r.answer})" for r in rows]
+
+
+def run_lines(info: ArchiveStatus) -> list[tuple[Any, ...]]:
+    """The recent runs as rows of :data:`RUN_COLUMNS`."""
+    return [astuple(r) for r in info.runs]
+
+
+def shard_lines(info: ArchiveStatus) -> list[tuple[Any, ...]]:
+    """Each shard's last run as rows of :data:`SHARD_COLUMNS`."""
+    return [astuple(s)[:len(SHARD_COLUMNS)] for s in info.shards]
 
 
 def _error_line(endpoint: str, error: str) -> str:

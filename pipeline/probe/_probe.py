@@ -16,7 +16,7 @@ import asyncio
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from ..core import ApiError, ConfigError, Settings
+from ..core import ApiError, ConfigError, Settings, first_line
 from ..harvester import Candidate, decided_id, id_candidates
 from ..interface import Client, Reply
 from ._accepts import not_proposed, read_acceptance
@@ -67,7 +67,7 @@ class _Prober:
         except ApiError as exc:  # no answer after every retry: a finding of "unknown"
             query = f"?{urlencode(params)}" if params else ""
             reply = Reply(method=method, url=f"{path}{query}", auth=auth, status=NO_ANSWER,
-                          headers={}, body=str(exc).split("\n", 1)[0], seconds=0.0)
+                          headers={}, body=first_line(exc), seconds=0.0)
         self.replies.append(reply)
         return reply
 

@@ -56,7 +56,7 @@ _OTHER_KEYS = {"bot": BOT_KEYS, "stat": STAT_KEYS, "custom": (), "user": USER_KE
 SHAPE_CHOICES: dict[str, tuple[Any, ...]] = {
     "id_type": ("text", "integer"),
     "stat_ids": ("composite", "hex", "integer", "none"),
-    "time_format": ("iso", "epoch-s", "epoch-ms"),
+    "time_format": ("iso", "epoch-s", "epoch-ms", "epoch-us", "epoch-ns", "http-date"),
     "custom_shape": ("list", "object"),
     "error_style": ("json", "problem", "text", "empty"),
     "not_found_status": (404, 400, 410, 422),

@@ -9,9 +9,10 @@ shape. A value it cannot convert (a malformed record's time, a missing id) is le
 
 from __future__ import annotations
 
+import email.utils
 import hashlib
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ._config import ServiceConfig
@@ -31,6 +32,9 @@ _KEYS = {
 _REFERENCES = {"bot": ("id", "owners"), "stat": ("bot_id",), "user": ("id", "bot_ids"),
                "server": ("id", "owner_id"), "webhook": ("id", "bot_id")}
 _STAT_ID_BITS = 60  # past 2**53: a double cannot hold it, so a client must keep it exact
+# An epoch time_format's units in a second: JSON integers, exact (nanoseconds are past 2**53).
+_PER_SECOND = {"epoch-s": 1, "epoch-ms": 10**3, "epoch-us": 10**6, "epoch-ns": 10**9}
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -76,7 +80,7 @@ class Shapes:
         if self.integer_ids and "bot_id" in record:
             record["bot_id"] = _integer(record["bot_id"])
         if self.time_format != "iso" and "timestamp" in record:
-            record["timestamp"] = _epoch(record["timestamp"], self.time_format)
+            record["timestamp"] = _served_time(record["timestamp"], self.time_format)
         custom = record.get("custom")
         if isinstance(custom, list):
             names = self.renames["custom"]
@@ -106,13 +110,17 @@ def _integer(value: Any) -> Any:
     return int(value) if isinstance(value, str) and value.isdigit() else value
 
 
-def _epoch(value: Any, time_format: str) -> Any:
-    """An ISO time as epoch seconds or milliseconds; anything else (a malformed time) as is."""
+def _served_time(value: Any, time_format: str) -> Any:
+    """An ISO time as an epoch integer (seconds, milli-, micro- or nanoseconds, cut to whole
+    units) or an HTTP date (whole seconds, GMT); anything else (a malformed time) as is."""
     if not isinstance(value, str):
         return value
     try:
         when = datetime.fromisoformat(value)
     except ValueError:
         return value
-    millis = round(when.timestamp() * 1000)
-    return millis if time_format == "epoch-ms" else millis // 1000
+    when = when if when.tzinfo else when.replace(tzinfo=UTC)
+    if time_format == "http-date":
+        return email.utils.format_datetime(when.astimezone(UTC), usegmt=True)
+    micros = (when - _EPOCH) // timedelta(microseconds=1)
+    return micros * _PER_SECOND[time_format] // 10**6

@@ -42,7 +42,7 @@ import numpy as np
 import polars as pl
 
 from ...core import TrendSettings
-from ._jobs import bot_day_key
+from ._jobs import MAD_SIGMA, bot_day_key
 
 METRICS = ("users", "guilds", "commands_executed")
 KINDS = ("spike", "drop", "level_shift", "outage", "counter_reset")
@@ -52,7 +52,6 @@ HOLD_DAYS = 3  # days after the first that tell a spike from a level shift
 # event of their own.
 COMMANDS_MIN_RATIO = 2.0
 SHIFT_DAYS = 7  # a level shift stays: its severity counts a week of it
-MAD_SIGMA = 1.4826  # MAD x this = the standard deviation of a normal distribution
 MIN_SPREAD = 0.005  # the smallest usual spread, in log units (half a percent)
 LABELS = {"users": "users", "guilds": "guilds", "commands_executed": "commands"}
 

@@ -4,13 +4,13 @@
 bounded however large the archive grows: ``bot_stats`` is read through Arrow in slices of whole
 bots (``CHUNK_ROWS``), each slice is reduced to one row per bot and UTC day at once, and the
 per-bot jobs run on that slice; their rows go to month folders of scratch parquet
-(:class:`~pipeline.exports.MonthSpill`), from which each export partition is written a month at
+(:class:`~pipeline.analytics.exports._exports.MonthSpill`), from which each export partition is written a month at
 a time. Only bot_ranks (a month at a time) and directory_daily (streamed) look across bots;
 movers keep each slice's top and rank the union.
 
 Runs are incremental: :func:`plan_run` finds the first day the archive's changes since the
 previous export touch, and only the days from the Monday before it are recomputed, from the raw
-records of those days plus what :mod:`pipeline.trend_window` carries in from the export (see
+records of those days plus what :mod:`._window` carries in from the export (see
 docs/trends.md). A full build is the same computation over every day.
 
 =================  ==========================================================================
@@ -22,7 +22,7 @@ anomalies          per event: its kind (spike, drop, shift, outage, reset), size
 resource_health    per bot and week: p95 load and days above the health threshold
 custom_daily       per bot, day and custom field: numeric stats, or the text value and changes
 directory_daily    per day: totals, bots reporting, bots first seen, first reporting, removed
-bot_forecast       per bot, metric and horizon: forecast and 80% interval (pipeline/forecast.py)
+bot_forecast       per bot, metric and horizon: forecast and 80% interval (build/_forecast.py)
 bot_names          per bot: its name as the listing shows it now (whole every run)
 =================  ==========================================================================
 
@@ -30,8 +30,8 @@ Each job is a small function LazyFrame -> LazyFrame, testable on a ten-row frame
 calendar days of ``recorded_at``. Days without a record are never invented: an N-day change
 compares with the bot's value on exactly day-N and is null when the bot has no record that day.
 
-For notebooks: :func:`load_dataset` / :func:`scan_dataset` read an export back, and the views
-``trend_<dataset>`` in the archive read the same files from SQL.
+For notebooks: :func:`pipeline.load_dataset` / :func:`pipeline.scan_dataset` read an export
+back, and the views ``trend_<dataset>`` in the archive read the same files from SQL.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ import duckdb
 import polars as pl
 
 from ... import archive
-from ...core import ExportError, Settings, StoreError, TrendSettings, new_run_id
+from ...core import ExportError, Settings, StoreError, TrendSettings, first_line, new_run_id
 from ..exports import _exports as exports
 from ..exports._datasets import DATASETS
 from ..exports._exports import DatasetExport
@@ -150,8 +150,7 @@ def build_trends(settings: Settings, *, run_id: str | None = None,
                 raise StoreError(f"cannot read the archive for trends: {exc}") from exc
             except pl.exceptions.PolarsError as exc:
                 # polars appends the whole query plan; the first line is the message.
-                first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
-                raise ExportError(f"a trend job failed: {first}") from exc
+                raise ExportError(f"a trend job failed: {first_line(exc)}") from exc
             except OSError as exc:
                 raise ExportError(
                     f"cannot write scratch files under {export_dir}: {exc.strerror or exc}. "

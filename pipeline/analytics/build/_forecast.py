@@ -30,12 +30,13 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from ._jobs import MAD_SIGMA
+
 METRICS = ("guilds", "users")
 HORIZONS = (7, 30, 90)
 WINDOW_DAYS = 84
 MIN_DAYS = 7
 Z80 = 1.2815515655446004  # the 90th percentile of a standard normal: a central 80% interval
-MAD_SIGMA = 1.482602218505602  # MAD -> standard deviation of a normal
 MEAN_AD_SIGMA = 1.2533141373155  # mean absolute deviation -> standard deviation of a normal
 MAD_EFFICIENCY = 0.37  # a MAD's asymptotic efficiency against the standard deviation (normal data)
 MEDIAN_SE = 1.2533141373155  # standard error of a median, in sigmas / sqrt(n)

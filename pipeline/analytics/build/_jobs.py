@@ -6,6 +6,10 @@ import polars as pl
 
 GROWTH_DAYS = (1, 7, 30)
 
+# A median absolute deviation times this is the standard deviation of a normal distribution
+# (1 / the normal's 75th percentile): the robust spread of the anomalies and the forecasts.
+MAD_SIGMA = 1.482602218505602
+
 
 RANK_DAYS = (1, 7)
 

@@ -410,7 +410,7 @@ def ordered_parts(parts: Iterator[tuple[str, pl.DataFrame]],
 
 def compute(con: duckdb.DuckDBPyConnection, t: TrendSettings,
             max_rows: int = CHUNK_ROWS) -> dict[str, pl.DataFrame]:
-    """Every dataset as one DataFrame, for tests and notebooks (:func:`build_trends` streams
+    """Every dataset as one DataFrame, for tests and notebooks (:func:`._build.build_trends` streams
     them to the exports a month at a time instead)."""
     with tempfile.TemporaryDirectory(prefix="botstats-trends-") as scratch:
         parts = dataset_parts(con, t, MonthSpill(Path(scratch)), max_rows).parts

@@ -1,7 +1,7 @@
 """Bots read back from the trend exports: side by side (``botstats compare``) and when one
 reaches a target (``botstats forecast``).
 
-Everything here reads the exported datasets (:func:`pipeline.trends.scan_dataset`), never the
+Everything here reads the exported datasets (:func:`pipeline.scan_dataset`), never the
 archive: what it shows is what the notebooks, the report and SQL see.
 """
 

@@ -52,7 +52,7 @@ class Stats(Listing):
         self._tail_bytes = 0
 
     def _served(self, record: Record) -> Record:
-        """A stat record as this service spells it (:class:`Shapes`)."""
+        """A stat record as this service spells it (:class:`~pipeline.service._shapes.Shapes`)."""
         return self.shapes.stat(record)
 
     def _bot_last_slot(self, index: int) -> int:
