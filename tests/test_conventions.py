@@ -78,8 +78,10 @@ CONVENTIONS = [
                   "user_lists_page_size": 2}, id="cursor"),
     pytest.param({"paging": "next-url", "list_envelope": "results", "total_header": True,
                   "stats_page_size": 5}, id="next-url"),
-    pytest.param({"paging": "skip", "stats_paging": "page", "stats_page_size": 5},
-                 id="stats-by-page-numbers-alone"),
+    # The listing by limit/skip, /stats by page/per_page named in a Link header (which
+    # ignores limit/skip): read whole, a first page of 5 would pass for a bot's whole history.
+    pytest.param({"paging": "skip", "stats_paging": "link", "stats_page_size": 5},
+                 id="stats-in-link-pages-alone"),
     pytest.param({"paging": "skip", "list_envelope": "bots", "stats_page_size": 5,
                   "stats_order": "newest", "over_cap": "400"}, id="skip-in-object"),
 ]
