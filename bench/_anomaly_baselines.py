@@ -7,7 +7,14 @@
   median and MAD over the 28 days before (the mean absolute deviation when the MAD is 0; a
   flat window makes any move infinite), flagged when |0.6745 (x - median) / MAD| > 3.5.
 
-Both give one row per flagged bot, day and metric, with its score.
+Both apply the shipped detector's floors (its default settings): a change counts only when it
+is at least ``anomaly_min_pct`` of the day before, and ``anomaly_min_guilds`` guilds or
+``anomaly_min_users`` users (commands run must double or halve, and move that many). And both
+name a kind, as simply as a daily change allows: a ``level_shift`` when the 3 days after stay
+past half the change, else a ``spike`` (up) or a ``drop`` (down). Outages and counter resets
+are not theirs to find.
+
+Both give one row per flagged bot, day and metric, with its score and kind.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.analytics.build._jobs import bot_day_key, with_days_ago
+from pipeline.core import TrendSettings
 
 WINDOW = 28
 MIN_DAYS = 7
@@ -23,25 +31,59 @@ THRESHOLD = 3.5
 METRICS = ("guilds", "users", "commands_executed")
 MAD_Z = 0.6745
 MEAN_AD_Z = 1.253314
+HOLD_DAYS = 3
+FLOORS = TrendSettings()
+COMMANDS_MIN_RATIO = 2.0
 
 
 def deltas(daily: pl.DataFrame) -> pl.DataFrame:
-    """Per bot and day: the day's change of each metric (null across a gap) and its key."""
+    """Per bot and day: the day's change of each metric (null across a gap), whether it passes
+    the floors (``<metric>_big``), the kind it would be, and the key."""
     had_yesterday = pl.col("records_1d_ago").is_not_null()
+    frame = with_days_ago(daily.lazy().select("bot_id", "day", "guilds", "users",
+                                              "commands_executed", "records"),
+                          ["guilds", "users", "commands_executed", "records"], (1,))
+    columns: list[pl.Expr] = []
+    for m in ("guilds", "users"):
+        before, now = pl.col(f"{m}_1d_ago").cast(pl.Float64), pl.col(m).cast(pl.Float64)
+        change = now - before
+        least = FLOORS.anomaly_min_guilds if m == "guilds" else FLOORS.anomaly_min_users
+        columns += [change.alias(m), (
+            (change.abs() >= FLOORS.anomaly_min_pct / 100 * before) & (change.abs() >= least)
+        ).alias(f"{m}_big")]
+    ran = pl.when(had_yesterday).then(pl.col("commands_executed")).cast(pl.Float64)
+    usual = pl.col("commands_executed_1d_ago").cast(pl.Float64)
+    columns += [ran.alias("commands_executed"), (
+        ((ran >= COMMANDS_MIN_RATIO * usual) | (ran <= usual / COMMANDS_MIN_RATIO))
+        & ((ran - usual).abs() >= FLOORS.anomaly_min_users)).alias("commands_executed_big")]
+    # Whether the next HOLD_DAYS days (of the same bot, on exactly those days) stay past half
+    # the day's step: the step held.
+    ahead_columns: list[pl.Expr] = []
+    for m in METRICS:
+        series = pl.col(m).cast(pl.Float64)
+        for k in range(1, HOLD_DAYS + 1):
+            same = (pl.col("bot_id").shift(-k) == pl.col("bot_id")) & (
+                pl.col("day").shift(-k) == pl.col("day") + pl.duration(days=k))
+            ahead_columns.append(pl.when(same).then(series.shift(-k)).alias(f"_{m}_ahead_{k}"))
+        half = pl.col(f"{m}_1d_ago").cast(pl.Float64) + (series - pl.col(f"{m}_1d_ago")) / 2
+        ahead_columns += [half.alias(f"_{m}_half"), (series > half).alias(f"_{m}_up")]
+    for m in METRICS:
+        held = pl.lit(True)
+        for k in range(1, HOLD_DAYS + 1):
+            ahead, half = pl.col(f"_{m}_ahead_{k}"), pl.col(f"_{m}_half")
+            held = held & pl.when(pl.col(f"_{m}_up")).then(ahead >= half).otherwise(ahead <= half)
+        columns.append(held.fill_null(False).alias(f"{m}_held"))
     return (
-        with_days_ago(daily.lazy().select("bot_id", "day", "guilds", "users",
-                                          "commands_executed", "records"),
-                      ["guilds", "users", "records"], (1,))
-        .select(
-            "bot_id", "day",
-            *[(pl.col(m) - pl.col(f"{m}_1d_ago")).cast(pl.Float64).alias(m)
-              for m in ("guilds", "users")],
-            pl.when(had_yesterday).then(pl.col("commands_executed")).cast(pl.Float64)
-            .alias("commands_executed"),
-            _key=bot_day_key(),
-        )
+        frame.with_columns(ahead_columns)
+        .with_columns(columns)
+        .with_columns(_key=bot_day_key())
         .collect()
     )
+
+
+def _kind(m: str) -> pl.Expr:
+    return (pl.when(pl.col(f"{m}_held")).then(pl.lit("level_shift"))
+            .when(pl.col(m) > 0).then(pl.lit("spike")).otherwise(pl.lit("drop")))
 
 
 def plain_z(daily: pl.DataFrame) -> pl.DataFrame:
@@ -50,12 +92,13 @@ def plain_z(daily: pl.DataFrame) -> pl.DataFrame:
     for m in METRICS:
         x = pl.col(m)
         scored = frame.select(
-            "bot_id", "day", metric=pl.lit(m),
+            "bot_id", "day", metric=pl.lit(m), kind=_kind(m), big=pl.col(f"{m}_big"),
             score=(x - x.rolling_mean_by("_key", f"{WINDOW}i", min_samples=MIN_DAYS,
                                          closed="left"))
             / x.rolling_std_by("_key", f"{WINDOW}i", min_samples=MIN_DAYS, closed="left"),
         )
-        found.append(scored.filter(pl.col("score").abs() > THRESHOLD))
+        found.append(scored.filter((pl.col("score").abs() > THRESHOLD) & pl.col("big"))
+                     .drop("big"))
     return pl.concat(found)
 
 
@@ -66,10 +109,10 @@ def robust_z(daily: pl.DataFrame) -> pl.DataFrame:
     for m in METRICS:
         values = frame[m].to_numpy().astype(np.float64)
         rows, score = _robust_outliers(values, key)
-        found.append(pl.DataFrame({
-            "bot_id": frame["bot_id"].gather(rows), "day": frame["day"].gather(rows),
-            "metric": [m] * len(rows), "score": score}))
-    return pl.concat(found)
+        picked = frame[rows].select("bot_id", "day", kind=_kind(m), big=pl.col(f"{m}_big"))
+        found.append(picked.with_columns(metric=pl.lit(m), score=score)
+                     .filter(pl.col("big")).drop("big"))
+    return pl.concat(found).select("bot_id", "day", "metric", "kind", "score")
 
 
 def _robust_outliers(values: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -163,10 +163,64 @@ def test_a_day_still_going_is_not_a_drop_of_commands() -> None:
     assert row["summary"] == "commands -60% for 1 day so far"
 
 
-def test_a_young_bot_has_no_events_yet() -> None:
-    guilds = noisy(1000, 20)
-    guilds[12] *= 3  # day 12: fewer than anomaly_min_days (14) days of history before it
+@pytest.mark.parametrize("at", [1, 6, 14])
+def test_a_young_bot_is_judged_on_the_days_it_has(at: int) -> None:
+    # Users x5 on the bot's 2nd, 7th and 15th day: against one day, six, fourteen.
+    guilds = noisy(1000, 30, sd=0.01)
+    users = [g * 50 for g in guilds]
+    users[at] *= 5
+    (row,) = found(series("young", guilds, users=users))
+    assert (row["kind"], row["metric"], row["day"]) == ("spike", "users", d(at))
+    assert row["ratio"] == pytest.approx(5, rel=0.05)
+    assert row["evidence"] == f"x{row['ratio']:.1f} on day {at + 1} of its history"
+    assert row["baseline_days"] == at and math.isfinite(row["score"])
+
+
+@pytest.mark.parametrize(("what", "guilds"), [
+    ("a fast start (10% a day)", noisy(20, 30, growth=0.10)),
+    ("a noisy start (6% a day)", noisy(3000, 30, sd=0.06)),
+    ("a small bot's first weeks", [11 + (i * 5 % 3) - 1 for i in range(30)]),
+])
+def test_a_young_bots_usual_life_is_not_an_event(what: str, guilds: list[float]) -> None:
+    assert found(series("young", guilds)) == [], what
+
+
+def test_a_young_bot_judges_a_fall_from_its_third_day() -> None:
+    # Its first day may have been a spike: the second day's fall from it is not judged.
+    guilds = noisy(1000, 30, sd=0.005)
+    guilds[0] *= 3
     assert found(series("young", guilds)) == []
+    guilds = noisy(1000, 30, sd=0.005)
+    guilds[3] *= 0.4  # a drop on its 4th day, against three
+    (row,) = found(series("young", guilds))
+    assert (row["kind"], row["day"], row["evidence"]) == ("drop", d(3),
+                                                         "-60% on day 4 of its history")
+
+
+@pytest.mark.parametrize(("what", "curve"), [
+    # Growth that levels off: a logistic curve, 8% a day at first.
+    ("a saturating curve", [4000 / (1 + math.exp(-0.08 * (i - 30))) for i in range(90)]),
+    # Growth, then decline: 3% a day up, then 3% a day down, turning within a few days.
+    ("a turning curve", [1000 * math.exp(-0.03 * (math.sqrt((i - 45) ** 2 + 16) - 4))
+                         for i in range(90)]),
+])
+def test_a_bending_curve_is_not_an_event(what: str, curve: list[float]) -> None:
+    rng = np.random.default_rng(5)
+    guilds = [g * (1 + rng.uniform(-1, 1) * 0.01) for g in curve]
+    assert found(series("bends", guilds)) == [], what
+
+
+def test_a_three_day_spike_is_a_spike_and_a_later_jump_its_own_event() -> None:
+    guilds = noisy(2000, 70, sd=0.005)
+    users = [g * 50 for g in guilds]
+    for i in (40, 41, 42):
+        users[i] *= 3
+    users[42 + 1] *= 1.1  # back on the fourth day, give or take noise
+    users[47] *= 4  # a new jump, four days after the last one ended
+    rows = found(series("s", guilds, users=users))
+    assert [(r["kind"], r["day"], r["days"]) for r in rows] == [
+        ("spike", d(40), 3), ("spike", d(47), 1)]
+    assert rows[0]["evidence"].startswith("x3.0 against its usual ")
 
 
 def test_a_spike_at_the_end_is_open_and_settles_later() -> None:

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import lru_cache
 from random import Random
 from typing import Any
 
-from ._events import QUIET, Event, effect
+from ._events import QUIET, ROUTINE_RESTART, ROUTINE_SPIKE, Event, Routine, Scale, effect
 
 DISCORD_EPOCH_MS = 1_420_070_400_000
 LOW_BITS = 22
@@ -61,6 +62,12 @@ REGIONS = ["us-east", "us-west", "eu-central", "eu-west", "asia-south", "asia-ea
 CUSTOM_FIELDS = ["region", "latency_ms", "premium_guilds", "voice_enabled"]
 SHAPES = ["growing", "declining", "flat", "spiky"]
 SHAPE_WEIGHTS = [30, 15, 35, 20]
+# A growing bot keeps one pace, or bends: a third of them level off (a niche bot's guilds
+# saturate: a logistic curve) and a third turn (growth, then decline). Their shape is then
+# "saturating" or "turning".
+CURVES = ("saturating", "turning")
+CURVE_SHARE = 1 / 3  # of the growing bots, for each curve
+USER_NOISE = 0.03  # one day's noise of users around guilds x users per guild (a standard deviation)
 USER_WORDS = ["night", "pixel", "moon", "code", "tea", "fox", "river", "byte", "cloud", "star",
               "panda", "ghost", "maple", "echo", "comet", "lofi"]
 BIOS = ["I build bots for fun.", "Full-stack dev, part-time bot wrangler.", "Rust and coffee.",
@@ -201,6 +208,52 @@ class BotProfile:
     custom_labels: dict[str, str] = field(default_factory=dict)  # field -> name served
     # The bot posts one record per shard (ServiceConfig.repeated_times): two records a slot.
     per_shard: bool = False
+    # A saturating or turning bot's curve (see curve_level); () for the others.
+    curve: tuple[float, ...] = ()
+
+    def expected_guilds(self, slot: int, per_day: int) -> float:
+        """Guilds at ``slot`` before noise and events: the curve, or the compound pace."""
+        if self.curve:
+            return curve_level(self.shape, self.curve, slot / per_day)
+        return max(1.0, self.level0 * self.growth ** max(0, slot - self.first_slot))
+
+    def scale(self, day: int, per_day: int) -> Scale:
+        """Guilds, users and one day's noise of log users on UTC day ``day`` (for the floors
+        of a planted event)."""
+        guilds = self.expected_guilds(day * per_day, per_day)
+        return Scale(guilds, guilds * self.users_per_guild,
+                     math.sqrt(self.noise_sd ** 2 + USER_NOISE ** 2))
+
+
+def curve_level(shape: str, curve: tuple[float, ...], t: float) -> float:
+    """Guilds at ``t`` days after the timeline's first slot, before noise: a logistic curve
+    ``K / (1 + exp(-r (t - middle)))`` (saturating), or in log space a hyperbola whose slope
+    goes from ``+rise`` per day to ``-fall`` around ``peak_day``, over about ``width`` days
+    (turning)."""
+    if shape == "saturating":
+        ceiling, rate, middle = curve
+        return max(1.0, ceiling / (1.0 + math.exp(-rate * (t - middle))))
+    top, rise, fall, peak_day, width = curve
+    a, b = (rise - fall) / 2, (rise + fall) / 2
+    x = t - peak_day
+    return max(1.0, top * math.exp(a * x - b * (math.sqrt(x * x + width * width) - width)))
+
+
+def _curve(seed: int, index: int, shape: str, peak: float, first: float,
+           end: float) -> tuple[float, ...]:
+    """A bending curve's parameters over a history from day ``first`` to day ``end``: a
+    logistic one grows 3-10% a day at first and ends the history at 75-99% of its ceiling; a
+    turning one peaks in the last 70% of the history."""
+    span = max(end - first, 1.0)
+
+    def draw(name: str) -> float:
+        return unit(seed, "curve", name, index)
+
+    if shape == "saturating":
+        rate, reached = 0.03 + 0.07 * draw("rate"), 0.75 + 0.24 * draw("reached")
+        return (peak, rate, end - math.log(reached / (1 - reached)) / rate)
+    return (peak, 0.005 + 0.025 * draw("rise"), 0.005 + 0.025 * draw("fall"),
+            first + (0.3 + 0.7 * draw("peak")) * span, 3 + 9 * draw("width"))
 
 
 def make_bot(seed: int, index: int, timeline: Timeline, owners: list[str],
@@ -230,6 +283,14 @@ def make_bot(seed: int, index: int, timeline: Timeline, owners: list[str],
     growth = (1 + daily.get(shape, 0.0)) ** (1 / per_day)
     # A growing bot peaks at the end of the initial window, the others at its first record.
     level0 = peak / growth ** max(0, timeline.initial - 1 - first_slot) if growth > 1 else peak
+    curve: tuple[float, ...] = ()
+    if shape == "growing" and (bend := unit(seed, "curve", index)) < len(CURVES) * CURVE_SHARE:
+        # Drawn apart from the bot's random stream, so every other draw stays as it was.
+        shape = CURVES[int(bend / CURVE_SHARE)]
+        curve = _curve(seed, index, shape, peak, first_slot / per_day,
+                       (timeline.initial - 1) / per_day)
+        growth = 1.0
+        level0 = curve_level(shape, curve, first_slot / per_day)
     noise_sd = rng.uniform(0.02, 0.06) if shape == "flat" else rng.uniform(0.003, 0.02)
     hot = rng.random() < 0.08
     cpu_base = rng.uniform(82, 95) if hot else rng.uniform(12, 65)
@@ -246,6 +307,8 @@ def make_bot(seed: int, index: int, timeline: Timeline, owners: list[str],
     # What the listing shows: the expected guilds at the end of the initial window, without
     # noise (a listing caches the figure; it is not recomputed from the series).
     listed = max(0, round(level0 * growth ** max(0, timeline.initial - 1 - first_slot)))
+    if curve:
+        listed = round(curve_level(shape, curve, (timeline.initial - 1) / per_day))
     if added_slot is not None:
         listed = round(level0)
     points = int(listed ** 0.6 * rng.uniform(0.5, 3.0))
@@ -277,8 +340,34 @@ def make_bot(seed: int, index: int, timeline: Timeline, owners: list[str],
         cmd_rate=rng.uniform(0.5, 20), restart_p=1 / (rng.uniform(10, 60) * per_day),
         spike_p=rng.uniform(0.02, 0.06), custom_fields=custom_fields,
         region0=rng.randrange(len(REGIONS)), latency_base=rng.uniform(25, 250),
-        premium_frac=rng.uniform(0.005, 0.05), voice=rng.random() < 0.5,
+        premium_frac=rng.uniform(0.005, 0.05), voice=rng.random() < 0.5, curve=curve,
     )
+
+
+def routine_spike(seed: int, bot: BotProfile, day: int) -> float:
+    """A spiky bot's own spike on UTC day ``day`` beside planted events (1.0: none), drawn from
+    the seed so the truth can list it; as often and as large as without events."""
+    if bot.shape != "spiky" or unit(seed, "routine-spike", bot.index, day) >= bot.spike_p:
+        return 1.0
+    return 1.8 + 2.2 * unit(seed, "routine-spike-size", bot.index, day)
+
+
+def routine_restart(seed: int, bot: BotProfile, slot: int) -> bool:
+    """Whether the bot restarts at ``slot`` beside planted events (its counter starts over)."""
+    return unit(seed, "routine-restart", bot.index, slot) < bot.restart_p
+
+
+def routine_days(seed: int, bot: BotProfile, timeline: Timeline, last: int) -> tuple[Routine, ...]:
+    """The routine spikes and restarts of the bot's slots up to ``last`` (a day each)."""
+    out: list[Routine] = []
+    first_day, last_day = timeline.day(bot.first_slot), timeline.day(last)
+    if bot.shape == "spiky":
+        out += [Routine(ROUTINE_SPIKE, day, factor) for day in range(first_day, last_day + 1)
+                if (factor := routine_spike(seed, bot, day)) > 1.0]
+    restarts = sorted({timeline.day(slot) for slot in range(bot.first_slot, last + 1)
+                       if routine_restart(seed, bot, slot)})
+    out += [Routine(ROUTINE_RESTART, day) for day in restarts]
+    return tuple(sorted(out, key=lambda r: (r.day, r.kind)))
 
 
 def _clamp_pct(value: float) -> int:
@@ -315,8 +404,9 @@ class Series:
         """The records of slots ``next_slot``..``last``, oldest first, with their slots.
 
         With planted events (``bot.events`` not None), the random spikes and restarts of the
-        series are drawn as without them but not applied (the noise stays the same), and each
-        day takes its events' :class:`~._events.DayEffect` instead."""
+        series are drawn as without them but not applied (the noise stays the same): each day
+        takes its events' :class:`~._events.DayEffect`, and the routine spikes and restarts
+        (:func:`routine_spike`, :func:`routine_restart`) instead, which the truth lists."""
         bot, rng = self.bot, self._rng
         random, uniform = rng.random, rng.uniform
         per_day = self.timeline.per_day
@@ -332,15 +422,18 @@ class Series:
         guild_sd = bot.noise_sd * _TRI
         user_sd = 0.03 * _TRI
         spiky = bot.shape == "spiky"
+        curve, shape = bot.curve, bot.shape
         commands_per_guild = bot.cmd_rate / per_day
         for slot in range(self.next_slot, last + 1):
             if spiky and (slot % per_day == 0 or slot == bot.first_slot):
                 # Spikes last one calendar day of the grid.
                 spike = uniform(1.8, 4.0) if random() < bot.spike_p else 1.0
             if events is not None:
-                spike = 1.0
                 day = self.timeline.day(slot)
+                spike = routine_spike(self._seed, bot, day) if spiky else 1.0
                 today = effect(events, day) if events else QUIET
+            if curve:
+                level = curve_level(shape, curve, slot / per_day)
             guilds = max(0, round(level * (1 + (random() + random() - 1) * guild_sd) * spike
                                   * today.guilds))
             level = max(1.0, level * growth)
@@ -357,6 +450,8 @@ class Series:
                     guilds * commands_per_guild * jitter * spike)
             elif today.restart and restarted != day:
                 counter, restarted = int(unit(self._seed, "restart", bot.index, slot) * 50), day
+            elif routine_restart(self._seed, bot, slot):
+                counter = int(unit(self._seed, "routine-restart-to", bot.index, slot) * 50)
             else:
                 counter += round(reach * commands_per_guild * (jitter or 1.0))
             custom: list[dict[str, Any]] = []

@@ -1,12 +1,21 @@
 """Planted events: the unusual days of a bot's series, and the truth a detector is judged by.
 
 With ``ServiceConfig.events`` above 0, a share of the bots get one to three events each, on UTC
-days of the history: a viral **spike** (users jump two- to six-fold for a few days, guilds a
-little, commands with them, cpu load rises), a **drop** (users and guilds fall for a day or
-two), a **level_shift** (a step up or down that stays), an **outage** (no records for some days;
-the bot restarts when it comes back) and a **counter_reset** (``commands_executed`` starts over).
-As many bots again drift slowly (a ramp over weeks): a **drift** is served as truth too, with
+days of the history from the bot's second day on: a viral **spike** (users jump two- to
+six-fold for a few days, guilds a little, commands with them, cpu load rises), a **drop**
+(users and guilds fall for a day or two), a **level_shift** (a step up or down that stays), an
+**outage** (no records for some days; the bot restarts when it comes back) and a
+**counter_reset** (``commands_executed`` starts over). A share of the spikes, drops and level
+shifts are **near the floor**: their size is 1 to 1.5 times the smallest change botstats'
+detector can report on that bot that day with its default settings (see :func:`floor`). As
+many bots again drift slowly (a ramp over weeks): a **drift** is served as truth too, with
 ``anomaly`` false, because a detector must *not* flag it.
+
+The series keep their own routine life beside the planted events: a spiky bot's random spikes
+and every bot's random restarts (its command counter starting over) go on. They are drawn from
+``(seed, bot index, day or slot)`` rather than from the series' random stream, so the truth
+lists them (``routine_spike``, ``routine_restart``, ``anomaly`` false) without making a
+record; they are real moves of the data, not planted events.
 
 Everything is a pure function of ``(seed, bot index, the bot's days)``, like the rest of the
 data; an event's effect on a day is a set of multipliers (:func:`effect`), so the series' own
@@ -16,6 +25,7 @@ noise is the same with or without events. ``GET /_admin/events`` serves :func:`t
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, timedelta
 from random import Random
@@ -24,11 +34,26 @@ from typing import Any
 KINDS = ("spike", "drop", "level_shift", "outage", "counter_reset")
 KIND_WEIGHTS = (40, 10, 30, 12, 8)
 DRIFT = "drift"
-# Events start once the bot has three weeks of history (a detector needs a baseline first) and
-# end before the history does (so each can be told apart from the next); 12 days apart.
-SETTLE_DAYS = 21
+ROUTINE_SPIKE = "routine_spike"
+ROUTINE_RESTART = "routine_restart"
+# Events start on a bot's second day (a detector has one day to judge it by) and end before
+# the history does (so each can be told apart from the next); 12 days apart. Drifts start a
+# week in and ramp over three weeks or more.
+FIRST_DAY = 1
 END_MARGIN_DAYS = 4
 APART_DAYS = 12
+SETTLE_DAYS = 21
+# A share of the spikes, drops and level shifts are near the floor: 1 to NEAR_FLOOR_MAX times
+# the smallest change the detector reports on the bot (its defaults: [trends].anomaly_min_pct,
+# anomaly_min_users and anomaly_threshold usual spreads; a step that holds 4 days is judged
+# on their mean, so half as many spreads).
+NEAR_FLOOR_SHARE = 0.3
+NEAR_FLOOR_MAX = 1.5
+FLOOR_PCT = 20.0
+FLOOR_USERS = 100.0
+FLOOR_SPREADS = 5.0
+HOLD_SPREADS = FLOOR_SPREADS / 2
+LEVEL_DAYS = 7  # the detector's usual level is the median of this many days before
 
 
 @dataclass(frozen=True)
@@ -42,6 +67,7 @@ class Event:
     users: float  # users multiplier at its height
     guilds: float
     cpu: float  # cpu load points added while it lasts (a level shift: from then on)
+    near_floor: bool = False
 
     @property
     def anomaly(self) -> bool:
@@ -62,12 +88,45 @@ class DayEffect:
 QUIET = DayEffect()
 
 
-def plan(seed: int, index: int, first_day: int, last_day: int, share: float) -> tuple[Event, ...]:
-    """The events of bot ``index`` whose records run from day ``first_day`` to ``last_day``."""
+@dataclass(frozen=True)
+class Scale:
+    """What the floors of an event depend on, on one day: the bot's expected guilds and users
+    and one day's noise of log users (a standard deviation)."""
+
+    guilds: float
+    users: float
+    noise: float
+
+
+def floor(kind: str, up: bool, scale: Scale) -> float | None:
+    """The smallest change (a log ratio, > 0) botstats' detector, with its default settings,
+    reports as an event of ``kind`` on a bot of ``scale``: past the relative floor, the
+    absolute floor in users, and the threshold of usual spreads (the spread of a day's
+    distance from the median of the days before, never less than one guild: users come in
+    guild-sized lumps). None when no change down can pass the absolute floor."""
+    pct = FLOOR_PCT / 100
+    share = FLOOR_USERS / max(scale.users, 1.0)
+    if up:
+        relative, absolute = math.log1p(pct), math.log1p(share)
+    else:
+        if share >= 1:
+            return None
+        relative, absolute = -math.log1p(-pct), -math.log1p(-share)
+    spreads = HOLD_SPREADS if kind == "level_shift" else FLOOR_SPREADS
+    # The detector's usual spread is that of a day's distance from the median of the 7 days
+    # before, which is noisier than the day by that median's own noise.
+    spread = scale.noise * math.sqrt(1 + math.pi / (2 * LEVEL_DAYS))
+    return max(relative, absolute, spreads * max(spread, 1 / max(scale.guilds, 1.0)))
+
+
+def plan(seed: int, index: int, first_day: int, last_day: int, share: float,
+         scale: Callable[[int], Scale] | None = None) -> tuple[Event, ...]:
+    """The events of bot ``index`` whose records run from day ``first_day`` to ``last_day``;
+    ``scale`` gives the bot's size on a day, for the events near the floor (none without)."""
     if share <= 0:
         return ()
     rng = Random(f"{seed}:events:{index}")
-    lo, hi = first_day + SETTLE_DAYS, last_day - END_MARGIN_DAYS
+    lo, hi = first_day + FIRST_DAY, last_day - END_MARGIN_DAYS
     events: list[Event] = []
     if rng.random() < share and hi - lo >= APART_DAYS:
         taken: list[int] = []
@@ -76,7 +135,9 @@ def plan(seed: int, index: int, first_day: int, last_day: int, share: float) -> 
             if any(abs(day - other) < APART_DAYS for other in taken):
                 continue
             taken.append(day)
-            events.append(_event(rng, rng.choices(KINDS, KIND_WEIGHTS)[0], day))
+            near = scale is not None and rng.random() < NEAR_FLOOR_SHARE
+            events.append(_event(rng, rng.choices(KINDS, KIND_WEIGHTS)[0], day,
+                                 scale(day) if near and scale is not None else None))
     if rng.random() < share and last_day - first_day > 2 * SETTLE_DAYS:
         factor = rng.uniform(1.25, 1.7) if rng.random() < 0.5 else rng.uniform(0.6, 0.8)
         start = rng.randint(first_day + 7, last_day - SETTLE_DAYS)
@@ -84,20 +145,41 @@ def plan(seed: int, index: int, first_day: int, last_day: int, share: float) -> 
     return tuple(sorted(events, key=lambda e: (e.first_day, e.kind)))
 
 
-def _event(rng: Random, kind: str, day: int) -> Event:
+def _event(rng: Random, kind: str, day: int, near: Scale | None) -> Event:
+    """An event of ``kind`` on ``day``; of a size near the floor on a bot of ``near``'s size."""
     if kind == "spike":
         users = rng.uniform(2.0, 6.0)
-        return Event(kind, day, rng.randint(1, 3), users, 1 + 0.15 * (users - 1),
-                     rng.uniform(10, 25))
+        days, cpu = rng.randint(1, 3), rng.uniform(10, 25)
+        small = _near(rng, kind, True, near)
+        if small is not None:
+            users = small
+        return Event(kind, day, days, users, 1 + 0.15 * (users - 1), cpu, small is not None)
     if kind == "drop":
         factor = rng.uniform(0.25, 0.6)
-        return Event(kind, day, rng.randint(1, 2), factor, factor, 0.0)
+        days = rng.randint(1, 2)
+        small = _near(rng, kind, False, near)
+        return Event(kind, day, days, small or factor, small or factor, 0.0, small is not None)
     if kind == "level_shift":
-        factor = rng.uniform(1.3, 2.2) if rng.random() < 0.5 else rng.uniform(0.45, 0.77)
-        return Event(kind, day, 1, factor, factor, 12 * math.log2(factor))
+        up = rng.random() < 0.5
+        factor = rng.uniform(1.3, 2.2) if up else rng.uniform(0.45, 0.77)
+        small = _near(rng, kind, up, near)
+        if small is not None:
+            factor = small
+        return Event(kind, day, 1, factor, factor, 12 * math.log2(factor), small is not None)
     if kind == "outage":
         return Event(kind, day, rng.randint(2, 6), 1.0, 1.0, 0.0)
     return Event(kind, day, 1, 1.0, 1.0, 0.0)
+
+
+def _near(rng: Random, kind: str, up: bool, scale: Scale | None) -> float | None:
+    """A factor 1 to NEAR_FLOOR_MAX times the floor away from 1 (None: not near the floor)."""
+    if scale is None:
+        return None
+    size = floor(kind, up, scale)
+    if size is None:
+        return None
+    size *= rng.uniform(1.0, NEAR_FLOOR_MAX)
+    return math.exp(size if up else -size)
 
 
 def effect(events: tuple[Event, ...], day: int) -> DayEffect:
@@ -126,9 +208,20 @@ def effect(events: tuple[Event, ...], day: int) -> DayEffect:
     return DayEffect(users, guilds, cpu, silent, restart)
 
 
-def truth(bot_id: str, events: tuple[Event, ...], day0: date) -> list[dict[str, Any]]:
-    """The events as ``GET /_admin/events`` serves them: UTC dates, factors, and whether it is
-    an anomaly (a drift is not). A level shift has no last day: it stays."""
+@dataclass(frozen=True)
+class Routine:
+    """A routine day of a bot's own life: a spike of a spiky bot (``factor``), or a restart."""
+
+    kind: str  # ROUTINE_SPIKE or ROUTINE_RESTART
+    day: int
+    factor: float = 1.0
+
+
+def truth(bot_id: str, events: tuple[Event, ...], day0: date,
+          routine: tuple[Routine, ...] = ()) -> list[dict[str, Any]]:
+    """The events as ``GET /_admin/events`` serves them: UTC dates, factors, whether it is an
+    anomaly (a drift and the routine days are not) and near the floor. A level shift has no
+    last day: it stays. The routine days follow the events."""
     out = []
     for e in events:
         first = day0 + timedelta(days=e.first_day)
@@ -137,6 +230,14 @@ def truth(bot_id: str, events: tuple[Event, ...], day0: date) -> list[dict[str, 
             "bot_id": bot_id, "kind": e.kind, "first_day": first.isoformat(),
             "last_day": last.isoformat() if last else None, "days": e.days,
             "users_factor": round(e.users, 4), "guilds_factor": round(e.guilds, 4),
-            "cpu_points": round(e.cpu, 2), "anomaly": e.anomaly,
+            "cpu_points": round(e.cpu, 2), "anomaly": e.anomaly, "near_floor": e.near_floor,
+        })
+    for r in routine:
+        day = (day0 + timedelta(days=r.day)).isoformat()
+        out.append({
+            "bot_id": bot_id, "kind": r.kind, "first_day": day, "last_day": day, "days": 1,
+            "users_factor": round(r.factor, 4), "guilds_factor": round(r.factor, 4),
+            "cpu_points": 15.0 if r.kind == ROUTINE_SPIKE else 0.0, "anomaly": False,
+            "near_floor": False,
         })
     return out

@@ -53,6 +53,21 @@ HOLD_DAYS = 3  # days after the first that tell a spike from a level shift
 COMMANDS_MIN_RATIO = 2.0
 SHIFT_DAYS = 7  # a level shift stays: its severity counts a week of it
 MIN_SPREAD = 0.005  # the smallest usual spread, in log units (half a percent)
+# A young row's spread: what a few days cannot tell is taken as this much day-to-day noise
+# (4%, in log units), as if seen on YOUNG_PRIOR_DAYS more days; and a slope needs this many
+# day-to-day changes.
+YOUNG_SPREAD = 0.04
+YOUNG_PRIOR_DAYS = 3
+YOUNG_SLOPE_DAYS = 4
+YOUNG_SLOPE_SE = 3.0
+YOUNG_LEVEL_DAYS = 7
+YOUNG_FALL_DAYS = 3
+YOUNG_HOLD_DAYS = 4
+STEP_DAYS = 3  # an event jumps from the median of the days just before it
+STEP_SHARE = 0.75
+RUN_GAP = 2  # flagged days this close to the one before continue its event
+MEDIAN_SE = 1.2533  # standard error of a median, in standard deviations / sqrt(n)
+MEAN_AD_SIGMA = 1.2533  # mean absolute deviation x this = a normal standard deviation
 LABELS = {"users": "users", "guilds": "guilds", "commands_executed": "commands"}
 
 ANOMALY_SCHEMA = pl.Schema({
@@ -60,7 +75,7 @@ ANOMALY_SCHEMA = pl.Schema({
     "first_day": pl.Date, "last_day": pl.Date, "days": pl.Int64,
     "value": pl.Float64, "baseline_median": pl.Float64, "baseline_mad": pl.Float64,
     "baseline_days": pl.Int64, "score": pl.Float64, "ratio": pl.Float64,
-    "severity": pl.Float64, "summary": pl.String, "also": pl.String,
+    "severity": pl.Float64, "summary": pl.String, "also": pl.String, "evidence": pl.String,
 })
 
 
@@ -115,6 +130,7 @@ class _Metric:
     """One metric of every row: its usual level and the tests' results."""
 
     value: np.ndarray  # the day's value (NaN: not read)
+    y: np.ndarray  # log(1 + value)
     level: np.ndarray  # usual level, log(1 + value)
     slope: np.ndarray  # usual change per day, log units
     resid: np.ndarray  # log(1 + value) - level
@@ -127,6 +143,7 @@ class _Metric:
     off: np.ndarray  # days off after a jump's first (0..HOLD_DAYS)
     later: np.ndarray  # days with a value after the first, within HOLD_DAYS
     size: np.ndarray  # log ratio of the event: a spike's peak, a shift's median
+    young: np.ndarray  # a young row's usual spread, from the days it has (NaN: not young)
 
 
 def _find(daily: pl.DataFrame, *, t: TrendSettings, since: date | None) -> pl.DataFrame:
@@ -136,16 +153,20 @@ def _find(daily: pl.DataFrame, *, t: TrendSettings, since: date | None) -> pl.Da
         return pl.DataFrame(schema=ANOMALY_SCHEMA)
     before = np.concatenate([[-(1 << 62)], key[:-1]])
     resets = frame["commands_resets"].fill_null(0).to_numpy() > 0
+    reset_before = np.concatenate([[False], resets[:-1]]) & (before == key - 1)
     whole = _whole_days(frame, t.anomaly_window)
     metrics: dict[str, _Metric] = {}
     for name in METRICS:
         value = frame[name].cast(pl.Float64).to_numpy().astype(np.float64)
         if name == "commands_executed":
-            # A reset day's count misses what ran before the restart; the day after a gap's
-            # covers several days; a day with fewer records than usual (today, still going)
-            # misses some: none of them is a day's commands.
-            value = np.where((before == key - 1) & ~resets & whole, value, np.nan)
-        metrics[name] = _usual(key, value, t.anomaly_window)
+            # A reset day's count misses what ran before the restart, and the next day's may
+            # hide a second restart (a counter that had barely started again, restarted above
+            # where it was); the day after a gap's covers several days; a day with fewer
+            # records than usual (today, still going) misses some: none of them is a day's
+            # commands.
+            value = np.where((before == key - 1) & ~resets & ~reset_before & whole, value,
+                             np.nan)
+        metrics[name] = _usual(key, value, t, young=name != "commands_executed")
     one_guild = 1.0 / (np.expm1(np.nan_to_num(metrics["guilds"].level, nan=0.0)) + 1.0)
     for name, metric in metrics.items():
         _test(metric, key, one_guild, _Floors.of(name, t), t)
@@ -156,13 +177,13 @@ def _find(daily: pl.DataFrame, *, t: TrendSettings, since: date | None) -> pl.Da
     starts = _starts(key, flagged | outage)
     shown = np.ones(len(key), bool) if since is None else (frame["day"] >= since).to_numpy()
     rows = [row for i in np.flatnonzero(starts & shown).tolist()
-            if (row := _event_row(i, frame, metrics, outage, resets, t.anomaly_threshold))
+            if (row := _event_row(i, frame, metrics, outage, resets, t))
             is not None]
     taken = {(r["bot_id"], r["day"]) for r in rows}
     routine = _routine(key, resets, t.anomaly_window)
     for i in np.flatnonzero(resets & ~routine & shown).tolist():
         if (frame["bot_id"][i], frame["day"][i]) not in taken and not _in_event(i, key, starts):
-            rows.append(_reset_row(frame, i))
+            rows.append(_reset_row(frame, i, t.anomaly_window))
     if not rows:
         return pl.DataFrame(schema=ANOMALY_SCHEMA)
     return pl.DataFrame(rows, schema=ANOMALY_SCHEMA, orient="row").sort("day", "bot_id")
@@ -176,10 +197,12 @@ def _whole_days(frame: pl.DataFrame, days: int) -> np.ndarray:
     return (frame["records"].cast(pl.Float64) >= usual.to_series().fill_null(0)).to_numpy()
 
 
-def _usual(key: np.ndarray, value: np.ndarray, days: int) -> _Metric:
-    """The usual level of every row of one metric over a window of ``days`` (see the module
-    docstring); the tests' columns are left empty."""
-    window = f"{days}i"
+def _usual(key: np.ndarray, value: np.ndarray, t: TrendSettings, *, young: bool) -> _Metric:
+    """The usual level of every row of one metric (see the module docstring): over the window
+    of ``anomaly_window`` days, or, with ``young``, for a row with fewer than
+    ``anomaly_min_days`` days of it, over the days it has (:func:`_young`). The tests' columns
+    are left empty."""
+    window = f"{t.anomaly_window}i"
     y = pl.col("y")
     usual = pl.DataFrame({"key": key, "y": np.log1p(np.clip(value, 0, None))}).with_columns(
         y=pl.col("y").fill_nan(None),
@@ -192,36 +215,140 @@ def _usual(key: np.ndarray, value: np.ndarray, days: int) -> _Metric:
     )
     center = usual["center"].fill_null(0.0).to_numpy()
     level = usual["median"].fill_null(np.nan).to_numpy().astype(np.float64) + center
+    logs = usual["y"].fill_null(np.nan).to_numpy().astype(np.float64)
     n = len(key)
-    return _Metric(
-        value=value, level=level,
+    m = _Metric(
+        value=value, y=logs, level=level,
         # The median of the LEVEL_DAYS before lags the day by half of them: center is the
         # bot's usual growth over that lag.
         slope=center / ((LEVEL_DAYS + 1) / 2),
-        resid=usual["y"].fill_null(np.nan).to_numpy().astype(np.float64) - level,
-        days=usual["days"].to_numpy(),
+        resid=logs - level,
+        days=usual["days"].to_numpy().copy(),
         distance=usual["distance"].fill_null(np.nan).to_numpy().astype(np.float64),
         spread=np.full(n, np.nan), jump=np.zeros(n, bool), hold=np.zeros(n, bool),
         score=np.full(n, np.nan), off=np.zeros(n, np.int64), later=np.zeros(n, np.int64),
-        size=np.full(n, np.nan),
+        size=np.full(n, np.nan), young=np.full(n, np.nan),
     )
+    if young:
+        _young(m, key, t)
+    return m
+
+
+def _young(m: _Metric, key: np.ndarray, t: TrendSettings) -> None:
+    """The usual level and spread of the rows with too few days for the window's (a bot's
+    first weeks, or one that reports now and then), from the days they have in the window:
+
+    - the **slope** joins the median of the earlier half of those days to the median of the
+      later half, when it is more than twice its own standard error (and there are
+      ``YOUNG_SLOPE_DAYS`` days or more): a new bot's fast growth is its usual, and a noisy
+      one's zigzag is not taken for a slope;
+    - the **level** is the median of the days of the last ``LEVEL_DAYS`` (all of them when
+      none is that recent), each carried to the row's day along the slope;
+    - the **spread** of a day is the mean absolute deviation of the day-to-day changes
+      (scaled to one day's noise), pulled towards ``YOUNG_SPREAD`` as if that had been seen on
+      ``YOUNG_PRIOR_DAYS`` more days: a few days say little about a bot's noise. A median of
+      k days is itself uncertain, and so is a slope carried over days: the spread of the
+      row's distance from the level is sqrt(1 + pi / 2k) wider, plus the slope's.
+    """
+    rows = np.flatnonzero((m.days < t.anomaly_min_days) & ~np.isnan(m.y))
+    if len(rows) == 0:
+        return
+    window = t.anomaly_window
+    at = rows[:, None] - np.arange(1, window + 1)[None, :]  # most recent first
+    safe = np.maximum(at, 0)
+    inside = (at >= 0) & (key[safe] >= (key[rows] - window)[:, None])
+    prior = np.where(inside, m.y[safe], np.nan)
+    days = np.where(inside & ~np.isnan(prior), key[safe], -1).astype(np.float64)
+    days[days < 0] = np.nan
+    seen = np.count_nonzero(~np.isnan(prior), axis=1)
+    rows, prior, days, seen = rows[seen > 0], prior[seen > 0], days[seen > 0], seen[seen > 0]
+    if len(rows) == 0:
+        return
+    # One day's noise, from the changes between consecutive days with a value (per day: a
+    # gap's change is spread over it): their mean absolute deviation, which a few changes
+    # give more steadily than a MAD, scaled to a normal sigma of one day.
+    prior, days = _packed(prior, days)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        changes = (prior[:, :-1] - prior[:, 1:]) / (days[:, :-1] - days[:, 1:])
+    count = np.count_nonzero(~np.isnan(changes), axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.nansum(changes, axis=1) / count
+        spread_of = np.nansum(np.abs(changes - mean[:, None]), axis=1) / count
+    noise = np.where(count > 1, MEAN_AD_SIGMA * spread_of / math.sqrt(2), 0.0)
+    day_sd = np.sqrt((count * noise**2 + YOUNG_PRIOR_DAYS * YOUNG_SPREAD**2)
+                     / (count + YOUNG_PRIOR_DAYS))
+    # The slope joins the median of the earlier half of the days to the median of the later
+    # half, when it is clear of its own noise: carried over days, a noisy slope would move
+    # the level more than the noise does.
+    later_half = np.arange(prior.shape[1])[None, :] < ((seen + 1) // 2)[:, None]
+    valid = ~np.isnan(prior)
+    late, early = valid & later_half, valid & ~later_half
+    n_late, n_early = late.sum(axis=1), early.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        distance = _median(np.where(late, days, np.nan), n_late) - _median(
+            np.where(early, days, np.nan), n_early)
+        middle = (_median(np.where(late, prior, np.nan), n_late)
+                  - _median(np.where(early, prior, np.nan), n_early)) / distance
+        slope_sd = MEDIAN_SE * day_sd * np.sqrt(1 / n_late + 1 / n_early) / distance
+    # ...and when the day-to-day changes agree: a spike among few days moves the median of
+    # a half, not the median change.
+    with np.errstate(invalid="ignore"):
+        steady = _median(changes, count)
+        told = ((seen >= YOUNG_SLOPE_DAYS) & (np.abs(middle) > YOUNG_SLOPE_SE * slope_sd)
+                & (np.sign(steady) == np.sign(middle)) & (np.abs(steady) >= np.abs(middle) / 2))
+    slope = np.where(told, np.sign(middle) * np.minimum(np.abs(middle), np.abs(steady)), 0.0)
+    today = key[rows].astype(np.float64)
+    recent = ~np.isnan(prior) & (days >= (today - YOUNG_LEVEL_DAYS)[:, None])
+    recent = np.where(recent.any(axis=1)[:, None], recent, ~np.isnan(prior))
+    carried = np.where(recent, prior + slope[:, None] * (today[:, None] - days), np.nan)
+    used = np.count_nonzero(recent, axis=1)
+    level = _median(carried, used)
+    lag = today - _median(np.where(recent, days, np.nan), used)
+    m.level[rows], m.slope[rows] = level, slope
+    m.resid[rows] = m.y[rows] - level
+    m.days[rows] = seen
+    m.young[rows] = np.sqrt(day_sd**2 * (1 + math.pi / (2 * np.minimum(used, LEVEL_DAYS)))
+                            + np.where(told, (slope_sd * lag) ** 2, 0.0))
+
+
+def _packed(values: np.ndarray, days: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's non-NaN entries moved to its front, in order (NaN after them)."""
+    order = np.argsort(np.isnan(values), axis=1, kind="stable")
+    return np.take_along_axis(values, order, axis=1), np.take_along_axis(days, order, axis=1)
 
 
 def _test(m: _Metric, key: np.ndarray, one_guild: np.ndarray, floors: _Floors,
           t: TrendSettings) -> None:
     """Fill in the jump and hold tests of one metric. The spread is computed only for rows at
-    least half a floor off their usual level: no other row can pass a test."""
-    tried = np.flatnonzero((m.days >= t.anomaly_min_days) & ~np.isnan(m.resid)
-                           & floors.half(m.resid))
-    m.spread[tried] = np.maximum(np.maximum(
-        MAD_SIGMA * _mad(m.distance, key, tried, t.anomaly_window), one_guild[tried]), MIN_SPREAD)
+    least half a floor off their usual level: no other row can pass a test.
+
+    Either test also wants the change to happen on the day: the day is off the median of the
+    ``STEP_DAYS`` days before it (carried along the slope) by at least half the change. A
+    turn from growth to decline, or a drift, parts from the usual level a little every day,
+    never in one step."""
+    # (A young row's days are those it has, which may reach anomaly_min_days.)
+    mature = np.isnan(m.young) & (m.days >= t.anomaly_min_days)
+    # A young row judges a fall only from YOUNG_FALL_DAYS days on: the first day may have been
+    # a spike, and a median of fewer days does not put it aside.
+    young = ~np.isnan(m.young) & ((m.resid > 0) | (m.days >= YOUNG_FALL_DAYS))
+    tried = np.flatnonzero((mature | young) & ~np.isnan(m.resid) & floors.half(m.resid))
+    spread = np.where(young[tried], m.young[tried], np.nan)
+    grown = np.flatnonzero(mature[tried])
+    spread[grown] = MAD_SIGMA * _mad(m.distance, key, tried[grown], t.anomaly_window)
+    m.spread[tried] = np.maximum(np.maximum(spread, one_guild[tried]), MIN_SPREAD)
     later, later_value, later_usual = _ahead(key, m, tried)
+    step = _step(key, m, tried)
     base = np.expm1(m.level)
+    # A young row tells a step that stays only from YOUNG_HOLD_DAYS days on: before, its
+    # level is a day or two, and a fast start looks like one.
+    holds = mature[tried] | (m.days[tried] >= YOUNG_HOLD_DAYS)
     for j, i in enumerate(tried):
         r, s = m.resid[i], m.spread[i]
         sign = 1.0 if r > 0 else -1.0
         m.later[i] = int(np.count_nonzero(~np.isnan(later[j])))
-        if abs(r / s) > t.anomaly_threshold and floors.passed(r, m.value[i] - base[i]):
+        stepped = np.isnan(step[j]) or sign * step[j] >= STEP_SHARE * abs(r)
+        if stepped and abs(r / s) > t.anomaly_threshold and floors.passed(
+                r, m.value[i] - base[i]):
             m.jump[i], m.score[i], m.size[i] = True, r / s, r
             for k in range(HOLD_DAYS):
                 d = later[j, k]
@@ -231,13 +358,34 @@ def _test(m: _Metric, key: np.ndarray, one_guild: np.ndarray, floors: _Floors,
                 m.size[i] = max(m.size[i], d) if sign > 0 else min(m.size[i], d)
                 m.off[i] = k + 1
         four = np.concatenate([[r], later[j]])
-        if np.isnan(four).any() or not np.all(np.sign(four) == sign) or not np.all(
+        if not holds[j] or np.isnan(four).any() or not np.all(np.sign(four) == sign) or not np.all(
                 floors.half(four)):
             continue
         z4 = float(np.mean(four / s) * math.sqrt(HOLD_DAYS + 1))
         middle = float(np.median(four))
+        # A step happens on its day and stays at its new level: a spike of three days, back
+        # on the fourth, is off by less than half the step that day; and on a young row, a
+        # ramp (fast growth, of a slope too few days tell) goes on moving after the first day.
+        if np.min(np.abs(four)) < abs(middle) / 2 or not (
+                np.isnan(step[j]) or sign * step[j] >= STEP_SHARE * abs(middle)) or (
+                not mature[i] and abs(np.mean(later[j]) - r) > abs(middle) / 2):
+            continue
         if abs(z4) > t.anomaly_threshold and floors.passed(middle, base[i] * math.expm1(middle)):
             m.hold[i], m.score[i], m.size[i] = True, z4, middle
+
+
+def _step(key: np.ndarray, m: _Metric, rows: np.ndarray) -> np.ndarray:
+    """For each of ``rows``: its log value less the median of the ``STEP_DAYS`` days before it
+    with a value, carried to its day along its slope (NaN when there are none)."""
+    if len(rows) == 0:
+        return np.empty(0)
+    at = rows[:, None] - np.arange(1, STEP_DAYS + 1)[None, :]
+    safe = np.maximum(at, 0)
+    inside = (at >= 0) & (key[safe] >= (key[rows] - STEP_DAYS)[:, None]) & ~np.isnan(m.y[safe])
+    lag = (key[rows][:, None] - key[safe]).astype(np.float64)
+    carried = np.where(inside, m.y[safe] + m.slope[rows][:, None] * lag, np.nan)
+    step: np.ndarray = m.y[rows] - _median(carried, np.count_nonzero(inside, axis=1))
+    return step
 
 
 def _mad(distance: np.ndarray, key: np.ndarray, rows: np.ndarray, window: int) -> np.ndarray:
@@ -269,7 +417,7 @@ def _ahead(key: np.ndarray, m: _Metric,
     steps = np.arange(1, HOLD_DAYS + 1)
     wanted = key[rows][:, None] + steps[None, :]
     at = np.minimum(np.searchsorted(key, wanted), len(key) - 1)
-    y = np.where(key[at] == wanted, m.resid[at] + m.level[at], np.nan)
+    y = np.where(key[at] == wanted, m.y[at], np.nan)
     projected = m.level[rows][:, None] + steps[None, :] * m.slope[rows][:, None]
     return y - projected, np.expm1(y), np.expm1(projected)
 
@@ -288,11 +436,12 @@ def _outages(key: np.ndarray, before: np.ndarray, ids: np.ndarray,
 
 
 def _starts(key: np.ndarray, flagged: np.ndarray) -> np.ndarray:
-    """Flagged rows with no flagged day of the same bot in the HOLD_DAYS days before."""
+    """Flagged rows that begin a run: the same bot's two days before are not flagged (a spike's
+    or a step's later days are part of it; a new jump after a quiet day or two is not)."""
     marks = set(key[flagged].tolist())
     out = flagged.copy()
     for i in np.flatnonzero(flagged):
-        if any(key[i] - k in marks for k in range(1, HOLD_DAYS + 1)):
+        if any(key[i] - k in marks for k in range(1, RUN_GAP + 1)):
             out[i] = False
     return out
 
@@ -311,17 +460,18 @@ def _in_event(i: int, key: np.ndarray, starts: np.ndarray) -> bool:
 
 
 def _event_row(i: int, frame: pl.DataFrame, metrics: dict[str, _Metric], outage: np.ndarray,
-               resets: np.ndarray, threshold: float) -> dict[str, object] | None:
+               resets: np.ndarray, t: TrendSettings) -> dict[str, object] | None:
     bot_id, day = frame["bot_id"][i], frame["day"][i]
     users = metrics["users"]
     if outage[i]:
         gap = int(frame["_key"][i] - frame["_key"][i - 1] - 1)
         first, last = day - timedelta(days=gap), day - timedelta(days=1)
         usual = frame["users"][i - 1]
-        also = "counter reset" if resets[i] else None
-        return _row(bot_id, day, "outage", None, first, last, gap, None, None, None,
-                    None, None, 0.0, _severity(usual, 0.0, gap),
-                    f"no stats for {gap} days ({first} to {last})", also)
+        return _row(bot_id, day, "outage", first=first, last=last, days=gap, ratio=0.0,
+                    severity=_severity(usual, 0.0, gap),
+                    summary=f"no stats for {gap} days ({first} to {last})",
+                    also="counter reset" if resets[i] else None,
+                    evidence=f"no record for {gap} days after reporting daily")
     moved = [(name, m) for name, m in metrics.items() if m.jump[i] or m.hold[i]]
     if not moved:
         return None
@@ -331,7 +481,7 @@ def _event_row(i: int, frame: pl.DataFrame, metrics: dict[str, _Metric], outage:
     # of spreads (their own floors aside: a viral day's guilds +15% is part of the story).
     others = [f"{LABELS[o]} {_change(math.exp(om.resid[i]))}" for o, om in metrics.items()
               if o != name and not np.isnan(om.spread[i])
-              and abs(om.resid[i] / om.spread[i]) > threshold]
+              and abs(om.resid[i] / om.spread[i]) > t.anomaly_threshold]
     ratio = math.exp(m.size[i])
     if m.hold[i]:
         kind, last, days = "level_shift", None, None
@@ -353,28 +503,48 @@ def _event_row(i: int, frame: pl.DataFrame, metrics: dict[str, _Metric], outage:
         others.append("counter reset")
     usual_users = float(np.expm1(users.level[i])) if not np.isnan(users.level[i]) else None
     base = float(np.expm1(m.level[i]))
-    return _row(bot_id, day, kind, name, day, last, days, float(m.value[i]), base,
-                base * math.expm1(float(m.spread[i])), int(m.days[i]), float(m.score[i]),
-                ratio, _severity(usual_users, ratio, lasting), said,
-                ", ".join(others) or None)
+    return _row(bot_id, day, kind, name, first=day, last=last, days=days,
+                value=float(m.value[i]), base=base,
+                mad=base * math.expm1(float(m.spread[i])), baseline_days=int(m.days[i]),
+                score=float(m.score[i]), ratio=ratio,
+                severity=_severity(usual_users, ratio, lasting), summary=said,
+                also=", ".join(others) or None,
+                evidence=_evidence(i, frame, m, ratio, base, t))
 
 
-def _reset_row(frame: pl.DataFrame, i: int) -> dict[str, object]:
+def _evidence(i: int, frame: pl.DataFrame, m: _Metric, ratio: float, base: float,
+              t: TrendSettings) -> str:
+    """What the judgement rests on: the day of a young bot's history, or the usual level and
+    how many usual spreads off it the change was."""
+    if np.isnan(m.young[i]):
+        return (f"{_change(ratio)} against its usual {base:,.0f}: {abs(m.score[i]):.1f} usual "
+                f"spreads off ({int(m.days[i])} days)")
+    key = frame["_key"].to_numpy()
+    first = int(key[np.searchsorted(key, key[i] - t.anomaly_window, side="left")])
+    if first > key[i] - t.anomaly_window:
+        return f"{_change(ratio)} on day {int(key[i]) - first + 1} of its history"
+    return f"{_change(ratio)} against its {int(m.days[i])} reports of the last {t.anomaly_window} days"
+
+
+def _reset_row(frame: pl.DataFrame, i: int, window: int) -> dict[str, object]:
     day = frame["day"][i]
-    return _row(frame["bot_id"][i], day, "counter_reset", "commands_executed", day, day, 1,
-                None, None, None, None, None, 1.0, 0.0,
-                "commands counter reset (the bot restarted)", None)
+    return _row(frame["bot_id"][i], day, "counter_reset", "commands_executed", first=day,
+                last=day, days=1, ratio=1.0, severity=0.0,
+                summary="commands counter reset (the bot restarted)",
+                evidence=f"no other restart in the {window} days before")
 
 
-def _row(bot_id: str, day: date, kind: str, metric: str | None, first: date,
-         last: date | None, days: int | None, value: float | None, base: float | None,
-         mad: float | None, baseline_days: int | None, score: float | None,
-         ratio: float | None, severity: float, summary: str,
-         also: str | None) -> dict[str, object]:
+def _row(bot_id: str, day: date, kind: str, metric: str | None = None, *, first: date,
+         last: date | None, days: int | None, severity: float, summary: str,
+         value: float | None = None, base: float | None = None, mad: float | None = None,
+         baseline_days: int | None = None, score: float | None = None,
+         ratio: float | None = None, also: str | None = None,
+         evidence: str | None = None) -> dict[str, object]:
     return {"bot_id": bot_id, "day": day, "kind": kind, "metric": metric, "first_day": first,
             "last_day": last, "days": days, "value": value, "baseline_median": base,
             "baseline_mad": mad, "baseline_days": baseline_days, "score": score,
-            "ratio": ratio, "severity": severity, "summary": summary, "also": also}
+            "ratio": ratio, "severity": severity, "summary": summary, "also": also,
+            "evidence": evidence}
 
 
 def _severity(usual_users: float | int | None, ratio: float, days: int) -> float:

@@ -3,7 +3,7 @@ one), and the ground truth tests and demos compare an archive with."""
 
 from __future__ import annotations
 
-from .._data import iso, malformation
+from .._data import iso, malformation, routine_days
 from .._events import truth
 from ._credentials import Credentials
 from ._state import Record
@@ -78,17 +78,20 @@ class Directory(Credentials):
         return {bot_id: self.bot_key(bot_id) for bot_id in self.bot_ids()}
 
     def events(self) -> list[Record]:
-        """The planted events of every bot that exists or existed, by bot index then day, as
-        ``GET /_admin/events`` serves them ([] without ``ServiceConfig.events``). O(bots)."""
+        """The planted events of every bot that exists or existed, by bot index then day, each
+        bot's routine spikes and restarts after its events, as ``GET /_admin/events`` serves
+        them ([] without ``ServiceConfig.events``). O(bots x slots)."""
         with self._lock:
             universe = self._universe
+            lasts = [self._bot_last_slot(index) for index in range(universe)]
         if self.config.events <= 0:
             return []
         day0 = self.timeline.time(0).date()
         out: list[Record] = []
         for index in range(universe):
             profile = self._profile(index)
-            out.extend(truth(profile.id, profile.events or (), day0))
+            routine = routine_days(self._seed, profile, self.timeline, lasts[index])
+            out.extend(truth(profile.id, profile.events or (), day0, routine))
         return out
 
     def removed_ids(self) -> set[str]:
