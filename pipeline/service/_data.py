@@ -242,16 +242,21 @@ def curve_level(shape: str, curve: tuple[float, ...], t: float) -> float:
 def _curve(seed: int, index: int, shape: str, peak: float, first: float,
            end: float) -> tuple[float, ...]:
     """A bending curve's parameters over a history from day ``first`` to day ``end``: a
-    logistic one grows 3-10% a day at first and ends the history at 75-99% of its ceiling; a
-    turning one peaks in the last 70% of the history."""
+    logistic one starts the history at 3-30% of its ceiling and ends it at 50-99% (some have
+    levelled off, some are bending, some have barely begun to); a turning one peaks in the
+    last 70% of the history."""
     span = max(end - first, 1.0)
 
     def draw(name: str) -> float:
         return unit(seed, "curve", name, index)
 
+    def logit(share: float) -> float:
+        return math.log(share / (1 - share))
+
     if shape == "saturating":
-        rate, reached = 0.03 + 0.07 * draw("rate"), 0.75 + 0.24 * draw("reached")
-        return (peak, rate, end - math.log(reached / (1 - reached)) / rate)
+        start, reached = 0.03 + 0.27 * draw("start"), 0.5 + 0.49 * draw("reached")
+        rate = (logit(reached) - logit(start)) / span
+        return (peak, rate, end - logit(reached) / rate)
     return (peak, 0.005 + 0.025 * draw("rise"), 0.005 + 0.025 * draw("fall"),
             first + (0.3 + 0.7 * draw("peak")) * span, 3 + 9 * draw("width"))
 

@@ -25,7 +25,7 @@ from ._window import FULL, Window
 
 # Part of the fingerprint of an export: a version of the datasets' columns and meaning. A run
 # whose fingerprint differs from the previous export's rebuilds everything.
-TRENDS_FORMAT = 3
+TRENDS_FORMAT = 4
 
 
 def lookback_days(t: TrendSettings) -> int:
