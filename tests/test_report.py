@@ -5,13 +5,14 @@ screenshot, and one bot's numbers checked against the exported datasets."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
 import subprocess
 import threading
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from conftest import (
     TREND_CUSTOM,
     TREND_STATS,
     harvest_settings_for,
+    start_service,
     trend_settings_for,
     write_trend_archive,
 )
@@ -244,3 +246,55 @@ def test_run_refreshes_the_report_named_in_settings(tmp_path: Path, service: Any
     assert report.report.path == out and out.stat().st_size == report.report.bytes
     assert report.as_dict()["report"]["path"] == str(out)
     assert '<section id="directory"><h2>The directory</h2>' in out.read_text()
+
+
+@pytest.fixture(scope="module")
+def year_old_archive(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    """A directory whose records end a year before today (with planted events), harvested
+    today and exported: the harvester's first-seen day is today, the data's last day is not."""
+    root = tmp_path_factory.mktemp("year-old")
+    end = (datetime.now(UTC) - timedelta(days=365)).replace(minute=0, second=0, microsecond=0)
+    with start_service(bots=40, history_days=60, stats_per_day=2, end=end, events=0.3) as svc:
+        settings = harvest_settings_for(svc, root / "archive.duckdb",
+                                        {"exports.dir": str(root / "exports")})
+        report = runner.run(settings)
+    assert report.status == "complete", report.message
+    return settings
+
+
+def test_a_report_of_a_year_old_archive_is_on_the_datas_own_clock(
+        year_old_archive: Settings, tmp_path: Path) -> None:
+    settings = year_old_archive
+    daily = load_dataset(settings, "bot_daily")
+    last = daily["day"].max()
+    assert isinstance(last, date) and (date.today() - last).days >= 360
+    # The harvester saw every bot first today: a row the report's window must not end on.
+    seen = load_dataset(settings, "directory_daily").filter(pl.col("bots_first_seen") > 0)
+    assert seen["day"].max() == datetime.now(UTC).date()
+    ranked = daily.filter(pl.col("day") == last).sort("guilds", descending=True)
+    bots = ranked["bot_id"].head(2).to_list()
+    out = tmp_path / "old.html"
+    build_report(settings, out=out, bot_ids=bots, compare=True)
+    text = out.read_text()
+    assert f"Last 90 days to {last};" in text
+    assert f"Nothing recent: the newest stats are from {last}" in text
+    # In Chromium: every chart drew its data (the directory's, the side by side, each bot's).
+    proc = chromium(tmp_path, out.as_uri(), "--dump-dom")
+    assert console(proc) == []
+    options = chart_options(text)
+    titles = [o["title"]["text"] for o in options.values()]
+    assert {"Bots reporting", "Total guilds and users", "Guilds, side by side"} <= set(titles)
+    assert_every_chart_drew_its_data(options, drawn(proc.stdout))
+    # The events section lists the events of the export's last 14 days, the most severe first.
+    events = load_dataset(settings, "anomalies").filter(
+        (pl.col("day") > last - timedelta(days=14)) & (pl.col("kind") != "counter_reset"))
+    assert events.height > 0
+    section = proc.stdout[proc.stdout.index('<section id="anomalies">'):]
+    section = section[:section.index("</section>")]
+    every = section[section.index("Every event of the last 14 days"):]
+    assert f"({events.height} in all" in every
+    listed = re.findall(r'<td class="bot" title="(\d+)">', every)
+    wanted = events.sort(["severity", "day", "bot_id"], descending=[True, True, False])
+    assert listed == wanted["bot_id"].head(25).to_list()
+    for summary in wanted["summary"].head(25):
+        assert html.escape(summary) in every

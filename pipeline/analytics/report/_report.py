@@ -80,14 +80,14 @@ def gather(settings: Settings, bot_ids: list[str], days: int) -> dict[str, pl.Da
     scans = {name: scan_dataset(settings, name) for name in (
         "directory_daily", "movers", "bot_ranks", "anomalies", "resource_health", "bot_daily",
         "custom_daily", "bot_forecast", "bot_growth", "bot_names")}
-    last = scans["directory_daily"].select(pl.col("day").max()).collect().item()
-    since = (last or date.today()) - timedelta(days=days - 1)
-    # The week and the health's "now" end on the last day with stats (the listing may have
-    # shown a bot first today, before any of its stats).
-    stats_day = scans["directory_daily"].filter(pl.col("bots_reporting") > 0).select(
-        pl.col("day").max()).collect().item() or date.today()
+    # Every window ends on the last day with stats: the data's own clock. (directory_daily also
+    # has a row for the day the harvester first saw the bots, on the harvester's clock; an
+    # archive of old records has its last stats long before that.)
+    last = data_day(scans["directory_daily"])
+    stats_day = last or date.today()
+    since = stats_day - timedelta(days=days - 1)
     week = stats_day - timedelta(days=6)
-    recent = pl.col("day") >= since
+    recent = pl.col("day").is_between(since, stats_day)
     mine = pl.col("bot_id").is_in(bot_ids)
     models = forecast.latest(scans["bot_forecast"].filter(mine)).unique(
         ["bot_id", "metric"]).select(forecast.MODEL_COLUMNS)
@@ -124,6 +124,26 @@ def gather(settings: Settings, bot_ids: list[str], days: int) -> dict[str, pl.Da
 
 
 HOT_ORDER = ["hot_days", "cpu_load_p95", "bot_id"]
+# A report whose last day with stats is more than this many days before it was made says so
+# at the top: its windows end then, not now.
+STALE_DAYS = 2
+
+
+def data_day(directory: pl.LazyFrame) -> date | None:
+    """The last day any bot reported stats (None when none ever did)."""
+    day = directory.filter(pl.col("bots_reporting") > 0).select(pl.col("day").max()).collect().item()
+    return day if isinstance(day, date) else None
+
+
+def clock_note(last: date | None, generated: datetime) -> str:
+    """What the top of the report says when its data is not of today (else nothing)."""
+    if last is None:
+        return "No bot has reported stats yet: there is nothing to chart."
+    behind = (generated.date() - last).days
+    if behind <= STALE_DAYS:
+        return ""
+    return (f"Nothing recent: the newest stats are from {last}, {behind:,} days before this "
+            f"report was made. Every chart and list below ends on {last}.")
 
 
 def _hot(daily: pl.LazyFrame, *, since: date, threshold: float) -> pl.LazyFrame:
@@ -159,10 +179,12 @@ def render(data: dict[str, pl.DataFrame], bot_ids: list[str], *, days: int, comp
     assets = resources.files("pipeline.analytics.report") / "assets"
     payload = json.dumps(page.charts, separators=(",", ":"), default=str)
     template = string.Template((assets / "report.html").read_text(encoding="utf-8"))
+    note = clock_note(last, generated)
     text = template.substitute(
         title="botstats report",
         subtitle=html.escape(f"Last {days} days to {last or '-'}; made {generated:%Y-%m-%d %H:%M} "
                              f"UTC from {source}"),
+        note=f'<p class="note">{html.escape(note)}</p>' if note else "",
         nav="\n".join(page.links),
         sections="\n".join(page.blocks),
         # "</script" or "<!--" in a name would end or confuse the script element: no "<" at all

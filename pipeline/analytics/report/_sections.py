@@ -77,6 +77,11 @@ def _hover(names: Names, bot_id: str, *more: str) -> list[str]:
 
 
 def directory_section(page: Page, directory: pl.DataFrame) -> None:
+    if not directory.filter(pl.col("bots_reporting") > 0).height:
+        # Nothing to draw: say so rather than draw empty axes.
+        page.add("The directory", '<p class="empty">No bot has reported stats yet.</p>',
+                 anchor="directory", link="Directory")
+        return
     page.add(
         "The directory",
         page.chart(time_chart("Bots reporting", [line("bots reporting", pairs(
