@@ -128,6 +128,7 @@ def test_compare_shows_each_bots_numbers_worked_out_from_the_archive(
             model = models[(bot, metric)]
             assert row[f"{metric}_forecast_30d"] == pytest.approx(
                 math.expm1(hand_path(v, model, 30)))
+            assert row[f"{metric}_model"] == {"trend": "trend", "damped": "damped trend"}[model]
             assert row[f"{metric}_lo80_30d"] < row[f"{metric}_forecast_30d"] < row[f"{metric}_hi80_30d"]
 
 
@@ -141,6 +142,7 @@ def test_compare_prints_the_bots_side_by_side(exported_archive: Settings,
     day = max(guilds[a])
     assert lines[3].split() == ["guilds", f"{guilds[a][day]:,}", f"{guilds[b][day]:,}"]
     assert any(line.startswith("guilds in 30d, 80%") for line in lines)
+    assert any(line.startswith("guilds model") for line in lines)
 
 
 @pytest.mark.parametrize(("args", "code", "words"), [

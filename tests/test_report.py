@@ -30,6 +30,7 @@ from conftest import (
 )
 
 from pipeline.analytics.build._build import build_trends
+from pipeline.analytics.build._forecast import MODEL_WORDS
 from pipeline.analytics.exports._datasets import load_dataset
 from pipeline.analytics.report._report import build_report
 from pipeline.cli import cli
@@ -169,6 +170,10 @@ def test_a_bots_numbers_in_the_report_are_the_datasets(exported_archive: Setting
     assert series["guilds"] == [[str(d), g] for d, g in history.select("day", "guilds").iter_rows()]
     outlook = load_dataset(exported_archive, "bot_forecast").filter(
         (pl.col("bot_id") == bot) & (pl.col("metric") == "guilds")).sort("horizon_days")
+    # The chart and the table name the model the bot's backtest chose.
+    word = MODEL_WORDS[outlook["model"][0]]
+    assert options[first_chart]["title"]["text"] == f"Guilds, with the forecast's 80% band ({word})"
+    assert f"<td>{word}</td>" in section
     ahead = dict((d, v) for d, v in series["forecast"])
     for day, value, lo, hi in outlook.select("day", "forecast", "lo80", "hi80").iter_rows():
         assert ahead[str(day)] == pytest.approx(value)

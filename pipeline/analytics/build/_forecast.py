@@ -61,6 +61,9 @@ MAD_EFFICIENCY = 0.37  # a MAD's asymptotic efficiency against the standard devi
 MEDIAN_SE = 1.2533141373155  # standard error of a median, in sigmas / sqrt(n)
 REACH_MAX_DAYS = 3650  # "not at the current pace" beyond ten years
 
+# How the report and compare name each model.
+MODEL_WORDS = {"trend": "trend", "damped": "damped trend", "saturating": "saturating curve"}
+
 MODEL_COLUMNS = ("bot_id", "metric", "as_of", "history_days", "last_value", "level", "slope",
                  "sigma", "sigma_level", "sigma_slope", "model", "damping", "backtest_mape")
 

@@ -32,6 +32,7 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("guilds rank change 7d", "guilds_rank_change_7d", "+d"),
     ("guilds in 30d", "guilds_forecast_30d", ",.0f"),
     ("guilds in 30d, 80%", "guilds_range_30d", "s"),
+    ("guilds model", "guilds_model", "s"),
     ("users", "users", ",d"),
     ("users 7d", "users_change_7d", "+,d"),
     ("users 7d %", "users_pct_7d", "+.2f"),
@@ -42,6 +43,7 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("users rank change 7d", "users_rank_change_7d", "+d"),
     ("users in 30d", "users_forecast_30d", ",.0f"),
     ("users in 30d, 80%", "users_range_30d", "s"),
+    ("users model", "users_model", "s"),
 )
 
 
@@ -66,15 +68,18 @@ def comparison_frame(growth: pl.LazyFrame, ranks: pl.LazyFrame, outlook: pl.Lazy
         forecast.latest(outlook.filter(pl.col("bot_id").is_in(bot_ids)))
         .filter(pl.col("bot_id").is_in(bot_ids)
                        & (pl.col("horizon_days") == FORECAST_DAYS))
+        .with_columns(model=pl.col("model").replace(forecast.MODEL_WORDS))
         .collect()
-        .pivot("metric", index="bot_id", values=["forecast", "lo80", "hi80"])
+        .pivot("metric", index="bot_id", values=["forecast", "lo80", "hi80", "model"])
     )
-    wide = {f"{v}_{m}": f"{m}_{v}_30d" if v == "forecast" else f"_{m}_{v}"
-            for v in ("forecast", "lo80", "hi80") for m in forecast.METRICS}
+    names = {"forecast": "{m}_forecast_30d", "lo80": "_{m}_lo80", "hi80": "_{m}_hi80",
+             "model": "{m}_model"}
+    wide = {f"{v}_{m}": name.format(m=m) for v, name in names.items() for m in forecast.METRICS}
     ahead = ahead.rename({k: v for k, v in wide.items() if k in ahead.columns})
     for name in wide.values():
         if name not in ahead.columns:
-            ahead = ahead.with_columns(pl.lit(None, pl.Float64).alias(name))
+            dtype = pl.String if name.endswith("_model") else pl.Float64
+            ahead = ahead.with_columns(pl.lit(None, dtype).alias(name))
     order = pl.DataFrame({"bot_id": bot_ids}).with_row_index("_order")
     return (
         order.lazy().join(sizes, on="bot_id", how="left")

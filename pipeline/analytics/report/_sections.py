@@ -197,7 +197,11 @@ def bot_section(page: Page, bot_id: str, daily: pl.DataFrame, ahead: pl.DataFram
     parts = []
     for metric in forecast.METRICS:
         band = ahead.filter(pl.col("metric") == metric).sort("day")
-        option = time_chart(f"{metric.capitalize()}, with the forecast's 80% band",
+        # The model the bot's own backtest chose, as a word: how the forecast bends.
+        model = forecast.MODEL_WORDS.get(band["model"][0], band["model"][0]) if (
+            band.height and "model" in band.columns and band["model"][0]) else None
+        option = time_chart(f"{metric.capitalize()}, with the forecast's 80% band"
+                            + (f" ({model})" if model else ""),
                             band_series(metric, daily, band))
         option["legend"]["data"] = [metric, "forecast", "80% interval"]  # not the band's base
         parts.append(page.chart(option))
@@ -221,7 +225,8 @@ def bot_section(page: Page, bot_id: str, daily: pl.DataFrame, ahead: pl.DataFram
     if text.height:
         parts.append(table(text, caption="Custom text fields: latest value"))
     outlook = (ahead.filter(pl.col("horizon_days").is_in(list(forecast.HORIZONS)))
-               .select("metric", "horizon_days", "day", "forecast", "lo80", "hi80")
+               .with_columns(model=pl.col("model").replace(forecast.MODEL_WORDS))
+               .select("metric", "horizon_days", "day", "forecast", "lo80", "hi80", "model")
                .sort("metric", "horizon_days"))
     name = names.name(bot_id)
     parts.append(table(outlook, caption=f"Forecast for {name}",
