@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -50,6 +51,21 @@ def test_demo_writes_the_archive_and_exports_and_says_what_next(tmp_path: Path) 
     assert bots == 200 and stats > 200 * 60
     assert {f"trend_{d}" for d in DATASETS} <= views and growth > 0
     assert (tmp_path / "data" / "exports" / "manifest.json").exists()
+    # The first query it suggests shows the week's top growers by name.
+    query = re.search(r' sql "(SELECT [^"]+)"', out)
+    assert query, out
+    env = {**child_env(), "BOTSTATS_CONFIG": ""}
+    shown = subprocess.run([sys.executable, "-m", "pipeline", "sql", query.group(1)], cwd=tmp_path,
+                           env=env, capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    header, *rows = [line for line in shown.stdout.splitlines() if line.strip()]
+    assert header.split()[:2] == ["name", "bot_id"]
+    with open_archive(db) as con:
+        names = dict(con.execute("SELECT bot_id, name FROM bots").fetchall())
+    growers = [(row, found) for row in rows if (found := re.search(r"\d{17,20}", row))]
+    assert len(growers) == 5, shown.stdout
+    for row, found in growers:
+        assert row.startswith(names[found.group(0)]), row
 
 
 def test_demo_again_is_incremental_and_json_reports_it(tmp_path: Path) -> None:

@@ -189,6 +189,8 @@ def test_explore_notebook_runs_on_a_fresh_archive(harvested_archive: Archive) ->
     bots = ARCHIVE_SERVICE["bots"]
     assert f"{bots} bots in the archive: {bots} listed now, 0 removed" in text
     assert f"{largest_bot(settings)} (" in text, "one bot's history follows the largest bot"
+    # The custom fields' bot by name too (the largest bot that reports any).
+    assert re.search(r"^\S.* \(\d+\): numeric fields", text, re.M)
     assert images >= 4, "directory, records per day, one bot's history, custom fields"
 
 
@@ -203,7 +205,11 @@ def test_trends_notebook_runs_on_the_fresh_exports(harvested_archive: Archive) -
     assert images >= 7, "directory, ranks, growth, spread, movers, anomaly, health, forecast"
     # The compare view lists the three largest bots side by side, and the forecast view
     # answers when the largest doubles (or says it will not at this pace).
-    assert re.search(r"^\s+\d+\s+\d+\s+\d+$", text, re.M), "the comparison's header of bot ids"
-    assert "guilds in 30d, 80%" in text
-    assert re.search(r"guilds [\d,]+: (at the current pace, about \d{4}-\d\d-\d\d; 80% between"
-                     r"|not at the current pace)", text)
+    ids = re.search(r"^\s+\d+\s+\d+\s+\d+$", text, re.M)
+    assert ids, "the comparison's header of bot ids"
+    # ... under a line of their names, the largest first; the forecast's answer by name too.
+    names = text[:ids.start()].rstrip("\n").splitlines()[-1]
+    assert names.split()[0] == largest_bot(settings).split()[0], names
+    assert "guilds in 30d, 80%" in text and "guilds model" in text
+    assert re.search(rf"{re.escape(largest_bot(settings))} \(\d+\) guilds [\d,]+: (at the current "
+                     r"pace, about \d{4}-\d\d-\d\d; 80% between|not at the current pace)", text)

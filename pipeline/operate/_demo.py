@@ -154,9 +154,10 @@ def next_steps(report: DemoReport, directory: str | Path, exe: str) -> str:
     """What to try after the demo, as commands for this installation (``exe`` calls botstats)."""
     db = report.settings.db_path
     db_flag = "" if Path(directory) == Path(DEFAULT_DIR) else f" --db {db}"
-    query = ("SELECT bot_id, guilds, guilds_change_7d FROM trend_bot_growth WHERE day = "
-             "(SELECT max(day) FROM trend_bot_growth) ORDER BY guilds_change_7d DESC NULLS LAST "
-             "LIMIT 5")
+    # The week's top growers by name (the service's listing names them; the id beside it).
+    query = ("SELECT n.name, g.bot_id, g.guilds, g.guilds_change_7d FROM trend_bot_growth AS g "
+             "JOIN trend_bot_names AS n USING (bot_id) WHERE g.day = (SELECT max(day) FROM "
+             "trend_bot_growth) ORDER BY g.guilds_change_7d DESC NULLS LAST, g.bot_id LIMIT 5")
     return "\n".join([
         "",
         f"Done in {report.seconds:.1f} s. Three things to try next:",

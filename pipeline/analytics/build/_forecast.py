@@ -425,8 +425,10 @@ class Reach:
     earliest: date | None = None
     latest: date | None = None
 
-    def sentence(self) -> str:
-        what = f"{self.bot_id} {self.metric} {self.target:,.0f}"
+    def sentence(self, name: str | None = None) -> str:
+        """The answer in words; ``name`` (the bot's, from ``bot_names``) leads it, with the id."""
+        who = f"{name} ({self.bot_id})" if name else self.bot_id
+        what = f"{who} {self.metric} {self.target:,.0f}"
         if self.status == "reached":
             return f"{what}: already there ({self.last_value:,.0f} on {self.as_of})."
         if self.status == "not_on_pace":

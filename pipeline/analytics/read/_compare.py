@@ -7,6 +7,7 @@ archive: what it shows is what the notebooks, the report and SQL see.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,17 +98,20 @@ class Comparison:
 
     rows: list[dict[str, Any]]
 
-    def table(self) -> str:
-        """Measures down, bots across: a plain aligned table for the terminal."""
+    def table(self, names: Mapping[str, str] | None = None) -> str:
+        """Measures down, bots across: a plain aligned table for the terminal. With ``names``
+        (bot_id -> name), a line of the bots' names heads it, above their ids."""
         header = ["", *[str(r["bot_id"]) for r in self.rows]]
+        named = ["", *[(names or {}).get(str(r["bot_id"])) or "" for r in self.rows]]
         lines = [[label, *[format_cell(r, column, fmt) for r in self.rows]] for label, column, fmt in ROWS]
-        widths = [max(len(line[i]) for line in [header, *lines]) for i in range(len(header))]
+        heads = [named, header] if names else [header]
+        widths = [max(len(line[i]) for line in [*heads, *lines]) for i in range(len(header))]
 
         def render(cells: list[str]) -> str:
             return "  ".join([cells[0].ljust(widths[0]),
                               *(c.rjust(w) for c, w in zip(cells[1:], widths[1:], strict=True))])
 
-        return "\n".join([render(header), "  ".join("-" * w for w in widths),
+        return "\n".join([*map(render, heads), "  ".join("-" * w for w in widths),
                           *map(render, lines)])
 
     def as_dict(self) -> dict[str, Any]:
