@@ -7,7 +7,9 @@ six-fold for a few days, guilds a little, commands with them, cpu load rises), a
 **outage** (no records for some days; the bot restarts when it comes back) and a
 **counter_reset** (``commands_executed`` starts over). A share of the spikes, drops and level
 shifts are **near the floor**: their size is 1 to 1.5 times the smallest change botstats'
-detector can report on that bot that day with its default settings (see :func:`floor`). As
+detector can report on that bot that day with its default settings (see :func:`floor`); the
+others are at least 1.5 times it, and a bot too small for any sensible change to pass its floor
+(a bot of one or two guilds) gets none: a detector must not see those. As
 many bots again drift slowly (a ramp over weeks): a **drift** is served as truth too, with
 ``anomaly`` false, because a detector must *not* flag it.
 
@@ -49,6 +51,7 @@ SETTLE_DAYS = 21
 # on their mean, so half as many spreads).
 NEAR_FLOOR_SHARE = 0.3
 NEAR_FLOOR_MAX = 1.5
+MAX_FACTOR = 6.0  # a bot too small for a change of this size to pass its floor gets no event
 FLOOR_PCT = 20.0
 FLOOR_USERS = 100.0
 FLOOR_SPREADS = 5.0
@@ -122,7 +125,7 @@ def floor(kind: str, up: bool, scale: Scale) -> float | None:
 def plan(seed: int, index: int, first_day: int, last_day: int, share: float,
          scale: Callable[[int], Scale] | None = None) -> tuple[Event, ...]:
     """The events of bot ``index`` whose records run from day ``first_day`` to ``last_day``;
-    ``scale`` gives the bot's size on a day, for the events near the floor (none without)."""
+    ``scale`` gives the bot's size on a day, for the floors (without it, none is minded)."""
     if share <= 0:
         return ()
     rng = Random(f"{seed}:events:{index}")
@@ -134,10 +137,12 @@ def plan(seed: int, index: int, first_day: int, last_day: int, share: float,
             day = rng.randint(lo, hi)
             if any(abs(day - other) < APART_DAYS for other in taken):
                 continue
-            taken.append(day)
-            near = scale is not None and rng.random() < NEAR_FLOOR_SHARE
-            events.append(_event(rng, rng.choices(KINDS, KIND_WEIGHTS)[0], day,
-                                 scale(day) if near and scale is not None else None))
+            near = rng.random() < NEAR_FLOOR_SHARE
+            event = _event(rng, rng.choices(KINDS, KIND_WEIGHTS)[0], day,
+                           None if scale is None else scale(day), near)
+            if event is not None:
+                taken.append(day)
+                events.append(event)
     if rng.random() < share and last_day - first_day > 2 * SETTLE_DAYS:
         factor = rng.uniform(1.25, 1.7) if rng.random() < 0.5 else rng.uniform(0.6, 0.8)
         start = rng.randint(first_day + 7, last_day - SETTLE_DAYS)
@@ -145,40 +150,48 @@ def plan(seed: int, index: int, first_day: int, last_day: int, share: float,
     return tuple(sorted(events, key=lambda e: (e.first_day, e.kind)))
 
 
-def _event(rng: Random, kind: str, day: int, near: Scale | None) -> Event:
-    """An event of ``kind`` on ``day``; of a size near the floor on a bot of ``near``'s size."""
+def _event(rng: Random, kind: str, day: int, scale: Scale | None, near: bool) -> Event | None:
+    """An event of ``kind`` on ``day`` of a bot of ``scale``: near its floor (1 to
+    NEAR_FLOOR_MAX times it) when ``near``, else of its drawn size but never nearer the floor
+    than that. None when no change of a sensible size (at most MAX_FACTOR) passes the floor:
+    a detector must not see those."""
     if kind == "spike":
-        users = rng.uniform(2.0, 6.0)
+        drawn = rng.uniform(2.0, 6.0)
         days, cpu = rng.randint(1, 3), rng.uniform(10, 25)
-        small = _near(rng, kind, True, near)
-        if small is not None:
-            users = small
-        return Event(kind, day, days, users, 1 + 0.15 * (users - 1), cpu, small is not None)
+        users = _sized(rng, kind, drawn, scale, near)
+        if users is None:
+            return None
+        return Event(kind, day, days, users, 1 + 0.15 * (users - 1), cpu, near)
     if kind == "drop":
         factor = rng.uniform(0.25, 0.6)
         days = rng.randint(1, 2)
-        small = _near(rng, kind, False, near)
-        return Event(kind, day, days, small or factor, small or factor, 0.0, small is not None)
+        sized = _sized(rng, kind, factor, scale, near)
+        return None if sized is None else Event(kind, day, days, sized, sized, 0.0, near)
     if kind == "level_shift":
         up = rng.random() < 0.5
         factor = rng.uniform(1.3, 2.2) if up else rng.uniform(0.45, 0.77)
-        small = _near(rng, kind, up, near)
-        if small is not None:
-            factor = small
-        return Event(kind, day, 1, factor, factor, 12 * math.log2(factor), small is not None)
+        sized = _sized(rng, kind, factor, scale, near)
+        if sized is None:
+            return None
+        return Event(kind, day, 1, sized, sized, 12 * math.log2(sized), near)
     if kind == "outage":
         return Event(kind, day, rng.randint(2, 6), 1.0, 1.0, 0.0)
     return Event(kind, day, 1, 1.0, 1.0, 0.0)
 
 
-def _near(rng: Random, kind: str, up: bool, scale: Scale | None) -> float | None:
-    """A factor 1 to NEAR_FLOOR_MAX times the floor away from 1 (None: not near the floor)."""
+def _sized(rng: Random, kind: str, factor: float, scale: Scale | None,
+           near: bool) -> float | None:
+    """``factor`` (a multiplier of users) against the floor of a bot of ``scale``: 1 to
+    NEAR_FLOOR_MAX times the floor away from 1 when ``near``, else at least NEAR_FLOOR_MAX times
+    it; None when that is beyond MAX_FACTOR either way."""
+    draw = rng.uniform(1.0, NEAR_FLOOR_MAX)  # drawn always, so the stream does not depend on it
     if scale is None:
+        return factor
+    up = factor > 1
+    least = floor(kind, up, scale)
+    if least is None or least * NEAR_FLOOR_MAX > math.log(MAX_FACTOR):
         return None
-    size = floor(kind, up, scale)
-    if size is None:
-        return None
-    size *= rng.uniform(1.0, NEAR_FLOOR_MAX)
+    size = least * draw if near else max(abs(math.log(factor)), least * NEAR_FLOOR_MAX)
     return math.exp(size if up else -size)
 
 

@@ -9,17 +9,24 @@ For each bot and metric (users, guilds, commands per day), on y = log(1 + value)
 - the **usual spread** is 1.4826 x the MAD of that distance over the same window (a normal
   sigma), never below one guild of the bot (users and commands come in guild-sized lumps) nor
   half a percent, so every score is finite and a flat series is not "infinitely" surprised;
+- a day with fewer than ``anomaly_min_days`` days of that distance (a bot's first weeks, or one
+  that reports now and then) is judged on the days it has instead (:func:`_young`: users and
+  guilds; a fall from its 4th day on);
 - a day **jumps** when it is more than ``anomaly_threshold`` spreads off its usual level and the
   change passes the floors: ``anomaly_min_pct`` up or down, and ``anomaly_min_guilds`` /
   ``anomaly_min_users`` in absolute terms (commands per day, noisier, must double or halve,
-  and are not read on a reset day or the day after a gap). A day **holds** when it and the
-  ``HOLD_DAYS`` days after are all on one side of its usual level (projected), each at least
-  half the relative floor off, with a mean score x 2 above the threshold and a median change
-  past the floors: a step too small for one day's noise, but lasting;
-- an **event** starts on a day that jumps or holds, of any metric, with none in the
-  ``HOLD_DAYS`` days before: one row, led by the metric that moved most (the others, the cpu
-  load and a restart are in ``also``). It is a ``level_shift`` when it holds, else a ``spike``
-  or a ``drop`` lasting its consecutive days off (at most ``HOLD_DAYS + 1``).
+  and are not read on a reset day, the day after one or the day after a gap). A day **holds**
+  when it and the ``HOLD_DAYS`` days after are all on one side of its usual level (projected),
+  each at least half the relative floor off and half the step, with a mean score x 2 above the
+  threshold and a median change past the floors: a step too small for one day's noise, but
+  lasting. Either test wants the change to happen on its day (``STEP_SHARE`` of it since the
+  median of the ``STEP_DAYS`` days before): a turn or a levelling off parts from the usual level
+  a little every day;
+- an **event** starts on a day that jumps or holds, of any metric, with none in the ``RUN_GAP``
+  days before: one row, led by the metric that moved most (the others, the cpu load and a
+  restart are in ``also``; what the judgement rests on in ``evidence``). It is a
+  ``level_shift`` when it holds, else a ``spike`` or a ``drop`` lasting its consecutive days
+  off (at most ``HOLD_DAYS + 1``).
 
 Besides: an ``outage`` is a silence of ``anomaly_outage_days`` to ``anomaly_window`` days by a
 bot that had reported the two days before it, dated on the day it reported again (only then is
@@ -54,17 +61,16 @@ COMMANDS_MIN_RATIO = 2.0
 SHIFT_DAYS = 7  # a level shift stays: its severity counts a week of it
 MIN_SPREAD = 0.005  # the smallest usual spread, in log units (half a percent)
 # A young row's spread: what a few days cannot tell is taken as this much day-to-day noise
-# (4%, in log units), as if seen on YOUNG_PRIOR_DAYS more days; and a slope needs this many
-# day-to-day changes.
-YOUNG_SPREAD = 0.04
+# (5%, in log units), as if seen on YOUNG_PRIOR_DAYS more days.
+YOUNG_SPREAD = 0.05
 YOUNG_PRIOR_DAYS = 3
+# Its slope: from YOUNG_SLOPE_DAYS days on, when more than YOUNG_SLOPE_SE standard errors.
 YOUNG_SLOPE_DAYS = 4
 YOUNG_SLOPE_SE = 3.0
-YOUNG_LEVEL_DAYS = 7
-YOUNG_FALL_DAYS = 3
-YOUNG_HOLD_DAYS = 4
-STEP_DAYS = 3  # an event jumps from the median of the days just before it
-STEP_SHARE = 0.75
+YOUNG_LEVEL_DAYS = 7  # its level: the median of its days of the last week
+YOUNG_FALL_DAYS = 3  # days before a fall is judged (the first may have been a spike)
+STEP_DAYS = 3  # an event jumps from the median of the days just before it...
+STEP_SHARE = 0.75  # ... by at least this share of its change
 RUN_GAP = 2  # flagged days this close to the one before continue its event
 MEDIAN_SE = 1.2533  # standard error of a median, in standard deviations / sqrt(n)
 MEAN_AD_SIGMA = 1.2533  # mean absolute deviation x this = a normal standard deviation
@@ -339,9 +345,6 @@ def _test(m: _Metric, key: np.ndarray, one_guild: np.ndarray, floors: _Floors,
     later, later_value, later_usual = _ahead(key, m, tried)
     step = _step(key, m, tried)
     base = np.expm1(m.level)
-    # A young row tells a step that stays only from YOUNG_HOLD_DAYS days on: before, its
-    # level is a day or two, and a fast start looks like one.
-    holds = mature[tried] | (m.days[tried] >= YOUNG_HOLD_DAYS)
     for j, i in enumerate(tried):
         r, s = m.resid[i], m.spread[i]
         sign = 1.0 if r > 0 else -1.0
@@ -358,7 +361,7 @@ def _test(m: _Metric, key: np.ndarray, one_guild: np.ndarray, floors: _Floors,
                 m.size[i] = max(m.size[i], d) if sign > 0 else min(m.size[i], d)
                 m.off[i] = k + 1
         four = np.concatenate([[r], later[j]])
-        if not holds[j] or np.isnan(four).any() or not np.all(np.sign(four) == sign) or not np.all(
+        if np.isnan(four).any() or not np.all(np.sign(four) == sign) or not np.all(
                 floors.half(four)):
             continue
         z4 = float(np.mean(four / s) * math.sqrt(HOLD_DAYS + 1))
