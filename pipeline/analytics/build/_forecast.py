@@ -52,7 +52,6 @@ DAMPING = 0.98  # the damped trend's slope, a day further ahead
 BACKTEST_DAYS = 28  # each bot's last days, forecast from the ones before to choose its model
 BACKTEST_ORIGINS = (BACKTEST_DAYS, BACKTEST_DAYS // 2)  # days before the end, each scored
 BACKTEST_MIN_DAYS = 21  # days of values before them that a backtest needs
-BEND_SE = 99  # standard errors apart that make the last weeks' pace another one
 MIN_DAMPING = 0.8  # a saturating curve's slope halves in 3 days at the fastest
 MAX_DAMPING = 0.995  # ... and in 140 days at the slowest (slower is a trend)
 Z80 = 1.2815515655446004  # the 90th percentile of a standard normal: a central 80% interval
@@ -276,14 +275,6 @@ def _choose(y: np.ndarray, models: tuple[str, ...],
     be than its own spreads say (at least 1)."""
     n = len(y)
     allowed = np.array([~np.isnan(fits[m].level) for m in models])
-    if "trend" in models and "damped" in models:
-        # A trend is one pace over the whole window: not a bot whose last weeks' pace is
-        # clearly another (it turned, or is levelling off).
-        trend, local = fits["trend"], fits["damped"]
-        with np.errstate(invalid="ignore"):
-            bent = np.abs(local.slope - trend.slope) > BEND_SE * np.sqrt(
-                local.sigma_slope ** 2 + trend.sigma_slope ** 2)
-        allowed[models.index("trend")] &= ~bent
     # Without a backtest, the first model allowed (the first of all when none is).
     choice = np.where(allowed.any(axis=0), np.argmax(allowed, axis=0), 0)
     origin = y.shape[1] - BACKTEST_DAYS
