@@ -245,11 +245,12 @@ def _young(m: _Metric, key: np.ndarray, t: TrendSettings) -> None:
     first weeks, or one that reports now and then), from the days they have in the window:
 
     - the **slope** joins the median of the earlier half of those days to the median of the
-      later half, when it is more than twice its own standard error (and there are
-      ``YOUNG_SLOPE_DAYS`` days or more): a new bot's fast growth is its usual, and a noisy
+      later half, when it is more than ``YOUNG_SLOPE_SE`` of its own standard errors, the
+      median day-to-day change agrees with it (it is taken, if smaller), and there are
+      ``YOUNG_SLOPE_DAYS`` days or more: a new bot's fast growth is its usual, and a noisy
       one's zigzag is not taken for a slope;
-    - the **level** is the median of the days of the last ``LEVEL_DAYS`` (all of them when
-      none is that recent), each carried to the row's day along the slope;
+    - the **level** is the median of the days of the last ``YOUNG_LEVEL_DAYS`` (all of them
+      when none is that recent), each carried to the row's day along the slope;
     - the **spread** of a day is the mean absolute deviation of the day-to-day changes
       (scaled to one day's noise), pulled towards ``YOUNG_SPREAD`` as if that had been seen on
       ``YOUNG_PRIOR_DAYS`` more days: a few days say little about a bot's noise. A median of
