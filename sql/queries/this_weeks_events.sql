@@ -1,7 +1,8 @@
 -- This week's events: those dated in the 7 days to the latest day with stats, the most severe
 -- first, by name (what the report's anomaly section leads with).
 -- Another week:  botstats sql -f sql/queries/this_weeks_events.sql --param day=2025-02-01
-SELECT b.name, a.bot_id, a.day, a.kind, a.summary, a.also, round(a.severity, 2) AS severity
+SELECT b.name, a.bot_id, a.day, a.kind, a.summary, a.also, round(a.severity, 2) AS severity,
+       a.evidence
 FROM trend_anomalies AS a
 LEFT JOIN bots AS b USING (bot_id)
 WHERE a.day BETWEEN coalesce(CAST(getvariable('day') AS DATE),

@@ -145,7 +145,7 @@ def anomalies_section(page: Page, odd: pl.DataFrame, names: Names, last: date | 
     events = recent.filter(pl.col("kind") != "counter_reset").sort(
         ["severity", "day", "bot_id"], descending=[True, True, False])
     week = events.filter(pl.col("day") > last - timedelta(days=WEEK)).head(LEADING_EVENTS)
-    shown = ["bot_id", "summary", "also", "day", "kind", "severity"]
+    shown = ["bot_id", "summary", "also", "day", "kind", "severity", "evidence"]
     parts = []
     if week.height:
         bots = week["bot_id"].to_list()
