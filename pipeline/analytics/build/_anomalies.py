@@ -258,12 +258,16 @@ def _young(m: _Metric, key: np.ndarray, t: TrendSettings) -> None:
       row's distance from the level is sqrt(1 + pi / 2k) wider, plus the slope's.
     """
     rows = np.flatnonzero((m.days < t.anomaly_min_days) & ~np.isnan(m.y))
+    window = t.anomaly_window
+    # The rows of each one's window before it: a run of rows (keys of a bot are sorted, and
+    # other bots' lie further apart), as many columns as the longest run needs.
+    reach = rows - np.searchsorted(key, key[rows] - window, side="left")
+    rows, reach = rows[reach > 0], reach[reach > 0]
     if len(rows) == 0:
         return
-    window = t.anomaly_window
-    at = rows[:, None] - np.arange(1, window + 1)[None, :]  # most recent first
-    safe = np.maximum(at, 0)
-    inside = (at >= 0) & (key[safe] >= (key[rows] - window)[:, None])
+    at = rows[:, None] - np.arange(1, int(reach.max()) + 1)[None, :]  # most recent first
+    inside = np.arange(at.shape[1])[None, :] < reach[:, None]
+    safe = np.where(inside, at, 0)
     prior = np.where(inside, m.y[safe], np.nan)
     days = np.where(inside & ~np.isnan(prior), key[safe], -1).astype(np.float64)
     days[days < 0] = np.nan
@@ -274,7 +278,8 @@ def _young(m: _Metric, key: np.ndarray, t: TrendSettings) -> None:
     # One day's noise, from the changes between consecutive days with a value (per day: a
     # gap's change is spread over it): their mean absolute deviation, which a few changes
     # give more steadily than a MAD, scaled to a normal sigma of one day.
-    prior, days = _packed(prior, days)
+    if (np.isnan(prior) & (np.arange(prior.shape[1])[None, :] < seen[:, None])).any():
+        prior, days = _packed(prior, days)  # a day without a value amid the others
     with np.errstate(invalid="ignore", divide="ignore"):
         changes = (prior[:, :-1] - prior[:, 1:]) / (days[:, :-1] - days[:, 1:])
     count = np.count_nonzero(~np.isnan(changes), axis=1)
