@@ -161,6 +161,10 @@ def _find(daily: pl.DataFrame, *, t: TrendSettings, since: date | None) -> pl.Da
     resets = frame["commands_resets"].fill_null(0).to_numpy() > 0
     reset_before = np.concatenate([[False], resets[:-1]]) & (before == key - 1)
     whole = _whole_days(frame, t.anomaly_window)
+    # The rows whose tests the events shown can depend on (a start's run, a reset's event):
+    # the others (an incremental run's lookback) are only the usual of these.
+    needed = np.ones(len(key), bool) if since is None else (
+        frame["day"] >= since - timedelta(days=max(RUN_GAP, HOLD_DAYS))).to_numpy()
     metrics: dict[str, _Metric] = {}
     for name in METRICS:
         value = frame[name].cast(pl.Float64).to_numpy().astype(np.float64)
@@ -172,10 +176,10 @@ def _find(daily: pl.DataFrame, *, t: TrendSettings, since: date | None) -> pl.Da
             # commands.
             value = np.where((before == key - 1) & ~resets & ~reset_before & whole, value,
                              np.nan)
-        metrics[name] = _usual(key, value, t, young=name != "commands_executed")
+        metrics[name] = _usual(key, value, t, needed, young=name != "commands_executed")
     one_guild = 1.0 / (np.expm1(np.nan_to_num(metrics["guilds"].level, nan=0.0)) + 1.0)
     for name, metric in metrics.items():
-        _test(metric, key, one_guild, _Floors.of(name, t), t)
+        _test(metric, key, one_guild, _Floors.of(name, t), t, needed)
     flagged = np.zeros(len(key), bool)
     for metric in metrics.values():
         flagged |= metric.jump | metric.hold
@@ -203,9 +207,10 @@ def _whole_days(frame: pl.DataFrame, days: int) -> np.ndarray:
     return (frame["records"].cast(pl.Float64) >= usual.to_series().fill_null(0)).to_numpy()
 
 
-def _usual(key: np.ndarray, value: np.ndarray, t: TrendSettings, *, young: bool) -> _Metric:
+def _usual(key: np.ndarray, value: np.ndarray, t: TrendSettings, needed: np.ndarray, *,
+           young: bool) -> _Metric:
     """The usual level of every row of one metric (see the module docstring): over the window
-    of ``anomaly_window`` days, or, with ``young``, for a row with fewer than
+    of ``anomaly_window`` days, or, with ``young``, for a ``needed`` row with fewer than
     ``anomaly_min_days`` days of it, over the days it has (:func:`_young`). The tests' columns
     are left empty."""
     window = f"{t.anomaly_window}i"
@@ -236,11 +241,11 @@ def _usual(key: np.ndarray, value: np.ndarray, t: TrendSettings, *, young: bool)
         size=np.full(n, np.nan), young=np.full(n, np.nan),
     )
     if young:
-        _young(m, key, t)
+        _young(m, key, t, needed)
     return m
 
 
-def _young(m: _Metric, key: np.ndarray, t: TrendSettings) -> None:
+def _young(m: _Metric, key: np.ndarray, t: TrendSettings, needed: np.ndarray) -> None:
     """The usual level and spread of the rows with too few days for the window's (a bot's
     first weeks, or one that reports now and then), from the days they have in the window:
 
@@ -257,7 +262,7 @@ def _young(m: _Metric, key: np.ndarray, t: TrendSettings) -> None:
       k days is itself uncertain, and so is a slope carried over days: the spread of the
       row's distance from the level is sqrt(1 + pi / 2k) wider, plus the slope's.
     """
-    rows = np.flatnonzero((m.days < t.anomaly_min_days) & ~np.isnan(m.y))
+    rows = np.flatnonzero((m.days < t.anomaly_min_days) & ~np.isnan(m.y) & needed)
     window = t.anomaly_window
     # The rows of each one's window before it: a run of rows (keys of a bot are sorted, and
     # other bots' lie further apart), as many columns as the longest run needs.
@@ -330,9 +335,9 @@ def _packed(values: np.ndarray, days: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 
 def _test(m: _Metric, key: np.ndarray, one_guild: np.ndarray, floors: _Floors,
-          t: TrendSettings) -> None:
-    """Fill in the jump and hold tests of one metric. The spread is computed only for rows at
-    least half a floor off their usual level: no other row can pass a test.
+          t: TrendSettings, needed: np.ndarray) -> None:
+    """Fill in the jump and hold tests of one ``needed`` metric. The spread is computed only
+    for rows at least half a floor off their usual level: no other row can pass a test.
 
     Either test also wants the change to happen on the day: the day is off the median of the
     ``STEP_DAYS`` days before it (carried along the slope) by at least half the change. A
@@ -343,7 +348,8 @@ def _test(m: _Metric, key: np.ndarray, one_guild: np.ndarray, floors: _Floors,
     # A young row judges a fall only from YOUNG_FALL_DAYS days on: the first day may have been
     # a spike, and a median of fewer days does not put it aside.
     young = ~np.isnan(m.young) & ((m.resid > 0) | (m.days >= YOUNG_FALL_DAYS))
-    tried = np.flatnonzero((mature | young) & ~np.isnan(m.resid) & floors.half(m.resid))
+    tried = np.flatnonzero((mature | young) & needed & ~np.isnan(m.resid)
+                           & floors.half(m.resid))
     spread = np.where(young[tried], m.young[tried], np.nan)
     grown = np.flatnonzero(mature[tried])
     spread[grown] = MAD_SIGMA * _mad(m.distance, key, tried[grown], t.anomaly_window)
