@@ -49,7 +49,7 @@ import numpy as np
 import polars as pl
 
 from ...core import TrendSettings
-from ._jobs import MAD_SIGMA, bot_day_key
+from ._jobs import MAD_SIGMA, MEAN_AD_SIGMA, MEDIAN_SE, bot_day_key
 
 METRICS = ("users", "guilds", "commands_executed")
 KINDS = ("spike", "drop", "level_shift", "outage", "counter_reset")
@@ -72,8 +72,6 @@ YOUNG_FALL_DAYS = 3  # days before a fall is judged (the first may have been a s
 STEP_DAYS = 3  # an event jumps from the median of the days just before it...
 STEP_SHARE = 0.75  # ... by at least this share of its change
 RUN_GAP = 2  # flagged days this close to the one before continue its event
-MEDIAN_SE = 1.2533  # standard error of a median, in standard deviations / sqrt(n)
-MEAN_AD_SIGMA = 1.2533  # mean absolute deviation x this = a normal standard deviation
 LABELS = {"users": "users", "guilds": "guilds", "commands_executed": "commands"}
 
 ANOMALY_SCHEMA = pl.Schema({

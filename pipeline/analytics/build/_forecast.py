@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ._jobs import MAD_SIGMA
+from ._jobs import MAD_SIGMA, MEAN_AD_SIGMA, MEDIAN_SE
 
 METRICS = ("guilds", "users")
 HORIZONS = (7, 30, 90)
@@ -55,9 +55,7 @@ BACKTEST_MIN_DAYS = 21  # days of values before them that a backtest needs
 MIN_DAMPING = 0.8  # a saturating curve's slope halves in 3 days at the fastest
 MAX_DAMPING = 0.995  # ... and in 140 days at the slowest (slower is a trend)
 Z80 = 1.2815515655446004  # the 90th percentile of a standard normal: a central 80% interval
-MEAN_AD_SIGMA = 1.2533141373155  # mean absolute deviation -> standard deviation of a normal
 MAD_EFFICIENCY = 0.37  # a MAD's asymptotic efficiency against the standard deviation (normal data)
-MEDIAN_SE = 1.2533141373155  # standard error of a median, in sigmas / sqrt(n)
 REACH_MAX_DAYS = 3650  # "not at the current pace" beyond ten years
 
 # How the report and compare name each model.

@@ -9,6 +9,10 @@ GROWTH_DAYS = (1, 7, 30)
 # A median absolute deviation times this is the standard deviation of a normal distribution
 # (1 / the normal's 75th percentile): the robust spread of the anomalies and the forecasts.
 MAD_SIGMA = 1.482602218505602
+# A mean absolute deviation times this is a normal's standard deviation (sqrt(pi / 2)); and a
+# median of n draws has a standard error of this many standard deviations / sqrt(n).
+MEAN_AD_SIGMA = 1.2533141373155
+MEDIAN_SE = 1.2533141373155
 
 
 RANK_DAYS = (1, 7)
