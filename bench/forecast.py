@@ -79,7 +79,7 @@ def split(daily: pl.DataFrame, holdout: int) -> tuple[pl.DataFrame, pl.DataFrame
 
 def shipped(train: pl.DataFrame, test: pl.DataFrame,
             models: tuple[str, ...] = forecast.MODELS) -> pl.DataFrame:
-    """The held-back days forecast by ``pipeline.forecast`` (a model chosen among ``models``;
+    """The held-back days forecast by ``analytics/build/_forecast.py`` (a model chosen among ``models``;
     with one model, the trend where it does not fit), with the model of each row."""
     series = forecast.metric_series(train.lazy())
     model = forecast.fit(series, models=models)

@@ -268,7 +268,8 @@ def _young(m: _Metric, key: np.ndarray, t: TrendSettings, needed: np.ndarray) ->
     rows, reach = rows[reach > 0], reach[reach > 0]
     if len(rows) == 0:
         return
-    at = rows[:, None] - np.arange(1, int(reach.max()) + 1)[None, :]  # most recent first
+    # (At least two columns: one day-to-day change, if none is there.)
+    at = rows[:, None] - np.arange(1, max(2, int(reach.max())) + 1)[None, :]  # most recent first
     inside = np.arange(at.shape[1])[None, :] < reach[:, None]
     safe = np.where(inside, at, 0)
     prior = np.where(inside, m.y[safe], np.nan)
