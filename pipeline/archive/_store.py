@@ -27,6 +27,8 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -363,6 +365,59 @@ def _refuse_legacy(paths: ArchivePaths) -> None:
             f"point [store].db (or --db) at another path.")
 
 
+# Holds a SQLite catalog open from a process of its own (see holding_catalog): it only reads
+# stdin until its parent closes it (or dies), then closes the catalog. Terminal signals are
+# not its business: its parent decides when it ends.
+_HOLDER = ("import signal, sqlite3, sys\n"
+           "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+           "db = sqlite3.connect(sys.argv[1])\n"
+           "db.execute('SELECT count(*) FROM sqlite_master').fetchall()\n"
+           "print('held', flush=True)\n"
+           "sys.stdin.read()\n"
+           "db.close()\n")
+
+
+@contextmanager
+def holding_catalog(paths: ArchivePaths) -> Iterator[None]:
+    """Keep a SQLite catalog open for the length of a job.
+
+    DuckDB's sqlite extension opens the catalog for each query and commit and closes it after.
+    When the last connection to a SQLite database in WAL mode closes, SQLite copies the log into
+    the database and deletes it, and the next open builds the log's shared-memory index again:
+    every query rewrote pages of the catalog and every commit the catalog itself (the kernel
+    counts a page written again after it was flushed as a whole page cache folio, so an hourly
+    run of 100,000 bots was charged hundreds of MB for a catalog of a few; bench/README.md). A
+    connection held open from another process keeps the log and its index between queries:
+    commits append to the log, which SQLite folds in every 1,000 pages and when the job ends.
+    It must be another process: two copies of SQLite in one process (Python's and DuckDB's) do
+    not see each other's locks. A holder that cannot start costs only those writes."""
+    if paths.shared or not paths.catalog.is_file():
+        yield
+        return
+    try:
+        holder = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _HOLDER, str(paths.catalog)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            start_new_session=True)
+    except OSError as exc:
+        log.debug("could not hold the catalog %s open: %s", paths.catalog, exc)
+        yield
+        return
+    try:
+        assert holder.stdout is not None
+        if holder.stdout.readline().strip() != b"held":
+            log.debug("the process holding the catalog %s open did not start", paths.catalog)
+        yield
+    finally:
+        if holder.stdin is not None:
+            holder.stdin.close()
+        try:
+            holder.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            holder.kill()
+            holder.wait()
+
+
 @contextmanager
 def writer(settings: Settings) -> Iterator[duckdb.DuckDBPyConnection]:
     """The archive, migrated, for one job; created first when there is none. Callers hold the
@@ -382,13 +437,11 @@ def writer(settings: Settings) -> Iterator[duckdb.DuckDBPyConnection]:
             create(paths, settings)
         con = connect(paths, timeout=settings.store.open_timeout,
                       memory_limit=settings.store.memory_limit, threads=settings.store.threads)
-        try:
-            migrate(con)
-        except BaseException:
-            close(con)
-            raise
     try:
-        yield con
+        with holding_catalog(paths):
+            if not paths.shared:
+                migrate(con)
+            yield con
     finally:
         close(con)
 
@@ -571,11 +624,21 @@ def open_archive(db: str | os.PathLike[str] = "data/archive.ducklake", *,
     return connect(paths, read_only=True)
 
 
+# Public tables the archive keeps as views over tables of their own (migration 008): readers
+# query the view; its parts are how it is written.
+SPLIT_TABLES = {"bots": ("bot_listing", "bot_last_seen")}
+
+
 def table_names(con: duckdb.DuckDBPyConnection) -> list[str]:
-    return [r[0] for r in con.execute(
+    """The archive's tables as readers know them: the base tables, with each of
+    ``SPLIT_TABLES`` in place of its parts."""
+    base = [r[0] for r in con.execute(
         "SELECT table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE' "
         "AND table_catalog = ? AND table_schema = 'main' ORDER BY table_name", [ALIAS]
     ).fetchall()]
+    parts = {part for view in SPLIT_TABLES.values() for part in view}
+    split = [view for view, of in SPLIT_TABLES.items() if set(of) <= set(base)]
+    return sorted([name for name in base if name not in parts] + split)
 
 
 def table_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
