@@ -3,15 +3,17 @@
 :func:`build_trends` is the one entry point the CLI and the scheduler call. Memory stays
 bounded however large the archive grows: ``bot_stats`` is read through Arrow in slices of whole
 bots (``CHUNK_ROWS``), each slice is reduced to one row per bot and UTC day at once, and the
-per-bot jobs run on that slice; their rows go to month folders of scratch parquet
-(:class:`~pipeline.analytics.exports._exports.MonthSpill`), from which each export partition is written a month at
-a time. Only bot_ranks (a month at a time) and directory_daily (streamed) look across bots;
-movers keep each slice's top and rank the union.
+per-bot jobs run on that slice; the rows the run writes go to a spill
+(:class:`~pipeline.analytics.exports._exports.Spill`: chunks per partition, in memory while they
+are few), from which each export partition is written at a time. Only bot_ranks (a group of
+days at a time) and directory_daily look across bots; movers keep each slice's top and rank the
+union.
 
 Runs are incremental: :func:`plan_run` finds the first day the archive's changes since the
-previous export touch, and only the days from the Monday before it are recomputed, from the raw
-records of those days plus what :mod:`._window` carries in from the export (see
-docs/trends.md). A full build is the same computation over every day.
+previous export touch; the days from the Monday of its week are computed, from the raw records
+of those days plus what :mod:`._window` carries in from the export, and of each dataset only
+the days those changes can alter are written, each day a file (docs/trends.md). A full build is
+the same computation over every day.
 
 =================  ==========================================================================
 bot_daily          per bot and day: last users/guilds/shards, mean and p95 load, commands run
@@ -38,7 +40,6 @@ from __future__ import annotations
 
 import string
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -55,7 +56,7 @@ from ..exports._exports import DatasetExport
 from . import _slices as slices
 from . import _window as trend_window
 from ._plan import fingerprint, plan_run
-from ._slices import STREAMED, dataset_parts, ordered_parts
+from ._slices import dataset_parts
 from ._window import Window
 
 
@@ -117,8 +118,8 @@ def build_trends(settings: Settings, *, run_id: str | None = None,
     """Compute the datasets from the archive, export them, and (re)create the trend_* views.
 
     Incremental unless ``full``: only the days the archive's changes since the previous
-    export touch are recomputed (from the Monday on or before the first), and only the month
-    partitions from there are rewritten; a run with nothing new computes and writes nothing.
+    export touch are recomputed (from the Monday on or before the first), and only the days
+    they can alter are rewritten; a run with nothing new computes and writes nothing.
     The previous export's settings differing, or its files missing, make a full rebuild.
 
     Runs in the archive's writer connection, which also (re)creates the views. Callers hold the
@@ -164,34 +165,56 @@ def build_trends(settings: Settings, *, run_id: str | None = None,
 
 def _stage_window(con: duckdb.DuckDBPyConnection, t: TrendSettings, batch: exports.ExportBatch,
                   window: Window) -> list[DatasetExport]:
-    """Compute the window's days and stage them: months before its start stay as exported;
-    its start's month is the exported rows before the start plus the recomputed ones."""
+    """Compute the window's days and stage what it writes of each dataset: the days before it
+    writes stay as exported (a month file that reaches into them keeps its earlier rows)."""
     computed = dataset_parts(con, t, batch.spill(), slices.CHUNK_ROWS, window=window)
     results = []
     for name, spec in DATASETS.items():
-        parts = computed.parts[name]
-        key = None
-        if window.start is not None and not spec.whole:
-            key = trend_window.month_key(window.start)
-            old = batch.previous_file(name, key)
-            if name not in STREAMED:  # the slices merged those of bot-ordered datasets
-                before = None if old is None else pl.read_parquet(old).filter(
-                    pl.col(spec.time_column) < window.start)
-                parts = ordered_parts(trend_window.with_rows_before(_in_memory(parts), before, key),
-                                 spec.order)
-        results.append(batch.stage(name, parts, time_column=spec.time_column, keep_before=key))
+        emit_from = None if spec.whole else window.emit_from(name)
+        results.append(batch.stage(name, computed.parts[name], time_column=spec.time_column,
+                                   emit_from=emit_from))
     batch.stage_file(trend_window.BOT_STATE, computed.bot_state)
     batch.stage_file(trend_window.TEXT_STATE, computed.text_state)
     return results
 
 
-def _in_memory(
-    parts: Iterator[tuple[str, pl.DataFrame | pl.LazyFrame]],
-) -> Iterator[tuple[str, pl.DataFrame]]:
-    """The parts of a dataset sorted whole (not STREAMED): each is a DataFrame."""
-    for key, part in parts:
-        assert isinstance(part, pl.DataFrame), f"partition {key}: a LazyFrame in a dataset sorted whole"
-        yield key, part
+@dataclass(frozen=True)
+class ExportCompaction:
+    """What :func:`compact_exports` did: files before and after, the months merged."""
+
+    export_dir: Path
+    files_before: int
+    files_after: int
+    months: tuple[str, ...]  # dataset/month=YYYY-MM written from its days
+
+
+def compact_exports(settings: Settings, *, run_id: str | None = None) -> ExportCompaction:
+    """Merge the day files of every month that has settled (:func:`settle_line` of the newest
+    day exported) into its month's file, dropping bot_forecast's superseded rows there; an
+    export batch like a trends run's (atomic, the manifest last). Callers hold the trends
+    lock. Nothing to do (or no export yet): nothing is touched."""
+    export_dir = settings.export_dir.resolve()
+    manifest = exports.read_manifest(export_dir)
+    datasets = manifest.get("datasets", {})
+
+    def count() -> int:
+        return sum(len(d.get("partitions", [])) for d in
+                   exports.read_manifest(export_dir).get("datasets", {}).values())
+
+    newest = (datasets.get("bot_daily") or {}).get("date_max")
+    before = count()
+    if not newest or set(datasets) != set(DATASETS):
+        return ExportCompaction(export_dir, before, before, ())
+    settled = exports.settle_line(date.fromisoformat(newest[:10]))
+    written_at = archive.now_utc()
+    merged: list[str] = []
+    with exports.export_batch(export_dir, run_id=run_id or new_run_id(written_at),
+                              written_at=written_at,
+                              compression=settings.exports.compression) as batch:
+        for name, spec in DATASETS.items():
+            done = batch.merge_days(name, settled=settled, latest_by=spec.current_by)
+            merged += [f"{name}/{key}" for key in done.written]
+    return ExportCompaction(export_dir, before, count(), tuple(merged))
 
 
 def create_views(con: duckdb.DuckDBPyConnection, export_dir: Path) -> list[str]:
