@@ -40,8 +40,9 @@ from urllib.parse import urlsplit
 import duckdb
 
 from ..core import TMP_SUFFIX, Settings, StoreError, aside, first_line, fsync_dir
-from ._migrations import migrate
-from ._sql import literal
+from ._commit import is_conflict
+from ._migrations import migrate, pending_migrations
+from ._sql import literal, rollback
 
 log = logging.getLogger("botstats.store")
 
@@ -356,6 +357,12 @@ def _busy(exc: Exception) -> bool:
     return any(w in str(exc) for w in _BUSY_WORDS)
 
 
+def is_busy(exc: BaseException) -> bool:
+    """Whether another process's commit got in the way (the SQLite catalog was locked, or
+    DuckLake found the commits conflicting): the same work again may well succeed."""
+    return isinstance(exc, Exception) and (_busy(exc) or is_conflict(exc))
+
+
 def _refuse_legacy(paths: ArchivePaths) -> None:
     if not paths.shared and paths.kind() == "legacy":
         raise StoreError(
@@ -575,6 +582,35 @@ def close(con: duckdb.DuckDBPyConnection) -> bool:
 
 def exists(settings: Settings) -> bool:
     return ArchivePaths.of(settings).kind() != "missing"
+
+
+@contextmanager
+def snapshot(settings: Settings) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The archive read-only as of one commit, for a long job beside the harvest (trends): the
+    session is one transaction, so every read, and ``ducklake_current_snapshot``, is of the
+    commit it started at, whatever lands meanwhile; it takes no lock a writer waits for. An
+    archive that a newer botstats left migrations for is migrated first (a writer, briefly)."""
+    paths = ArchivePaths.of(settings)
+    if not paths.shared:
+        _refuse_legacy(paths)
+    con = connect(paths, read_only=True, timeout=settings.store.open_timeout,
+                  memory_limit=settings.store.memory_limit, threads=settings.store.threads)
+    try:
+        if pending_migrations(con):
+            close(con)
+            with writer(settings):
+                pass
+            con = connect(paths, read_only=True, timeout=settings.store.open_timeout,
+                          memory_limit=settings.store.memory_limit,
+                          threads=settings.store.threads)
+        with holding_catalog(paths):
+            con.execute("BEGIN TRANSACTION")
+            try:
+                yield con
+            finally:
+                rollback(con)
+    finally:
+        close(con)
 
 
 @contextmanager

@@ -73,6 +73,8 @@ class TrendsReport:
     mode: str = "full"  # full | incremental | unchanged (nothing new: nothing computed)
     since: date | None = None  # an incremental run's first recomputed day
     reason: str = ""
+    # The incremental run that followed a long one for the commits that landed meanwhile.
+    then: TrendsReport | None = None
 
     @property
     def written(self) -> int:
@@ -95,6 +97,9 @@ class TrendsReport:
                          f"{len(d.unchanged):>10} {len(d.removed):>8}  {span}")
         lines.append(f"exports: {self.export_dir}")
         lines.append(f"views:   {', '.join(self.views)} (in {self.archive})")
+        if self.then is not None:
+            lines.append(f"then, for what was archived meanwhile: "
+                         f"{self.then.summary().splitlines()[0]}")
         return "\n".join(lines)
 
     def as_dict(self) -> dict[str, Any]:
@@ -104,6 +109,7 @@ class TrendsReport:
             "mode": self.mode, "since": self.since.isoformat() if self.since else None,
             "reason": self.reason,
             "views": list(self.views),
+            "then": self.then.as_dict() if self.then is not None else None,
             "datasets": [
                 {"name": d.name, "rows": d.rows, "partitions": d.partitions,
                  "written": list(d.written), "unchanged": list(d.unchanged),
@@ -122,8 +128,10 @@ def build_trends(settings: Settings, *, run_id: str | None = None,
     they can alter are rewritten; a run with nothing new computes and writes nothing.
     The previous export's settings differing, or its files missing, make a full rebuild.
 
-    Runs in the archive's writer connection, which also (re)creates the views. Callers hold the
-    run lock around it, as for a harvest.
+    Reads one snapshot of the archive (:func:`pipeline.archive.snapshot`), so a harvest may
+    commit meanwhile: its records are the next run's. Writes the archive only to (re)create the
+    views, and only when they are missing or name another export directory. Callers hold the
+    trends lock around it, which keeps two builds apart, not a build from a harvest.
     """
     started = time.monotonic()
     if not archive.exists(settings):
@@ -136,7 +144,7 @@ def build_trends(settings: Settings, *, run_id: str | None = None,
     run_id = run_id or new_run_id(written_at)
     export_dir = settings.export_dir.resolve()
     results: list[DatasetExport] = []
-    with archive.writer(settings) as con:
+    with archive.snapshot(settings) as con:
         with exports.export_batch(export_dir, run_id=run_id, written_at=written_at,
                                   compression=settings.exports.compression) as batch:
             try:
@@ -157,7 +165,7 @@ def build_trends(settings: Settings, *, run_id: str | None = None,
                     f"cannot write scratch files under {export_dir}: {exc.strerror or exc}. "
                     f"Check free space and permissions of [exports].dir (or --out)."
                 ) from exc
-        views = create_views(con, export_dir)
+    views = ensure_views(settings, export_dir)
     since = plan.window.start if plan.window is not None else None
     return TrendsReport(run_id, export_dir, settings.db_path, tuple(results), tuple(views),
                         time.monotonic() - started, plan.mode, since, plan.reason)
@@ -217,21 +225,64 @@ def compact_exports(settings: Settings, *, run_id: str | None = None) -> ExportC
     return ExportCompaction(export_dir, before, count(), tuple(merged))
 
 
+# How long creating the views keeps trying while harvest commits land on the catalog.
+VIEWS_PATIENCE = 60.0
+
+
+def view_statements(export_dir: Path) -> dict[str, str]:
+    """Each ``sql/views/*.sql`` by view name, ``${export_dir}`` the absolute export path."""
+    literal = export_dir.resolve().as_posix().replace("'", "''")
+    return {file.stem: string.Template(file.read_text(encoding="utf-8")).substitute(
+                export_dir=literal)
+            for file in sorted((archive.sql_dir() / "views").glob("*.sql"))}
+
+
+def ensure_views(settings: Settings, export_dir: Path) -> list[str]:
+    """The trend_* views over ``export_dir``, (re)created only when the archive lacks them or
+    has them otherwise (another export directory, a botstats with other views): a build then
+    commits nothing to the archive, and never waits for a harvest's commits."""
+    statements = view_statements(export_dir)
+    with duckdb.connect() as scratch:  # the views as DuckDB spells them back
+        scratch.execute("SET TimeZone = 'UTC'")
+        for sql in statements.values():
+            scratch.execute(sql)
+        wanted = _views_in(scratch, "memory")
+    with archive.reader(settings) as con:
+        if _views_in(con, archive.ALIAS) == wanted:
+            return list(statements)
+    deadline = time.monotonic() + VIEWS_PATIENCE
+    while True:
+        try:
+            with archive.writer(settings) as con:
+                return create_views(con, export_dir)
+        except (duckdb.Error, StoreError) as exc:
+            if not archive.is_busy(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
+
+
+def _views_in(con: duckdb.DuckDBPyConnection, database: str) -> dict[str, str]:
+    return dict(con.execute(
+        "SELECT view_name, sql FROM duckdb_views() WHERE database_name = ? AND "
+        "view_name LIKE 'trend\\_%' ESCAPE '\\'", [database]).fetchall())
+
+
 def create_views(con: duckdb.DuckDBPyConnection, export_dir: Path) -> list[str]:
     """Run every ``sql/views/*.sql`` with ``${export_dir}`` set to the absolute export path,
     all in one transaction: a reader sees the old views or the new ones, never a mix, and the
     archive's catalog takes one commit instead of one a view."""
-    literal = export_dir.resolve().as_posix().replace("'", "''")
     names = []
     con.execute("BEGIN TRANSACTION")
     try:
-        for file in sorted((archive.sql_dir() / "views").glob("*.sql")):
-            sql = string.Template(file.read_text(encoding="utf-8")).substitute(export_dir=literal)
+        for name, sql in view_statements(export_dir).items():
             try:
                 con.execute(sql)
             except duckdb.Error as exc:
-                raise ExportError(f"cannot create the views of {file}: {exc}") from exc
-            names.append(file.stem)
+                if archive.is_busy(exc):
+                    raise
+                raise ExportError(f"cannot create the view {name} (sql/views/{name}.sql): "
+                                  f"{exc}") from exc
+            names.append(name)
         con.execute("COMMIT")
     except BaseException:
         archive.rollback(con)
