@@ -137,10 +137,12 @@ def _where(lo: str | None, hi: str | None, since: date | None) -> str:
 GROUP_SLICES = 128
 # Rows the group's scan hands over at a time: what it holds besides the slices' files.
 SCAN_BATCH_ROWS = 65_536
-# Raw rows of a group whose slices are kept in memory (compressed) rather than in scratch
-# files: an hourly run's day or week of records, whose scratch files would be most of the
-# run's writes. A full build's groups (128 slices of CHUNK_ROWS) go to files.
-MEMORY_ROWS = 400_000
+# An incremental run's few days of records are read in groups of at most MEMORY_ROWS raw rows
+# (each a scan of those days), held in memory compressed: their scratch files would be most of
+# what an hourly run writes. When that would take more than MEMORY_GROUPS scans (a full build,
+# a late record), groups of GROUP_SLICES slices go to scratch files instead.
+MEMORY_ROWS = 200_000
+MEMORY_GROUPS = 8
 
 
 class SliceReads:
@@ -185,6 +187,27 @@ def _frame(batch: pa.RecordBatch) -> pl.DataFrame:
 def slice_groups(slices: list[tuple[str | None, str | None]],
                  size: int) -> list[list[tuple[str | None, str | None]]]:
     return [slices[i:i + size] for i in range(0, len(slices), size)]
+
+
+def _groups_by_rows(slices: list[tuple[str | None, str | None]], counts: pl.DataFrame,
+                    rows: int = 0) -> list[list[tuple[str | None, str | None]]]:
+    """Consecutive slices in groups of at most ``rows`` raw rows (``MEMORY_ROWS``) each, a
+    slice alone if it holds more."""
+    rows = rows or MEMORY_ROWS
+    los = pl.Series([lo or "" for lo, _ in slices], dtype=pl.String)
+    per_slice = (counts.with_columns(_slice=los.search_sorted(counts["bot_id"], side="right") - 1)
+                 .group_by("_slice").agg(pl.col("raw").sum()))
+    raw = dict(per_slice.iter_rows())
+    groups: list[list[tuple[str | None, str | None]]] = []
+    held = 0
+    for k, bounds in enumerate(slices):
+        n = int(raw.get(k, 0))
+        if not groups or held + n > rows:
+            groups.append([])
+            held = 0
+        groups[-1].append(bounds)
+        held += n
+    return groups
 
 
 def with_lookback(daily: pl.DataFrame, lookback: pl.LazyFrame | None) -> pl.LazyFrame:
@@ -241,11 +264,9 @@ def compute_slices(con: duckdb.DuckDBPyConnection, t: TrendSettings, spill: Spil
     counts = _bot_counts(con, start, window.lookback_ids())
     slices = _slices_of(counts, max_rows)
     reads = spill.root / "_reads"
-    for group in slice_groups(slices, GROUP_SLICES):
-        lo, hi = group[0][0], group[-1][1]
-        in_group = counts.filter((pl.col("bot_id") >= lo) if lo is not None else pl.lit(True),
-                                 (pl.col("bot_id") < hi) if hi is not None else pl.lit(True))
-        small = int(in_group["raw"].sum()) <= MEMORY_ROWS
+    small = int(counts["raw"].sum()) <= MEMORY_ROWS * MEMORY_GROUPS
+    groups = _groups_by_rows(slices, counts) if small else slice_groups(slices, GROUP_SLICES)
+    for group in groups:
         stats_reads = SliceReads(con, _STATS_SQL, group, reads, since=start, in_memory=small)
         custom_reads = SliceReads(con, _CUSTOM_SQL, group, reads, since=start, in_memory=small)
         try:
