@@ -29,12 +29,15 @@ from pipeline.analytics.build._anomalies import HOLD_DAYS
 from pipeline.analytics.build._build import DATASETS, TrendsReport, build_trends
 from pipeline.analytics.build._jobs import bot_daily, custom_daily
 from pipeline.analytics.build._window import (
+    STATE_CHANGES,
     Window,
     WindowUnavailable,
     carried,
+    changed_state,
     directory_change,
     last_rows,
     next_state,
+    read_state,
     week_start,
 )
 from pipeline.analytics.exports._exports import read_manifest
@@ -349,6 +352,29 @@ def test_next_state_keeps_the_last_row_before_and_after_the_start() -> None:
     ]
     full = next_state(summary, ("bot_id",), ("commands_counter",), None, None)
     assert full.rows() == [("a", day[7], day[8], None), ("c", day[8], day[8], 5)]
+
+
+def test_a_state_is_written_as_the_keys_that_changed_beside_it(tmp_path: Path) -> None:
+    day = date(2025, 3, 1)
+    old = pl.DataFrame({"bot_id": [f"b{i}" for i in range(8)], "last_day": [day] * 8,
+                        "counter": [None, *range(1, 8)]})
+    old.write_parquet(tmp_path / "s.parquet")
+    # One bot moved on, one is new: those two rows beside the state, which reads back whole.
+    new = pl.concat([old.with_columns(
+        last_day=pl.when(pl.col("bot_id") == "b0").then(date(2025, 3, 2)).otherwise("last_day")),
+        pl.DataFrame({"bot_id": ["b9"], "last_day": [day], "counter": [9]})])
+    files, writes = changed_state(old, new, ["s.parquet"], "s.parquet", "r2")
+    assert files == ["s.parquet", "s.r2.parquet"] and list(writes) == ["s.r2.parquet"]
+    assert writes["s.r2.parquet"]["bot_id"].to_list() == ["b0", "b9"]  # a null counter is equal
+    writes["s.r2.parquet"].write_parquet(tmp_path / "s.r2.parquet")
+    assert read_state(tmp_path, files, new.schema, ("bot_id",)).equals(new.sort("bot_id"))
+    # Nothing changed: nothing written. Many keys changed, or too many files: the base again.
+    assert changed_state(new, new, files, "s.parquet", "r3") == (files, {})
+    assert changed_state(old, old.with_columns(counter=pl.lit(0)), ["s.parquet"], "s.parquet",
+                         "r3")[0] == ["s.parquet"]
+    many = ["s.parquet", *(f"s.r{i}.parquet" for i in range(STATE_CHANGES))]
+    assert changed_state(old, new, many, "s.parquet", "r9")[0] == ["s.parquet"]
+    assert changed_state(None, new, files, "s.parquet", "r9")[0] == ["s.parquet"]
 
 
 def test_directory_change_finds_the_first_day_whose_bot_counts_differ() -> None:

@@ -153,6 +153,7 @@ def build_trends(settings: Settings, *, run_id: str | None = None,
                                 "watermark": plan.watermark}
                 if plan.window is None:
                     results = [batch.keep(name) for name in DATASETS]
+                    batch.source["state"] = (batch.previous.get("source") or {}).get("state", {})
                 else:
                     results = _stage_window(con, settings.trends, batch, plan.window)
             except duckdb.Error as exc:
@@ -181,9 +182,31 @@ def _stage_window(con: duckdb.DuckDBPyConnection, t: TrendSettings, batch: expor
         emit_from = None if spec.whole else window.emit_from(name)
         results.append(batch.stage(name, computed.parts[name], time_column=spec.time_column,
                                    emit_from=emit_from))
-    batch.stage_file(trend_window.BOT_STATE, computed.bot_state)
-    batch.stage_file(trend_window.TEXT_STATE, computed.text_state)
+    assert batch.source is not None
+    batch.source["state"] = {
+        base: _stage_state(batch, window, base, frame, schema, key)
+        for base, frame, schema, key in (
+            (trend_window.BOT_STATE, computed.bot_state, trend_window.BOT_STATE_SCHEMA,
+             trend_window.BOT_KEY),
+            (trend_window.TEXT_STATE, computed.text_state, trend_window.TEXT_STATE_SCHEMA,
+             trend_window.TEXT_KEY))}
     return results
+
+
+def _stage_state(batch: exports.ExportBatch, window: Window, base: str, frame: pl.DataFrame,
+                 schema: pl.Schema, key: tuple[str, ...]) -> list[str]:
+    """Stage the run's state ``frame``: the keys it changed beside the previous state's files,
+    or the whole state again (a full build; many keys changed); the files it is then in."""
+    files = trend_window.state_files(batch.previous, base)
+    old = None
+    if window.start is not None:  # an incremental run: the previous state is whole and read
+        old = trend_window.read_state(batch.export_dir, files, schema, key)
+    listed, writes = trend_window.changed_state(old, frame, files, base, batch.run_id)
+    for relpath, rows in writes.items():
+        batch.stage_file(relpath, rows)
+    for relpath in set(files) - set(listed):
+        batch.remove_file(relpath)
+    return listed
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,10 @@ BOT_STATE = f"{STATE_DIR}/bots.parquet"
 TEXT_STATE = f"{STATE_DIR}/texts.parquet"
 BOT_KEY = ("bot_id",)
 TEXT_KEY = ("bot_id", "name")
+# A state is its base file and, beside it, the rows later runs changed (a run that changed a
+# few keys writes those, not every key), listed in the manifest in order; a run writes the base
+# again when it changed a quarter of the keys or more, or when STATE_CHANGES files are there.
+STATE_CHANGES = 8
 DATE = pl.Date
 BOT_STATE_SCHEMA = pl.Schema({"bot_id": pl.String, "first_day": DATE, "last_day": DATE,
                               "commands_counter": pl.Int64})
@@ -130,8 +134,9 @@ def open_window(export_dir: Path, manifest: dict[str, Any], start: date, lookbac
     dataset from its day in ``emit``; ``rank_days``: how far bot_ranks' changes look back.
 
     Raises :class:`WindowUnavailable` when the export cannot seed it."""
-    bots = _read_state(export_dir / BOT_STATE, BOT_STATE_SCHEMA)
-    texts = _read_state(export_dir / TEXT_STATE, TEXT_STATE_SCHEMA)
+    bots = read_state(export_dir, state_files(manifest, BOT_STATE), BOT_STATE_SCHEMA, BOT_KEY)
+    texts = read_state(export_dir, state_files(manifest, TEXT_STATE), TEXT_STATE_SCHEMA,
+                       TEXT_KEY)
     daily_files = partition_files(export_dir, manifest, "bot_daily", before=start)
     custom_files = partition_files(export_dir, manifest, "custom_daily", before=start)
     first = start - timedelta(days=lookback_days)
@@ -173,14 +178,45 @@ def _spans(export_dir: Path, manifest: dict[str, Any],
             if p["partition"] != EMPTY_KEY and p.get("date_min")]
 
 
-def _read_state(path: Path, schema: pl.Schema) -> pl.DataFrame:
-    try:
-        frame = pl.read_parquet(path)
-    except (OSError, pl.exceptions.PolarsError) as exc:
-        raise WindowUnavailable(f"cannot read {path}: {exc}") from exc
-    if frame.schema != schema:
-        raise WindowUnavailable(f"{path} has columns {dict(frame.schema)}, not {dict(schema)}")
-    return frame
+def state_files(manifest: dict[str, Any], base: str) -> list[str]:
+    """The files of the state whose base is ``base``, oldest first, as ``manifest`` lists them
+    (an export that lists none has the base alone)."""
+    listed = (manifest.get("source") or {}).get("state", {}).get(base)
+    return list(listed) if listed else [base]
+
+
+def read_state(export_dir: Path, files: list[str], schema: pl.Schema,
+               key: tuple[str, ...]) -> pl.DataFrame:
+    """A state from its files: each key's row from the last file that has it."""
+    frames = []
+    for name in files:
+        path = export_dir / name
+        try:
+            frame = pl.read_parquet(path)
+        except (OSError, pl.exceptions.PolarsError) as exc:
+            raise WindowUnavailable(f"cannot read {path}: {exc}") from exc
+        if frame.schema != schema:
+            raise WindowUnavailable(f"{path} has columns {dict(frame.schema)}, not {dict(schema)}")
+        frames.append(frame)
+    if len(frames) == 1:
+        return frames[0]
+    return (pl.concat(frames).unique(subset=list(key), keep="last", maintain_order=True)
+            .sort(list(key)))
+
+
+def changed_state(old: pl.DataFrame | None, new: pl.DataFrame, files: list[str],
+                  base: str, tag: str) -> tuple[list[str], dict[str, pl.DataFrame]]:
+    """What to write of state ``new`` after ``old`` (kept in ``files``): the files the state
+    is then in, and the frames to write, by file: the base again (every key), or beside the old
+    files the rows that changed (``<base>.<tag>.parquet``), or nothing."""
+    changed = new if old is None else new.join(old, on=new.columns, how="anti",
+                                               nulls_equal=True, maintain_order="left")
+    if old is None or 4 * changed.height >= new.height or len(files) > STATE_CHANGES:
+        return [base], {base: new}
+    if changed.is_empty():
+        return files, {}
+    delta = base.removesuffix(".parquet") + f".{tag}.parquet"
+    return [*files, delta], {delta: changed}
 
 
 def partition_files(export_dir: Path, manifest: dict[str, Any], name: str,

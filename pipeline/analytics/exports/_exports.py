@@ -302,6 +302,10 @@ class ExportBatch:
             ) from exc
         return tmp
 
+    def remove_file(self, relpath: str) -> None:
+        """Remove a file that is no dataset's (a job's state) when the batch commits."""
+        self._stale.append(self.export_dir / relpath)
+
     def _discard(self, target: Path) -> None:
         """Forget what was staged for ``target`` (its temp file goes)."""
         for p in [p for p in self._pending if p.target == target]:
