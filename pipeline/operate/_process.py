@@ -204,8 +204,10 @@ def child_main() -> None:
     """A job's child process: the job and the settings from stdin, logging as the daemon's,
     SIGTERM/SIGINT handled as the job handles them in `botstats run`, the result (or error)
     as one JSON line on stdout, and the job's exit code."""
+    from ._memory import tune_allocators
     from ._signals import stop_on_signals
 
+    tune_allocators()  # as the botstats command does, before anything loads polars
     code = 0
     said: dict[str, Any] = {}
     with stop_on_signals() as stop:
