@@ -1,7 +1,7 @@
 """`botstats schedule`: the scheduler daemon, APScheduler 3.x running the harvest and trends
 jobs on [schedule]'s crontab expressions (read by :mod:`pipeline.core._crontab`).
 
-Each job runs in a child process of its own (``_process.in_child``), which takes the job's lock
+Each job runs in a child process of its own (``_children.in_child``), which takes the job's lock
 (so a manual `botstats run` and the daemon never overlap): the daemon keeps only the clock, and a
 job's memory is that of the same job started by cron. One instance of each job at a time,
 missed runs coalesced; every run, skip, miss, failure and a child killed under it is logged,
@@ -24,8 +24,8 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from ..core import BotstatsError, ConfigError, Settings, cron_trigger, next_fire_times
+from ._children import Children, in_child
 from ._lock import prepare_archive_place
-from ._process import Children, in_child
 from ._signals import stop_on_signals
 
 log = logging.getLogger("botstats.schedule")

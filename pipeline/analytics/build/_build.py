@@ -220,7 +220,7 @@ class ExportCompaction:
 
 
 def compact_exports(settings: Settings, *, run_id: str | None = None) -> ExportCompaction:
-    """Merge the day files of every month that has settled (:func:`settle_line` of the newest
+    """Merge the day files of every month that has settled (:func:`~pipeline.analytics.exports._exports.settle_line` of the newest
     day exported) into its month's file, dropping bot_forecast's superseded rows there; an
     export batch like a trends run's (atomic, the manifest last). Callers hold the trends
     lock. Nothing to do (or no export yet): nothing is touched."""
