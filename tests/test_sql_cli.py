@@ -268,7 +268,7 @@ def test_views_are_in_the_published_archive(built_config: Path, trend_archive: S
     with open_archive(trend_archive.db_path) as con:
         views = [r[0] for r in con.execute(
             "SELECT view_name FROM duckdb_views() WHERE NOT internal AND view_name <> 'bots' "
-            "ORDER BY 1").fetchall()]  # bots: the archive's own (migration 008)
+            "ORDER BY 1").fetchall()]  # bots: the archive's own (migration 009)
         assert views == sorted(f"trend_{name}" for name in DATASETS)
         counts = {v: con.execute(f"SELECT count(*) FROM {v}").fetchall()[0][0] for v in views}
     assert counts == {"trend_anomalies": 3, "trend_bot_daily": 30, "trend_bot_names": 5, "trend_bot_growth": 30,

@@ -660,7 +660,7 @@ def open_archive(db: str | os.PathLike[str] = "data/archive.ducklake", *,
     return connect(paths, read_only=True)
 
 
-# Public tables the archive keeps as views over tables of their own (migration 008): readers
+# Public tables the archive keeps as views over tables of their own (migration 009): readers
 # query the view; its parts are how it is written.
 SPLIT_TABLES = {"bots": ("bot_listing", "bot_last_seen")}
 

@@ -115,7 +115,7 @@ def _write_bots(con: duckdb.DuckDBPyConnection, rows: list[BotRow], run_id: str,
                 now: datetime) -> int:
     """The listed bots: each one's sighting (``bot_last_seen``, one narrow row a bot), and its
     record (``bot_listing``) only when it is new, changed, or back after a removal; how many
-    are new. ``bots`` is the view that joins the two (migration 008)."""
+    are new. ``bots`` is the view that joins the two (migration 009)."""
     # Frames are named apart from tables, so no SQL reads a frame where it means a table.
     bots_in = pl.DataFrame(
         {"bot_id": [r.bot_id for r in rows], "name": [r.name for r in rows],

@@ -1,4 +1,4 @@
--- 008: a listing writes only what changed. `bots` was rewritten for every bot every hour, to
+-- 009: a listing writes only what changed. `bots` was rewritten for every bot every hour, to
 -- move `last_seen_at`: each bot's whole record (its `raw` JSON) again, plus the deletion of the
 -- old row. Its columns now live in two tables and `bots` is a view over them, with the same
 -- columns in the same order:
