@@ -65,7 +65,7 @@ _SPILL_PREFIX = ".scratch-"
 ZSTD_LEVEL = 1
 # Compressed bytes a Spill keeps in memory before it writes its chunks to scratch files: an
 # hourly run's new days fit (at 10,000 bots), a full build's months go to disk.
-SPILL_MEMORY = 16 << 20
+SPILL_MEMORY = 8 << 20
 # Rows per parquet row group of an export partition. Fixed, so a partition's bytes (and its
 # hash) depend on its rows only, not on how they were computed: in one frame, or streamed from
 # slices of bots.
