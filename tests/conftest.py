@@ -478,9 +478,18 @@ def write_trend_archive(settings: Settings, stats: Iterable[tuple[Any, ...]] = (
                 "FROM bot_stats WHERE bot_id = ? AND recorded_at = ?::TIMESTAMPTZ",
                 [name, text, num, bot, at])
         for bot, seen, removed in bots:
-            con.execute("INSERT INTO bots VALUES (?, ?, '{}', ?::TIMESTAMPTZ, ?::TIMESTAMPTZ, "
-                        "?::TIMESTAMPTZ, 'test')", [bot, bot, seen, seen, removed])
+            insert_bot(con, bot, bot, seen, seen, removed)
         con.execute("COMMIT")
+
+
+def insert_bot(con: Any, bot_id: str, name: str, first_seen: Any, last_seen: Any,
+               removed: Any = None, run_id: str = "test") -> None:
+    """A bot as the listing would leave it: its record in bot_listing and its sighting in
+    bot_last_seen (the `bots` view joins them)."""
+    con.execute("INSERT INTO bot_listing VALUES (?, ?, '{}', ?::TIMESTAMPTZ, ?::TIMESTAMPTZ, ?)",
+                [bot_id, name, first_seen, removed, run_id])
+    con.execute("INSERT INTO bot_last_seen VALUES (?, ?::TIMESTAMPTZ, ?)",
+                [bot_id, last_seen, run_id])
 
 
 def _trend_template(folder: Path) -> Settings:

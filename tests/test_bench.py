@@ -113,15 +113,29 @@ def test_pacing_bench_measures_each_family_against_a_token_bucket(tmp_path: Path
 def test_directory_bench_measures_a_first_harvest_and_an_hourly_run_per_size(
         tmp_path: Path) -> None:
     # The hourly run is `botstats run` itself (its peak over both of its process images); the
-    # same run's steps are measured one by one, and with --same-process all in one process.
+    # same run's steps are measured one by one, and with --same-process all in one process;
+    # then one bot in a hundred posts a record, and `botstats run` again. The data files are on
+    # the S3 server the tests use, which counts what is uploaded to it.
     out = tmp_path / "directory.json"
-    proc = _bench("bench/directory.py", "--bots", "30", "--same-process", "--json", str(out))
+    proc = _bench("bench/directory.py", "--bots", "30", "--same-process", "--s3", "--json",
+                  str(out))
     assert proc.returncode == 0, proc.stderr + proc.stdout
-    [first, hourly, steps, one] = json.loads(out.read_text())
-    assert [(j["bots"], j["job"], j["status"]) for j in (first, hourly, steps, one)] == [
+    [first, hourly, steps, one, few] = json.loads(out.read_text())
+    assert [(j["bots"], j["job"], j["status"]) for j in (first, hourly, steps, one, few)] == [
         (30, "first", "complete"), (30, "hourly", "complete"), (30, "hourly-steps", "complete"),
-        (30, "hourly-one", "complete")]
+        (30, "hourly-one", "complete"), (30, "one-percent", "complete")]
     assert hourly["records"] == steps["records"] == one["records"] == 30 < first["records"]
+    assert few["records"] == 1  # the first bot of the listing posted one
+    # What `botstats run` wrote, per part: the harvest's files, each trend dataset's (at least
+    # the day of the new records), the report; the kernel's count is at least their sum.
+    for job in (hourly, few):
+        parts = job["parts"]
+        assert {"trends: bot_daily", "trends: bot_forecast", "report"} <= set(parts), parts
+        assert all(mb >= 0 for mb in parts.values())
+        assert job["written_mb"] + 0.01 >= sum(parts.values()) - parts["catalog and scratch"]
+    assert hourly["parts"]["harvest"] > 0 and hourly["uploaded_mb"] >= hourly["parts"]["harvest"]
+    assert "written by hourly at 30 bots, data files on S3 (uploaded: the server's count), " \
+           "MB: harvest" in proc.stdout
     for job in (first, steps, one):
         assert list(job["steps"]) == ["harvest", "trends", "report"]
         assert all(s["peak_rss_mb"] > 0 and s["cpu_s"] > 0 for s in job["steps"].values()), job

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import trend_settings_for, write_trend_archive
 
-from pipeline.analytics.build._build import DATASETS, build_trends
+from pipeline.analytics.build._build import DATASETS, build_trends, compact_exports
 from pipeline.analytics.exports import _exports as exports
 from pipeline.analytics.exports._datasets import load_dataset
 from pipeline.archive import _store as store
@@ -33,14 +33,18 @@ def manifest(settings: Settings) -> dict[str, Any]:
     return json.loads((settings.export_dir / "manifest.json").read_text())
 
 
-def test_layout_is_month_partitions_of_zstd_parquet(trends_built: Settings) -> None:
+def test_layout_is_a_file_a_recent_day_in_month_folders_of_zstd_parquet(
+        trends_built: Settings) -> None:
+    # Ten days to Monday 3 February: none of it is settled yet (before the Monday of the week
+    # before the newest day), so each day is a file of its own, in its month's folder.
     root = trends_built.export_dir
-    assert sorted(p.relative_to(root).as_posix() for p in root.glob("bot_daily/**/*.parquet")) == [
-        "bot_daily/month=2025-01/part-0.parquet", "bot_daily/month=2025-02/part-0.parquet"]
-    # resource_health is partitioned by the month of its week (the Monday).
-    assert sorted(p.parent.name for p in root.glob("resource_health/*/*.parquet")) == [
-        "month=2025-01", "month=2025-02"]
-    meta = pq.ParquetFile(root / "bot_daily/month=2025-01/part-0.parquet").metadata
+    files = sorted(p.relative_to(root).as_posix() for p in root.glob("bot_daily/**/*.parquet"))
+    assert files == [f"bot_daily/month=2025-01/day-2025-01-{d}.parquet" for d in range(25, 32)] + [
+        f"bot_daily/month=2025-02/day-2025-02-0{d}.parquet" for d in (1, 2, 3)]
+    # resource_health is partitioned by its week (the Monday's date).
+    assert sorted(p.name for p in root.glob("resource_health/*/*.parquet")) == [
+        "day-2025-01-20.parquet", "day-2025-01-27.parquet", "day-2025-02-03.parquet"]
+    meta = pq.ParquetFile(root / "bot_daily/month=2025-01/day-2025-01-25.parquet").metadata
     assert {meta.row_group(0).column(i).compression for i in range(meta.num_columns)} == {"ZSTD"}
     assert not list(root.rglob("*.tmp"))
 
@@ -53,9 +57,10 @@ def test_manifest_describes_every_partition(trends_built: Settings) -> None:
         "bot_daily", 30, "2025-01-25", "2025-02-03")
     assert daily["run_id"] == data["run_id"] and daily["written_at"] == data["written_at"]
     assert [(p["partition"], p["rows"], p["date_min"], p["date_max"])
-            for p in daily["partitions"]] == [
-        ("month=2025-01", 20, "2025-01-25", "2025-01-31"),  # 7 + 5 + 7 + 1
-        ("month=2025-02", 10, "2025-02-01", "2025-02-03")]  # 3 + 3 + 3 + 1
+            for p in daily["partitions"]][:3] == [
+        ("day=2025-01-25", 3, "2025-01-25", "2025-01-25"),
+        ("day=2025-01-26", 3, "2025-01-26", "2025-01-26"),
+        ("day=2025-01-27", 4, "2025-01-27", "2025-01-27")]  # alpha, beta, gamma, delta
     for entry in data["datasets"].values():
         assert entry["rows"] == sum(p["rows"] for p in entry["partitions"])
         for part in entry["partitions"]:
@@ -88,7 +93,7 @@ def test_rerun_without_new_data_rewrites_nothing(trends_built: Settings) -> None
         [k for k in before if k.endswith(".parquet") and not k.startswith("_state/")])
 
 
-def test_new_data_rewrites_only_the_months_it_lands_in(trends_built: Settings) -> None:
+def test_new_data_writes_only_the_days_it_changes(trends_built: Settings) -> None:
     before = files_state(trends_built.export_dir)
     old_run = manifest(trends_built)["run_id"]
     write_trend_archive(trends_built, [
@@ -99,27 +104,56 @@ def test_new_data_rewrites_only_the_months_it_lands_in(trends_built: Settings) -
     assert changed == {
         "manifest.json",
         "_state/bots.parquet",  # alpha's last day and counter: what the next run starts from
-        "bot_daily/month=2025-02/part-0.parquet",
-        "bot_growth/month=2025-02/part-0.parquet",
-        "bot_ranks/month=2025-02/part-0.parquet",
-        "movers/month=2025-02/part-0.parquet",
-        # alpha's jump of D8, "3 days so far", holds a fourth day: a level shift now.
-        "anomalies/month=2025-02/part-0.parquet",
-        "resource_health/month=2025-02/part-0.parquet",
-        "directory_daily/month=2025-02/part-0.parquet",
-        "bot_forecast/month=2025-02/part-0.parquet",  # alpha's forecast, as of its new last day
+        *(f"{name}/month=2025-02/day-2025-02-04.parquet" for name in (
+            "bot_daily", "bot_growth", "bot_ranks", "movers", "directory_daily",
+            "bot_forecast")),  # alpha's forecast, as of its new last day
+        # alpha's jump of 1 February, "3 days so far", holds a fourth day: a level shift now.
+        "anomalies/month=2025-02/day-2025-02-01.parquet",
+        "resource_health/month=2025-02/day-2025-02-03.parquet",  # the week of 3 February
     }
     assert {d.name: d.written for d in report.datasets if d.written} == {
-        name: ("month=2025-02",) for name in (
-            "bot_daily", "bot_growth", "bot_ranks", "movers", "resource_health", "directory_daily",
-            "bot_forecast", "anomalies")}
+        **{name: ("day=2025-02-04",) for name in (
+            "bot_daily", "bot_growth", "bot_ranks", "movers", "directory_daily", "bot_forecast")},
+        "anomalies": ("day=2025-02-01",), "resource_health": ("day=2025-02-03",)}
     data = manifest(trends_built)
     assert data["run_id"] == report.run_id != old_run
     # Datasets the new record did not change keep the run that last wrote them.
     assert data["datasets"]["custom_daily"]["run_id"] == old_run
-    jan = data["datasets"]["bot_daily"]["partitions"][0]
-    assert (jan["partition"], jan["run_id"]) == ("month=2025-01", old_run)
+    first = data["datasets"]["bot_daily"]["partitions"][0]
+    assert (first["partition"], first["run_id"]) == ("day=2025-01-25", old_run)
     assert data["datasets"]["bot_daily"]["date_max"] == "2025-02-04"
+    # alpha's forecast as of 3 February stays beside the new one until its month is compacted:
+    # a bot's current forecast is its newest as_of.
+    outlook = load_dataset(trends_built, "bot_forecast").filter(pl.col("bot_id") == "alpha")
+    assert sorted(set(outlook["as_of"].cast(pl.String))) == ["2025-02-03", "2025-02-04"]
+
+
+def test_compact_merges_the_days_of_settled_months(trends_built: Settings) -> None:
+    everything = {name: load_dataset(trends_built, name) for name in DATASETS}
+    # Nothing settled yet: nothing to do, nothing touched.
+    before = files_state(trends_built.export_dir)
+    assert compact_exports(trends_built).months == ()
+    assert files_state(trends_built.export_dir) == before
+    # Three weeks later January is settled: its days become one file, February's stay.
+    write_trend_archive(trends_built, [
+        ("alpha", "2025-02-24 12:00:00+00", 3100, 310, 1, 50.0, 40.0, 400)])
+    build_trends(trends_built)
+    done = compact_exports(trends_built)
+    root = trends_built.export_dir
+    assert "bot_daily/month=2025-01" in done.months and done.files_after < done.files_before
+    assert sorted(p.name for p in (root / "bot_daily/month=2025-01").iterdir()) == [
+        "part-0.parquet"]
+    assert len(list((root / "bot_daily/month=2025-02").iterdir())) == 4
+    with store.reader(trends_built) as con:  # the views read the same rows as before
+        assert con.execute("SELECT count(*) FROM trend_bot_daily WHERE day < '2025-02-04'"
+                           ).fetchall() == [(30,)]
+    for name in ("bot_daily", "bot_growth", "custom_daily", "resource_health"):
+        spec = DATASETS[name]
+        keys = list(dict.fromkeys([*spec.order, spec.time_column]))
+        merged = load_dataset(trends_built, name).filter(pl.col(spec.time_column) < date(2025, 2, 1))
+        assert merged.sort(keys).equals(everything[name].filter(
+            pl.col(spec.time_column) < date(2025, 2, 1)).sort(keys)), name
+    assert compact_exports(trends_built).months == ()  # and a second run has nothing to do
 
 
 def test_a_crash_while_exporting_leaves_the_previous_export(
@@ -191,7 +225,7 @@ def test_an_empty_dataset_keeps_a_schema_file_until_rows_come(tmp_path: Path) ->
     report = build_trends(settings)
     done = {d.name: d for d in report.datasets}["anomalies"]
     assert (done.written, done.removed, done.rows) == (
-        ("month=2025-01", "month=2025-02"), ("empty",), 3)
+        ("day=2025-01-28", "day=2025-01-30", "day=2025-02-01"), ("empty",), 3)
     assert not empty.exists()
     with store.reader(settings) as con:
         assert con.execute("SELECT count(*) FROM trend_anomalies").fetchall() == [(3,)]
@@ -203,10 +237,11 @@ def test_a_month_without_data_any_more_is_removed(trends_built: Settings) -> Non
         con.execute("DELETE FROM bot_stats WHERE recorded_at >= '2025-02-01'")
     # Records deleted by hand leave no trace an incremental run could see: --full.
     report = build_trends(trends_built, full=True)
-    assert {d.name: d.removed for d in report.datasets}["bot_daily"] == ("month=2025-02",)
+    assert {d.name: d.removed for d in report.datasets}["bot_daily"] == (
+        "day=2025-02-01", "day=2025-02-02", "day=2025-02-03")
     assert not (trends_built.export_dir / "bot_daily/month=2025-02").exists()
     assert [p["partition"] for p in manifest(trends_built)["datasets"]["bot_daily"]["partitions"]
-            ] == ["month=2025-01"]
+            ][-1] == "day=2025-01-31"
     # custom_daily lost all its rows: back to the schema file.
     assert [p["partition"] for p in manifest(trends_built)["datasets"]["custom_daily"]["partitions"]
             ] == ["empty"]
@@ -228,33 +263,41 @@ def test_write_frame_formats_round_trip(tmp_path: Path, fmt: str) -> None:
     assert [p.name for p in tmp_path.iterdir()] == [path.name]
 
 
-def test_a_month_streamed_from_slice_files_is_the_partition_written_whole(tmp_path: Path) -> None:
-    # A month staged from a spill's files (slices of bots, streamed a row group at a time)
-    # has the bytes, hash and manifest entry of the same rows staged as one frame: so an
-    # unchanged month is still recognised, however the run sliced its bots.
+def test_a_partition_streamed_from_spilled_slices_is_the_partition_written_whole(
+        tmp_path: Path) -> None:
+    # A partition staged from a spill's chunks (slices of bots, held in memory or in files,
+    # streamed a row group at a time) has the bytes, hash and manifest entry of the same rows
+    # staged as one frame: so an unchanged partition is still recognised, however the run
+    # sliced its bots and wherever it spilled them.
     rows = exports.ROW_GROUP_ROWS + 1000  # more than one row group
     frame = pl.DataFrame({"bot_id": [f"{i // 7:08d}" for i in range(rows)],
                           "day": pl.date_range(pl.date(2026, 3, 1), pl.date(2026, 3, 7),
                                                eager=True).to_list() * (rows // 7) +
                           [None] * (rows % 7),
                           "value": range(rows)})
-    spill = exports.MonthSpill(tmp_path / "spill")
-    for lo in range(0, rows, 30_000):  # slices of uneven files
-        spill.add("data", frame.slice(lo, 30_000).drop_nulls("day"), "day")
     whole = frame.drop_nulls("day")
+    settled = date(2026, 4, 6)  # March is settled: one file
     entries = {}
-    for how, parts in (("whole", exports.month_parts(whole, "day")),
-                       ("streamed", spill.streamed_parts("data"))):
-        out = tmp_path / how
-        with exports.export_batch(out, run_id="r1", written_at=NOW) as batch:
-            batch.stage("data", parts, time_column="day")
-        entries[how] = read_manifest_entry(out)
-        assert pl.read_parquet(out / "data/month=2026-03/part-0.parquet").equals(whole)
-    assert entries["streamed"] == entries["whole"]
-    assert entries["whole"]["rows"] == whole.height
-    with exports.export_batch(tmp_path / "whole", run_id="r2", written_at=NOW) as batch:
-        result = batch.stage("data", spill.streamed_parts("data"), time_column="day")
-    assert (result.written, result.unchanged) == ((), ("month=2026-03",))
+    for how, memory in (("in memory", None), ("in files", 0)):
+        spill = exports.Spill(tmp_path / f"spill-{memory}", memory=memory)
+        for lo in range(0, rows, 30_000):  # slices of uneven chunks
+            spill.add("data", frame.slice(lo, 30_000).drop_nulls("day"), "day", settled)
+        assert bool(spill.held) == (memory is None)
+        assert (spill.root / "data").exists() == (memory == 0)
+        for made, parts in ((f"whole {how}", exports.partitions(whole, "day", settled)),
+                            (f"streamed {how}", spill.streamed_parts("data"))):
+            out = tmp_path / made
+            with exports.export_batch(out, run_id="r1", written_at=NOW) as batch:
+                batch.stage("data", parts, time_column="day")
+            entries[made] = read_manifest_entry(out)
+            assert pl.read_parquet(out / "data/month=2026-03/part-0.parquet").equals(whole)
+        with exports.export_batch(tmp_path / f"whole {how}", run_id="r2",
+                                  written_at=NOW) as batch:
+            result = batch.stage("data", spill.streamed_parts("data"), time_column="day")
+        assert (result.written, result.unchanged) == ((), ("month=2026-03",))
+        spill.close()
+    assert len({json.dumps(e, sort_keys=True) for e in entries.values()}) == 1
+    assert entries["whole in memory"]["rows"] == whole.height
 
 
 NOW = datetime(2026, 4, 1, tzinfo=UTC)

@@ -26,7 +26,7 @@ from pipeline.core._settings import Settings
 from pipeline.harvester._run import HarvestReport
 from pipeline.operate import _lock as lock_module
 from pipeline.operate import _runner as runner
-from pipeline.operate._lock import Holder, holder, run_lock
+from pipeline.operate._lock import ARCHIVE_SCOPE, TRENDS_SCOPE, Holder, holder, run_lock
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -188,7 +188,7 @@ def test_botstats_run_prints_a_summary_and_builds_its_trends_in_a_fresh_image(
     assert " MB for the trends and report (a fresh process)" in out
     assert out.strip().splitlines()[-1].endswith(": complete (exit 0)")
     # The trends' lock was taken by the fresh image: the same PID, the same run.
-    info = holder(_settings(fresh, service.base_url))
+    info = holder(_settings(fresh, service.base_url), TRENDS_SCOPE)
     assert info is not None and (info.job, info.pid) == ("run", proc.pid)
     assert info.released_at and info.run_id in out
 
@@ -241,7 +241,8 @@ def test_a_hand_off_inherited_from_another_process_is_ignored(tmp_path: Path,
 def test_a_run_handed_off_builds_its_trends_once_the_lock_is_free(tmp_path: Path,
                                                                    service: Any) -> None:
     # hand_off: the harvest ends, lets go of the lock and leaves the trends to finish_run; a
-    # job that takes the lock in between makes them wait (here: give up, the run still complete).
+    # trends job that takes the trends lock in between makes them wait (here: give up, the run
+    # still complete). A harvest in between does not: it holds the archive's lock.
     settings = _settings(tmp_path, service.base_url)
     report = runner.run(settings, hand_off=True)
     assert report.trends_pending and report.trends is None and report.status == "complete"
@@ -249,7 +250,7 @@ def test_a_run_handed_off_builds_its_trends_once_the_lock_is_free(tmp_path: Path
     info = holder(settings)
     assert info is not None and info.released_at  # the harvest let go of the lock
     handed = json.loads(json.dumps(report.as_dict(), default=str))
-    with run_lock(settings, "harvest"):
+    with run_lock(settings, "trends", scope=TRENDS_SCOPE):
         waited = runner.finish_run(settings, runner.RunReport.resume(handed), lock_timeout=0.3)
     assert (waited.status, waited.exit_code, waited.trends) == ("complete", 0, None)
     assert waited.trends_skipped.startswith("another job kept the lock: ")
@@ -278,7 +279,7 @@ def test_harvest_and_trends_on_their_own_take_the_lock_and_name_their_run(
                      job, "--json", *(["--no-progress"] if job == "harvest" else []))
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
-    info = holder(settings)
+    info = holder(settings, TRENDS_SCOPE if job == "trends" else ARCHIVE_SCOPE)
     assert info is not None and info.job == job and info.released_at
     assert info.pid == proc.pid
     if job == "harvest":  # a trends build has no run of its own to name

@@ -318,6 +318,66 @@ def test_schedule_runs_skips_overlaps_and_stops_on_sigterm(tmp_path: Path,
     assert stats == sum(len(svc.directory.valid_stats(b)) for b in svc.directory.bot_ids())
 
 
+def _holder(db: Path) -> dict[str, Any]:
+    try:
+        return dict(json.loads(Path(f"{db}.lock.holder.json").read_text()))
+    except (OSError, ValueError):
+        return {}
+
+
+def _libraries(pid: int) -> str:
+    return Path(f"/proc/{pid}/maps").read_text()
+
+
+@pytest.mark.clock
+@pytest.mark.slow
+def test_each_job_runs_in_a_child_and_one_killed_mid_run_leaves_the_daemon_going(
+        tmp_path: Path, service_factory: Any) -> None:
+    # Every bot request takes 0.3 s: a harvest lasts seconds, and the trigger fires every 2 s.
+    svc = service_factory(bots=60, history_days=3, stats_per_day=2, latency_ms=300)
+    db, log_file = tmp_path / "a.ducklake", tmp_path / "schedule.log"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipeline", "--log-format", "json", "--log-file", str(log_file),
+         "--db", str(db), "--base-url", svc.base_url, "schedule",
+         "--harvest-cron", "*/2 * * * * *", "--trends-cron", ""],
+        cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # The harvest runs in a child of the daemon, which holds the archive's lock itself.
+        def harvesting() -> bool:
+            info = _holder(db)
+            return (info.get("job") == "harvest" and bool(info.get("run_id"))
+                    and not info.get("released_at") and info.get("pid") != proc.pid)
+
+        _wait_for(harvesting, 40, proc)
+        victim = _holder(db)
+        os.kill(victim["pid"], signal.SIGKILL)
+
+        def failed() -> list[dict[str, Any]]:
+            return [e for e in _events(log_file) if e.get("event") == "failed"]
+
+        _wait_for(lambda: bool(failed()), 20, proc)
+        # The daemon goes on: APScheduler fires again, and the next harvest takes the dead
+        # child's lock over, marks its run interrupted and completes the work.
+        _wait_for(lambda: any(e.get("event") == "executed" and "complete (exit 0)" in e["msg"]
+                              for e in _events(log_file)), 60, proc)
+        daemon = _libraries(proc.pid)
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert rc == 0, proc.stderr.read() if proc.stderr else ""
+    said = failed()[0]["msg"]
+    assert said.startswith("job harvest failed: its process") and "killed by SIGKILL" in said
+    assert f"pid {victim['pid']}" in said
+    with open_archive(db) as con:
+        runs = dict(con.execute("SELECT run_id, status FROM harvest_runs").fetchall())
+    assert runs[victim["run_id"]] == "interrupted" and "complete" in runs.values()
+    # The daemon itself never loaded what the jobs run on: its memory is its clock's.
+    assert "polars" not in daemon and "duckdb" not in daemon
+
+
 # --- the scheduler's rules firing for real (a job that only notes when it ran) --------------------
 class Fired:
     """A scheduler built by `build_scheduler` with one job on a seconds trigger, run in a

@@ -312,11 +312,18 @@ def test_slices_of_a_few_bots_give_the_same_datasets(trend_archive: Settings) ->
         assert sliced[name].equals(whole[name]), name
 
 
+@pytest.mark.parametrize("held", ["in files", "in memory"])
 def test_slices_read_in_groups_from_one_scan_give_the_same_datasets(
-        trend_archive: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A group's slices come from one scan, split into a file per slice, batch by batch: a
-    group of three slices, a group of one (read directly), batches of a few rows."""
-    monkeypatch.setattr(slices_module, "GROUP_SLICES", 3)
+        trend_archive: Settings, monkeypatch: pytest.MonkeyPatch, held: str) -> None:
+    """A group's slices come from one scan, split into a stream per slice, batch by batch: a
+    group of three slices, a group of one (read directly), batches of a few rows; the streams
+    in scratch files (a full build's groups) or in memory (a few days' records, in groups of
+    at most MEMORY_ROWS raw rows)."""
+    if held == "in files":
+        monkeypatch.setattr(slices_module, "MEMORY_GROUPS", 0)
+        monkeypatch.setattr(slices_module, "GROUP_SLICES", 3)
+    else:
+        monkeypatch.setattr(slices_module, "MEMORY_ROWS", 25)  # alpha + beta, gamma + delta
     monkeypatch.setattr(slices_module, "SCAN_BATCH_ROWS", 4)
     with store.reader(trend_archive) as con:
         whole = compute(con, trend_archive.trends)
@@ -333,6 +340,10 @@ def test_keyed_files_keep_each_keys_rows_in_order(tmp_path: Any) -> None:
     keys = {"a": 0, "b": 1, "c": 2, "d": 2}
     files = spread(batches, lambda rows: rows["bot_id"].replace_strict(keys), tmp_path, schema)
     assert files.take(2)["n"].to_list() == [0, 2]
+    held = spread(batches, lambda rows: rows["bot_id"].replace_strict(keys), tmp_path / "no",
+                  schema, in_memory=True)
+    assert held.take(2)["n"].to_list() == [0, 2] and not (tmp_path / "no").exists()
+    held.close()
     assert files.take(0)["n"].to_list() == [1, 4]
     assert files.take(5).schema == schema and files.take(5).height == 0  # a key without rows
     files.close()

@@ -29,14 +29,16 @@ from pipeline.analytics.build._anomalies import HOLD_DAYS
 from pipeline.analytics.build._build import DATASETS, TrendsReport, build_trends
 from pipeline.analytics.build._jobs import bot_daily, custom_daily
 from pipeline.analytics.build._window import (
+    STATE_CHANGES,
     Window,
     WindowUnavailable,
     carried,
+    changed_state,
     directory_change,
     last_rows,
     next_state,
+    read_state,
     week_start,
-    with_rows_before,
 )
 from pipeline.analytics.exports._exports import read_manifest
 from pipeline.archive import _queries as queries
@@ -53,21 +55,31 @@ def with_export_dir(settings: Settings, export_dir: Path) -> Settings:
         settings, exports=dataclasses.replace(settings.exports, dir=export_dir))
 
 
-def read_partitions(export_dir: Path) -> dict[tuple[str, str], pl.DataFrame]:
+def read_datasets(export_dir: Path) -> dict[str, pl.DataFrame]:
+    """Each dataset as a reader sees it (every file the manifest lists), sorted by its order
+    and time; bot_forecast as its current rows (each bot's newest ``as_of``), which is what a
+    from-scratch build has: an incremental run may leave older ones until `botstats compact`."""
     manifest = read_manifest(export_dir)
-    return {(name, p["partition"]): pl.read_parquet(export_dir / p["path"])
-            for name in DATASETS for p in manifest["datasets"][name]["partitions"]}
+    out = {}
+    for name, spec in DATASETS.items():
+        files = [export_dir / p["path"] for p in manifest["datasets"][name]["partitions"]]
+        frame = pl.read_parquet(files, hive_partitioning=False)
+        if name == "bot_forecast":
+            frame = frame.filter(pl.col("as_of") == pl.col("as_of").max().over("bot_id", "metric"))
+        keys = list(dict.fromkeys([*spec.order, spec.time_column]))
+        out[name] = frame.sort(keys, maintain_order=True)
+    return out
 
 
 def assert_same_exports(got: Path, want: Path) -> None:
-    """Same datasets, same partitions, same rows in the same order; floats to rounding."""
-    mine, theirs = read_partitions(got), read_partitions(want)
-    assert sorted(mine) == sorted(theirs)
-    for key, frame in theirs.items():
+    """Same datasets, same rows; floats to rounding. (The files may differ: a day the
+    incremental runs wrote on its own is part of its month's file in a build from scratch.)"""
+    mine, theirs = read_datasets(got), read_datasets(want)
+    for name, frame in theirs.items():
         try:
-            assert_frame_equal(mine[key], frame, check_exact=False, rel_tol=1e-12, abs_tol=1e-9)
+            assert_frame_equal(mine[name], frame, check_exact=False, rel_tol=1e-12, abs_tol=1e-9)
         except AssertionError as exc:
-            raise AssertionError(f"{key[0]}/{key[1]} differs: {exc}") from None
+            raise AssertionError(f"{name} differs: {exc}") from None
 
 
 # Slices of a few bots: a run's first month then merges its earlier rows slice by slice.
@@ -116,9 +128,9 @@ def scenario(service_factory: Callable[..., RunningService], tmp_path: Path,
 
 
 def settled(first_changed: date) -> date:
-    """Where an incremental run starts: the Monday on or before the first changed day less
-    HOLD_DAYS (an event's row settles that many days after its first day)."""
-    return week_start(first_changed - timedelta(days=HOLD_DAYS))
+    """Where an incremental run starts computing: the Monday on or before the first changed
+    day (resource_health's weeks are whole)."""
+    return week_start(first_changed)
 
 
 def files_state(root: Path) -> dict[str, tuple[int, int]]:
@@ -158,7 +170,9 @@ def test_incremental_exports_equal_a_build_from_scratch(scenario: Scenario) -> N
     assert (report.mode, report.since) == (
         "incremental", settled(late_at.date() if late_back else END.date())), report.reason
     if not late_back:
-        assert {d.name: d.written for d in report.datasets}["bot_daily"] == ("month=2026-03",)
+        # The days the new records land on, each its own file; nothing before them.
+        assert {d.name: d.written for d in report.datasets}["bot_daily"] == (
+            "day=2026-03-03", "day=2026-03-04", "day=2026-03-05")
 
     # A record the bot posts itself: its counter restarts and its region (text) changes.
     bot_id = s.svc.directory.bot_ids()[0]
@@ -247,14 +261,17 @@ def test_a_missing_export_file_or_bad_watermark_rebuilds(trends_built: Settings)
     assert report.mode == "full" and "watermark is unreadable" in report.reason
 
 
-def test_a_late_record_recomputes_from_the_monday_before_it(trends_built: Settings) -> None:
-    # 2025-01-29 is a Wednesday; an event row of up to HOLD_DAYS before it may change, so the
-    # window starts on the Monday on or before 01-26: 01-20. January's partition keeps its
-    # rows before that day.
+def test_a_late_record_rewrites_only_the_days_it_can_change(trends_built: Settings) -> None:
+    # 2025-01-29 is a Wednesday: the run computes from the Monday of its week (resource_health's
+    # week is one row), an event's row of up to HOLD_DAYS before it may change, and every other
+    # row from that day on; of those, only the files whose rows did change are written.
     write_trend_archive(trends_built, [
         ("gamma", "2025-01-29 18:00:00+00", 100, 20, None, None, None, None)])
     report = build_trends(trends_built)
-    assert (report.mode, report.since) == ("incremental", date(2025, 1, 20))
+    assert (report.mode, report.since) == ("incremental", date(2025, 1, 27))
+    written = {d.name: d.written for d in report.datasets}
+    assert written["bot_daily"] == ("day=2025-01-29",)
+    assert all(key >= f"day=2025-01-{29 - HOLD_DAYS}" for keys in written.values() for key in keys)
     scratch = with_export_dir(trends_built, trends_built.export_dir.parent / "scratch")
     build_trends(scratch)
     assert_same_exports(trends_built.export_dir, scratch.export_dir)
@@ -337,17 +354,27 @@ def test_next_state_keeps_the_last_row_before_and_after_the_start() -> None:
     assert full.rows() == [("a", day[7], day[8], None), ("c", day[8], day[8], 5)]
 
 
-def test_with_rows_before_merges_into_the_start_month_only() -> None:
-    old = pl.DataFrame({"day": [date(2025, 3, 1)], "n": [1]})
-    new = [("month=2025-03", pl.DataFrame({"day": [date(2025, 3, 10)], "n": [2]})),
-           ("month=2025-04", pl.DataFrame({"day": [date(2025, 4, 1)], "n": [3]}))]
-    merged = list(with_rows_before(iter(new), old, "month=2025-03"))
-    assert [(k, f["n"].to_list()) for k, f in merged] == [
-        ("month=2025-03", [1, 2]), ("month=2025-04", [3])]
-    # Nothing new in the start's month: its old rows stay, and an empty part is dropped.
-    empty = [("empty", pl.DataFrame(schema={"day": pl.Date, "n": pl.Int64}))]
-    merged = list(with_rows_before(iter(empty), old, "month=2025-03"))
-    assert [(k, f["n"].to_list()) for k, f in merged] == [("month=2025-03", [1])]
+def test_a_state_is_written_as_the_keys_that_changed_beside_it(tmp_path: Path) -> None:
+    day = date(2025, 3, 1)
+    old = pl.DataFrame({"bot_id": [f"b{i}" for i in range(8)], "last_day": [day] * 8,
+                        "counter": [None, *range(1, 8)]})
+    old.write_parquet(tmp_path / "s.parquet")
+    # One bot moved on, one is new: those two rows beside the state, which reads back whole.
+    new = pl.concat([old.with_columns(
+        last_day=pl.when(pl.col("bot_id") == "b0").then(date(2025, 3, 2)).otherwise("last_day")),
+        pl.DataFrame({"bot_id": ["b9"], "last_day": [day], "counter": [9]})])
+    files, writes = changed_state(old, new, ["s.parquet"], "s.parquet", "r2")
+    assert files == ["s.parquet", "s.r2.parquet"] and list(writes) == ["s.r2.parquet"]
+    assert writes["s.r2.parquet"]["bot_id"].to_list() == ["b0", "b9"]  # a null counter is equal
+    writes["s.r2.parquet"].write_parquet(tmp_path / "s.r2.parquet")
+    assert read_state(tmp_path, files, new.schema, ("bot_id",)).equals(new.sort("bot_id"))
+    # Nothing changed: nothing written. Many keys changed, or too many files: the base again.
+    assert changed_state(new, new, files, "s.parquet", "r3") == (files, {})
+    assert changed_state(old, old.with_columns(counter=pl.lit(0)), ["s.parquet"], "s.parquet",
+                         "r3")[0] == ["s.parquet"]
+    many = ["s.parquet", *(f"s.r{i}.parquet" for i in range(STATE_CHANGES))]
+    assert changed_state(old, new, many, "s.parquet", "r9")[0] == ["s.parquet"]
+    assert changed_state(None, new, files, "s.parquet", "r9")[0] == ["s.parquet"]
 
 
 def test_directory_change_finds_the_first_day_whose_bot_counts_differ() -> None:

@@ -1,6 +1,6 @@
 """The surface of pipeline.analytics (imported lazily: see __init__.py)."""
 
-from .build._build import TrendsReport, build_trends
+from .build._build import ExportCompaction, TrendsReport, build_trends, compact_exports
 from .exports._datasets import DATASETS, Dataset, load_dataset, scan_dataset
 from .exports._exports import read_manifest, to_json, write_frame, write_text
 from .read._compare import MAX_BOTS, compare, forecast_curve, forecast_reach
@@ -19,9 +19,11 @@ __all__ = [
     "attach_sql",
     "build_report",
     "build_trends",
+    "compact_exports",
     "compare",
     "Dataset",
     "DATASETS",
+    "ExportCompaction",
     "forecast_curve",
     "forecast_reach",
     "load_dataset",

@@ -8,12 +8,15 @@ from ._queries import Newest, changes_since, last_commit, newest, nothing_archiv
 from ._runs import begin_run, finish_run, live_bots, mark_removed
 from ._sql import literal, now_utc, rollback
 from ._store import (
+    ALIAS,
     ArchivePaths,
     attach_statements,
     cursor,
     exists,
+    is_busy,
     open_archive,
     reader,
+    snapshot,
     table_counts,
     writer,
 )
@@ -22,6 +25,7 @@ from ._writes import CUSTOM_SCHEMA, STAT_SCHEMA, BotRow, Frames, held_rejects, w
 
 __all__ = [
     "AdvisoryLocks",
+    "ALIAS",
     "ARCHIVE",
     "ArchivePaths",
     "attach_statements",
@@ -43,6 +47,7 @@ __all__ = [
     "finish_run",
     "Frames",
     "held_rejects",
+    "is_busy",
     "literal",
     "last_commit",
     "live_bots",
@@ -57,6 +62,7 @@ __all__ = [
     "restore",
     "rollback",
     "session_name",
+    "snapshot",
     "shard_key",
     "sql_dir",
     "STAT_SCHEMA",

@@ -42,6 +42,11 @@ LEGACY_DUCKDB = "duckdb==2.0.0"
 _ORDER = {"bot_stats": "bot_id, recorded_at, stat_id",
           "bot_stat_custom": "bot_id, recorded_at, stat_id, name"}
 
+# Tables this botstats keeps as a view over tables of their own (store.SPLIT_TABLES): each
+# part's columns of the old table.
+_PARTS = {"bots": {"bot_listing": "bot_id, name, raw, first_seen_at, removed_at, run_id",
+                   "bot_last_seen": "bot_id, last_seen_at, run_id"}}
+
 # Runs in the child, which has DuckDB 2.0 and nothing of botstats.
 _EXPORT = r"""
 import json, sys
@@ -171,7 +176,9 @@ def _load(paths: store.ArchivePaths, scratch: Path, counts: dict[str, int],
             say(f"loading {table} ({counts[table]:,} rows)")
             order = f" ORDER BY {_ORDER[table]}" if table in _ORDER else ""
             file = (scratch / f"{table}.parquet").as_posix().replace("'", "''")
-            con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM read_parquet('{file}'){order}")
+            for part, columns in _PARTS.get(table, {table: "*"}).items():
+                con.execute(f"INSERT INTO {part} BY NAME SELECT {columns} FROM "
+                            f"read_parquet('{file}'){order}")
         con.execute("DELETE FROM bot_latest_stat")
         con.execute("INSERT INTO bot_latest_stat BY NAME SELECT bot_id, "
                     "arg_max(stat_id, recorded_at) AS stat_id, max(recorded_at) AS recorded_at "

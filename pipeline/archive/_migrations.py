@@ -23,6 +23,15 @@ def migration_files() -> dict[int, Path]:
     return {int(f.name.split("_", 1)[0]): f for f in (sql_dir() / "migrations").glob("*.sql")}
 
 
+def pending_migrations(con: duckdb.DuckDBPyConnection) -> list[int]:
+    """The shipped migrations the archive has not had yet (all of them: a new archive)."""
+    try:
+        done = {v for (v,) in con.execute("SELECT version FROM schema_migrations").fetchall()}
+    except duckdb.CatalogException:
+        done = set()
+    return sorted(set(migration_files()) - done)
+
+
 def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Apply the numbered files of sql/migrations/ not yet applied, in order. An archive that
     has some already gets each of the others in a transaction of its own, so a failing one

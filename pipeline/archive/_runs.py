@@ -86,8 +86,9 @@ def mark_removed(con: duckdb.DuckDBPyConnection, report: RunCounts) -> int:
 def _mark_removed(con: duckdb.DuckDBPyConnection, report: RunCounts) -> int:
     count = live_bots(con, report.shard, report.started_at)
     if count:
-        con.execute(f"UPDATE bots SET removed_at = ? WHERE removed_at IS NULL AND "
-                    f"last_seen_at < ? AND {report.shard.sql('bot_id')}",
+        con.execute(f"UPDATE bot_listing SET removed_at = ? WHERE removed_at IS NULL AND "
+                    f"{report.shard.sql('bot_id')} AND bot_id IN (SELECT bot_id FROM "
+                    f"bot_last_seen WHERE last_seen_at < ?)",
                     [report.started_at, report.started_at])
     report.bots_removed = count
     return int(count)

@@ -27,6 +27,8 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -38,8 +40,9 @@ from urllib.parse import urlsplit
 import duckdb
 
 from ..core import TMP_SUFFIX, Settings, StoreError, aside, first_line, fsync_dir
-from ._migrations import migrate
-from ._sql import literal
+from ._commit import is_conflict
+from ._migrations import migrate, pending_migrations
+from ._sql import literal, rollback
 
 log = logging.getLogger("botstats.store")
 
@@ -354,6 +357,12 @@ def _busy(exc: Exception) -> bool:
     return any(w in str(exc) for w in _BUSY_WORDS)
 
 
+def is_busy(exc: BaseException) -> bool:
+    """Whether another process's commit got in the way (the SQLite catalog was locked, or
+    DuckLake found the commits conflicting): the same work again may well succeed."""
+    return isinstance(exc, Exception) and (_busy(exc) or is_conflict(exc))
+
+
 def _refuse_legacy(paths: ArchivePaths) -> None:
     if not paths.shared and paths.kind() == "legacy":
         raise StoreError(
@@ -361,6 +370,59 @@ def _refuse_legacy(paths: ArchivePaths) -> None:
             f"archive of botstats 0.1 (one DuckDB file), convert it once with `botstats "
             f"convert-archive` (it keeps the old file as {paths.legacy_backup.name}); else "
             f"point [store].db (or --db) at another path.")
+
+
+# Holds a SQLite catalog open from a process of its own (see holding_catalog): it only reads
+# stdin until its parent closes it (or dies), then closes the catalog. Terminal signals are
+# not its business: its parent decides when it ends.
+_HOLDER = ("import signal, sqlite3, sys\n"
+           "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+           "db = sqlite3.connect(sys.argv[1])\n"
+           "db.execute('SELECT count(*) FROM sqlite_master').fetchall()\n"
+           "print('held', flush=True)\n"
+           "sys.stdin.read()\n"
+           "db.close()\n")
+
+
+@contextmanager
+def holding_catalog(paths: ArchivePaths) -> Iterator[None]:
+    """Keep a SQLite catalog open for the length of a job.
+
+    DuckDB's sqlite extension opens the catalog for each query and commit and closes it after.
+    When the last connection to a SQLite database in WAL mode closes, SQLite copies the log into
+    the database and deletes it, and the next open builds the log's shared-memory index again:
+    every query rewrote pages of the catalog and every commit the catalog itself (the kernel
+    counts a page written again after it was flushed as a whole page cache folio, so an hourly
+    run of 100,000 bots was charged hundreds of MB for a catalog of a few; bench/README.md). A
+    connection held open from another process keeps the log and its index between queries:
+    commits append to the log, which SQLite folds in every 1,000 pages and when the job ends.
+    It must be another process: two copies of SQLite in one process (Python's and DuckDB's) do
+    not see each other's locks. A holder that cannot start costs only those writes."""
+    if paths.shared or not paths.catalog.is_file():
+        yield
+        return
+    try:
+        holder = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _HOLDER, str(paths.catalog)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            start_new_session=True)
+    except OSError as exc:
+        log.debug("could not hold the catalog %s open: %s", paths.catalog, exc)
+        yield
+        return
+    try:
+        assert holder.stdout is not None
+        if holder.stdout.readline().strip() != b"held":
+            log.debug("the process holding the catalog %s open did not start", paths.catalog)
+        yield
+    finally:
+        if holder.stdin is not None:
+            holder.stdin.close()
+        try:
+            holder.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            holder.kill()
+            holder.wait()
 
 
 @contextmanager
@@ -382,13 +444,11 @@ def writer(settings: Settings) -> Iterator[duckdb.DuckDBPyConnection]:
             create(paths, settings)
         con = connect(paths, timeout=settings.store.open_timeout,
                       memory_limit=settings.store.memory_limit, threads=settings.store.threads)
-        try:
-            migrate(con)
-        except BaseException:
-            close(con)
-            raise
     try:
-        yield con
+        with holding_catalog(paths):
+            if not paths.shared:
+                migrate(con)
+            yield con
     finally:
         close(con)
 
@@ -525,6 +585,35 @@ def exists(settings: Settings) -> bool:
 
 
 @contextmanager
+def snapshot(settings: Settings) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The archive read-only as of one commit, for a long job beside the harvest (trends): the
+    session is one transaction, so every read, and ``ducklake_current_snapshot``, is of the
+    commit it started at, whatever lands meanwhile; it takes no lock a writer waits for. An
+    archive that a newer botstats left migrations for is migrated first (a writer, briefly)."""
+    paths = ArchivePaths.of(settings)
+    if not paths.shared:
+        _refuse_legacy(paths)
+    con = connect(paths, read_only=True, timeout=settings.store.open_timeout,
+                  memory_limit=settings.store.memory_limit, threads=settings.store.threads)
+    try:
+        if pending_migrations(con):
+            close(con)
+            with writer(settings):
+                pass
+            con = connect(paths, read_only=True, timeout=settings.store.open_timeout,
+                          memory_limit=settings.store.memory_limit,
+                          threads=settings.store.threads)
+        with holding_catalog(paths):
+            con.execute("BEGIN TRANSACTION")
+            try:
+                yield con
+            finally:
+                rollback(con)
+    finally:
+        close(con)
+
+
+@contextmanager
 def reader(settings: Settings) -> Iterator[duckdb.DuckDBPyConnection]:
     """The archive, read-only, as of its last commit; closed when the block ends."""
     paths = ArchivePaths.of(settings)
@@ -571,11 +660,21 @@ def open_archive(db: str | os.PathLike[str] = "data/archive.ducklake", *,
     return connect(paths, read_only=True)
 
 
+# Public tables the archive keeps as views over tables of their own (migration 009): readers
+# query the view; its parts are how it is written.
+SPLIT_TABLES = {"bots": ("bot_listing", "bot_last_seen")}
+
+
 def table_names(con: duckdb.DuckDBPyConnection) -> list[str]:
-    return [r[0] for r in con.execute(
+    """The archive's tables as readers know them: the base tables, with each of
+    ``SPLIT_TABLES`` in place of its parts."""
+    base = [r[0] for r in con.execute(
         "SELECT table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE' "
         "AND table_catalog = ? AND table_schema = 'main' ORDER BY table_name", [ALIAS]
     ).fetchall()]
+    parts = {part for view in SPLIT_TABLES.values() for part in view}
+    split = [view for view, of in SPLIT_TABLES.items() if set(of) <= set(base)]
+    return sorted([name for name in base if name not in parts] + split)
 
 
 def table_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:

@@ -113,24 +113,36 @@ def _insert_snapshot(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict
 
 def _write_bots(con: duckdb.DuckDBPyConnection, rows: list[BotRow], run_id: str,
                 now: datetime) -> int:
+    """The listed bots: each one's sighting (``bot_last_seen``, one narrow row a bot), and its
+    record (``bot_listing``) only when it is new, changed, or back after a removal; how many
+    are new. ``bots`` is the view that joins the two (migration 009)."""
     # Frames are named apart from tables, so no SQL reads a frame where it means a table.
     bots_in = pl.DataFrame(
         {"bot_id": [r.bot_id for r in rows], "name": [r.name for r in rows],
          "raw": [r.raw for r in rows]},
         schema={"bot_id": pl.String, "name": pl.String, "raw": pl.String},
-    ).unique(subset="bot_id", keep="last").with_columns(
-        first_seen_at=pl.lit(now), last_seen_at=pl.lit(now), run_id=pl.lit(run_id))
-    ((new_count,),) = run_with_frames(
-        con, "SELECT count(*) FROM bots_in n ANTI JOIN bots o USING (bot_id)", bots_in=bots_in)
+    ).unique(subset="bot_id", keep="last")
+    changed = pl.DataFrame(run_with_frames(
+        con, "SELECT n.bot_id, o.bot_id IS NULL FROM bots_in AS n LEFT JOIN bot_listing AS o "
+        "USING (bot_id) WHERE o.bot_id IS NULL OR o.removed_at IS NOT NULL "
+        "OR o.name IS DISTINCT FROM n.name OR o.raw::VARCHAR IS DISTINCT FROM n.raw",
+        bots_in=bots_in), schema={"bot_id": pl.String, "new": pl.Boolean}, orient="row")
+    if changed.height:
+        run_with_frames(
+            con,
+            "MERGE INTO bot_listing AS t USING listing_in AS n ON t.bot_id = n.bot_id "
+            "WHEN MATCHED THEN UPDATE SET name = n.name, raw = n.raw, removed_at = NULL, "
+            "run_id = n.run_id WHEN NOT MATCHED THEN INSERT BY NAME",
+            listing_in=bots_in.join(changed.select("bot_id"), on="bot_id", how="semi")
+            .with_columns(first_seen_at=pl.lit(now), run_id=pl.lit(run_id)))
     run_with_frames(
         con,
-        "MERGE INTO bots USING bots_in AS n ON bots.bot_id = n.bot_id "
-        "WHEN MATCHED THEN UPDATE SET name = n.name, raw = n.raw, last_seen_at = n.last_seen_at, "
-        "removed_at = NULL, run_id = n.run_id "
+        "MERGE INTO bot_last_seen AS t USING seen_in AS n ON t.bot_id = n.bot_id "
+        "WHEN MATCHED THEN UPDATE SET last_seen_at = n.last_seen_at, run_id = n.run_id "
         "WHEN NOT MATCHED THEN INSERT BY NAME",
-        bots_in=bots_in,
-    )
-    return int(new_count)
+        seen_in=bots_in.select("bot_id").with_columns(last_seen_at=pl.lit(now),
+                                                      run_id=pl.lit(run_id)))
+    return int(changed["new"].sum())
 
 
 def _write_stats(con: duckdb.DuckDBPyConnection, f: Frames, run_id: str, now: datetime,

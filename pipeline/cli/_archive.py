@@ -93,18 +93,22 @@ def convert_archive_cmd(legacy_python: str | None) -> None:
                    "snapshot older than that may lose its files.")
 @handle_errors
 def compact_cmd(keep_days: float) -> None:
-    """Merge the archive's small data files and delete the files no kept snapshot reads.
+    """Merge the archive's small data files and delete the files no kept snapshot reads; merge
+    the trend exports' day files of every settled month into one file.
 
     Each hourly run adds a few small files; run this daily (cron or [schedule]) to keep the
     file count and the disk at what the data needs.
     """
-    from ..operate import compact_archive
+    from ..operate import compact_archive, compact_exports
 
     settings = settings_from_flags()
     done = compact_archive(settings, keep_days=keep_days)
     click.echo(f"compacted {settings.archive_name}: data files {done.files_before} -> "
                f"{done.files_after}, {done.bytes_before / 1e6:.1f} -> {done.bytes_after / 1e6:.1f} "
                f"MB; {done.snapshots_expired} snapshots expired")
+    merged = compact_exports(settings)
+    click.echo(f"compacted the exports in {merged.export_dir}: files {merged.files_before} -> "
+               f"{merged.files_after} ({len(merged.months)} months merged from their days)")
 
 
 @cli.command("backup")

@@ -3,7 +3,13 @@
 from ._demo import demo, next_steps
 from ._deploy import botstats_command, cron_text
 from ._logs import setup_logging
-from ._maintenance import backup_archive, compact_archive, convert_archive, restore_archive
+from ._maintenance import (
+    backup_archive,
+    compact_archive,
+    compact_exports,
+    convert_archive,
+    restore_archive,
+)
 from ._memory import tune_allocators
 from ._process import can_hand_off, hand_off, resumed
 from ._runner import RunReport, finish_run, locked_harvest, locked_trends, run
@@ -31,6 +37,7 @@ __all__ = [
     "botstats_command",
     "can_hand_off",
     "compact_archive",
+    "compact_exports",
     "convert_archive",
     "cron_text",
     "demo",

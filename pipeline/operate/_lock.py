@@ -1,14 +1,16 @@
 """The run lock: what a job locks (its :class:`Scope`), and how it holds it.
 
 A scope is the whole archive (compaction, backup, restore, conversion: alone), one shard's
-harvest, or the trends build. With a SQLite catalog every scope is the one file lock (one writer
-job at a time per archive, as on one machine); with a PostgreSQL catalog each is an advisory lock
-of its own in that database, so the workers of different shards, and a trends build, run side
-by side, on many machines.
+harvest, or the trends build. A trends build reads a snapshot of the archive and writes only its
+exports, so it never holds a harvest back: with a SQLite catalog a harvest holds the archive's
+file lock and a trends build the trends' file lock beside it (one harvest at a time per archive,
+as on one machine, and one trends build), and the archive scope holds both; with a PostgreSQL
+catalog each scope is an advisory lock of its own in that database, so the workers of different
+shards, and a trends build, run side by side, on many machines.
 
-**The file lock.** An OS file lock (``filelock``, ``flock`` on Linux) is released by the kernel
+**The file locks.** An OS file lock (``filelock``, ``flock`` on Linux) is released by the kernel
 when its process dies, so a lock left by a killed run never blocks the next one: it simply takes
-the lock. Beside the lock, a small JSON file names the holder (job, run id, PID, host, since) so
+the lock. Beside each lock, a small JSON file names the holder (job, run id, PID, host, since) so
 that
 
 - a run that waits in vain can say which run holds the archive, and
@@ -142,10 +144,31 @@ class Holder:
         return self.pid is not None and self.pid != os.getpid() and not pid_alive(self.pid)
 
 
-def holder(settings: Settings) -> Holder | None:
-    """Who last took the lock (it may have finished or died since: see ``released_at``)."""
+def trends_lock_path(lock_path: Path) -> Path:
+    """The trends' file lock beside the archive's: ``archive.ducklake.trends.lock``."""
+    name = lock_path.name
+    stem = name[:-len(".lock")] if name.endswith(".lock") else name
+    return lock_path.with_name(stem + ".trends.lock")
+
+
+def lock_paths(settings: Settings, scope: Scope) -> list[Path]:
+    """The file locks a scope holds, in the order they are taken (with a SQLite catalog)."""
+    archive_lock = settings.lock_path
+    trends = trends_lock_path(archive_lock)
+    if scope.name == "archive":
+        return [archive_lock, trends]
+    return [trends] if scope.name == "trends" else [archive_lock]
+
+
+def holder(settings: Settings, scope: Scope = ARCHIVE_SCOPE) -> Holder | None:
+    """Who last took the scope's (first) lock (it may have finished or died since: see
+    ``released_at``)."""
+    return _holder_of(lock_paths(settings, scope)[0])
+
+
+def _holder_of(lock_path: Path) -> Holder | None:
     try:
-        data = json.loads(_info_path(settings.lock_path).read_text(encoding="utf-8"))
+        data = json.loads(_info_path(lock_path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return Holder.of(data)
@@ -170,16 +193,23 @@ def describe(info: Holder | None) -> str:
 
 
 class LockHandle:
-    """The held lock; ``note(run_id=...)`` adds to what the holder file says about us. It
-    excludes every other writer, so every run left ``running`` is dead (``dead``) and it covers
-    every scope (``also``)."""
+    """The held file locks; ``note(run_id=...)`` adds to what their holder files say about us.
+    A job that holds the archive's lock excludes every other harvest, so every run left
+    ``running`` is dead (``dead``); ``also`` takes the locks of another scope too."""
 
-    def __init__(self, path: Path, info: Holder) -> None:
-        self.path = path
+    def __init__(self, settings: Settings, info: Holder, stop: threading.Event | None) -> None:
+        self.settings = settings
         self.info = info
-        # The holder before this job, as its file said (what a run that took over reports).
+        self.stop = stop
+        self.held: dict[Path, FileLock] = {}
+        # The holder before this job, as its first lock's file said (what a run that took over
+        # reports).
         self.previous: dict[str, Any] | None = None
         self.took_over = False
+
+    @property
+    def path(self) -> Path:
+        return next(iter(self.held))
 
     def note(self, *, run_id: str | None = None, released_at: str | None = None) -> None:
         noted = replace(self.info, run_id=run_id or self.info.run_id,
@@ -187,14 +217,67 @@ class LockHandle:
         if noted == self.info:
             return
         self.info = noted
-        _write_info(self.path, noted)
+        for path in self.held:
+            _write_info(path, noted)
 
     def dead(self, _shard: Shard) -> bool:
         return True
 
     @contextmanager
-    def also(self, _scope: Scope, timeout: float | None = None) -> Iterator[None]:
-        yield
+    def also(self, scope: Scope, timeout: float | None = None) -> Iterator[None]:
+        """Hold ``scope``'s locks as well while inside (waiting for them as for the first)."""
+        wanted = [p for p in lock_paths(self.settings, scope) if p not in self.held]
+        wait = self.settings.run.lock_timeout if timeout is None else timeout
+        try:
+            for path in wanted:
+                self.take(path, wait)
+            yield
+        finally:
+            for path in reversed(wanted):
+                self.let_go(path)
+
+    def take(self, path: Path, wait: float) -> None:
+        """Take the lock at ``path`` (waiting up to ``wait`` s; LockTimeout after) and name
+        this job in its holder file."""
+        create_lock_file(path)
+        lock = FileLock(str(path))
+        which = "the archive lock" if path == self.settings.lock_path else "the trends lock"
+        started = time.monotonic()
+        if not _acquire(lock, 0, None) and not _wait_for(lock, f"{which} {path}", wait,
+                                                         self.stop):
+            who = describe(_holder_of(path))
+            if self.stop is not None and self.stop.is_set():
+                raise LockTimeout(f"stopped while waiting for {which} {path}, held by {who}.")
+            raise LockTimeout(
+                f"another botstats job holds {which} {path}: {who}; waited {wait:g} s. Let it "
+                f"finish (see `botstats status`), or raise [run].lock_timeout / "
+                f"--lock-timeout.")
+        self.held[path] = lock
+        previous = _holder_of(path)
+        if not self.previous and previous is not None:
+            self.previous = previous.as_dict()
+        if previous is not None and previous.stale():
+            self.took_over = self.took_over or path == self.settings.lock_path
+            log.warning("took over %s %s from %s: that process is gone without releasing it "
+                        "(killed?)", which, path, describe(previous))
+        waited = time.monotonic() - started
+        if waited >= 1:
+            log.info("waited %.1f s for %s %s", waited, which, path)
+        _write_info(path, self.info)
+
+    def let_go(self, path: Path) -> None:
+        lock = self.held.pop(path, None)
+        if lock is None:
+            return
+        try:
+            _write_info(path, replace(
+                self.info, released_at=datetime.now(UTC).isoformat(timespec="seconds")))
+        finally:
+            lock.release()
+
+    def release(self) -> None:
+        for path in reversed(list(self.held)):
+            self.let_go(path)
 
 
 def _write_info(lock_path: Path, info: Holder) -> None:
@@ -257,51 +340,31 @@ def _acquire(lock: FileLock, wait: float, stop: threading.Event | None) -> bool:
     return False
 
 
-def _wait_for(lock: FileLock, settings: Settings, wait: float,
-              stop: threading.Event | None) -> bool:
-    """Say who holds the lock and how long this job will wait, then wait (see _acquire)."""
+def _wait_for(lock: FileLock, which: str, wait: float, stop: threading.Event | None) -> bool:
+    """Say who holds the lock (``which``: its name and path) and how long this job will wait,
+    then wait (see _acquire)."""
     how_long = "for as long as it takes" if wait < 0 else f"up to {wait:g} s (--lock-timeout, [run].lock_timeout)"
-    log.info("the archive lock %s is held by %s: waiting %s", settings.lock_path,
-             describe(holder(settings)), how_long)
+    log.info("%s is held by %s: waiting %s", which,
+             describe(_holder_of(Path(lock.lock_file))), how_long)
     return _acquire(lock, wait, stop)
 
 
 @contextmanager
-def _file_lock(settings: Settings, job: str, *, timeout: float | None, run_id: str | None,
-               stop: threading.Event | None) -> Iterator[LockHandle]:
-    path = settings.lock_path
+def _file_lock(settings: Settings, job: str, scope: Scope, *, timeout: float | None,
+               run_id: str | None, stop: threading.Event | None) -> Iterator[LockHandle]:
     prepare_archive_place(settings)
     wait = settings.run.lock_timeout if timeout is None else timeout
-    lock = FileLock(str(path))
-    started = time.monotonic()
-    if not _acquire(lock, 0, None) and not _wait_for(lock, settings, wait, stop):
-        who = describe(holder(settings))
-        if stop is not None and stop.is_set():
-            raise LockTimeout(f"stopped while waiting for the archive lock {path}, held by {who}.")
-        raise LockTimeout(
-            f"another botstats job holds the archive lock {path}: {who}; waited {wait:g} s. "
-            f"Let it finish (see `botstats status`), or raise [run].lock_timeout / --lock-timeout."
-        )
+    handle = LockHandle(settings, Holder(
+        job=job, run_id=run_id, pid=os.getpid(), host=socket.gethostname(),
+        since=datetime.now(UTC).isoformat(timespec="seconds")), stop)
+    deadline = None if wait < 0 else time.monotonic() + wait
     try:
-        previous = holder(settings)
-        handle = LockHandle(path, Holder(
-            job=job, run_id=run_id, pid=os.getpid(), host=socket.gethostname(),
-            since=datetime.now(UTC).isoformat(timespec="seconds")))
-        handle.previous = previous.as_dict() if previous else None
-        if previous is not None and previous.stale():
-            handle.took_over = True
-            log.warning("took over the archive lock %s from %s: that process is gone without "
-                        "releasing it (killed?)", path, describe(previous))
-        waited = time.monotonic() - started
-        if waited >= 1:
-            log.info("waited %.1f s for the archive lock %s", waited, path)
-        _write_info(path, handle.info)
-        try:
-            yield handle
-        finally:
-            handle.note(released_at=datetime.now(UTC).isoformat(timespec="seconds"))
+        for path in lock_paths(settings, scope):
+            left = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
+            handle.take(path, left)
+        yield handle
     finally:
-        lock.release()
+        handle.release()
 
 
 def _keys(scope: Scope) -> list[tuple[int, bool]]:
@@ -425,5 +488,6 @@ def run_lock(
                            stop=stop) as handle:
             yield handle
         return
-    with _file_lock(settings, job, timeout=timeout, run_id=run_id, stop=stop) as file_handle:
+    with _file_lock(settings, job, scope, timeout=timeout, run_id=run_id,
+                    stop=stop) as file_handle:
         yield file_handle

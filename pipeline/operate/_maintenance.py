@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core import ConfigError, Settings
-from ._lock import run_lock
+from ._lock import TRENDS_SCOPE, run_lock
 
 if TYPE_CHECKING:
+    from ..analytics import ExportCompaction
     from ..archive import Compaction, ConvertReport
 
 log = logging.getLogger("botstats.run")
@@ -34,6 +35,15 @@ def compact_archive(settings: Settings, *, keep_days: float) -> Compaction:
 
     with run_lock(settings, "compact"), archive.writer(settings) as con:
         return archive.compact(con, archive.ArchivePaths.of(settings), keep_days=keep_days)
+
+
+def compact_exports(settings: Settings) -> ExportCompaction:
+    """Merge the trend exports' day files of every settled month into the month's file, under
+    the trends lock (as a trends build: one at a time, beside the harvest)."""
+    from ..analytics import compact_exports as merge
+
+    with run_lock(settings, "compact", scope=TRENDS_SCOPE):
+        return merge(settings)
 
 
 def backup_archive(settings: Settings, dest: Path) -> tuple[int, int]:

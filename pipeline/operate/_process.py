@@ -6,7 +6,7 @@ trends' own peak stacks on that (docs/design.md, "Memory"). So `botstats run` re
 itself once the harvest has let go of the lock: the same PID (a supervisor, a signal, the lock's
 holder file still name the run), the same command line, a fresh heap. What the harvest did
 travels in an environment variable, tagged with the PID so that a child process that inherits it
-never mistakes it for its own.
+never mistakes it for its own. (The scheduler daemon starts a process per job: ``_children``.)
 """
 
 from __future__ import annotations
@@ -15,9 +15,12 @@ import json
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from ._logs import LOGGERS
-from ._runner import RunReport
+
+if TYPE_CHECKING:  # the runner imports the harvester: not for the scheduler daemon
+    from ._runner import RunReport
 
 log = logging.getLogger("botstats.run")
 
@@ -54,6 +57,8 @@ def hand_off(report: RunReport) -> None:
 def resumed() -> RunReport | None:
     """The run handed to this process by :func:`hand_off`, if it was; taken out of the
     environment either way, so that nothing this process starts inherits it."""
+    from ._runner import RunReport
+
     raw = os.environ.pop(HANDOFF_ENV, None)
     if not raw:
         return None
@@ -65,3 +70,4 @@ def resumed() -> RunReport | None:
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         log.warning("ignored %s: not a run handed over by botstats (%s)", HANDOFF_ENV, exc)
         return None
+

@@ -25,6 +25,7 @@ up waiting.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -298,26 +299,47 @@ def locked_harvest(settings: Settings, *, full: bool = False, accept_removals: b
 
 def locked_trends(settings: Settings, *, full: bool = False,
                   stop: threading.Event | None = None) -> TrendsReport:
-    """One trends build under the run lock (``full``: recomputed from the whole archive)."""
+    """One trends build under the trends lock (``full``: recomputed from the whole archive).
+
+    A build reads a snapshot and harvests go on beside it; a full one takes long, so what they
+    archived meanwhile is built right after, still under the lock (``then``)."""
     from ..analytics import build_trends
 
     with run_lock(settings, "trends", scope=TRENDS_SCOPE, stop=stop):
-        return build_trends(settings, full=full)
+        report = build_trends(settings, full=full)
+        if full and not (stop and stop.is_set()):
+            then = build_trends(settings)
+            if then.mode != "unchanged":
+                _log_trends(then)
+                report = dataclasses.replace(report, then=then)
+        return report
 
 
-def harvest_job(settings: Settings, stop: threading.Event) -> str:
-    """One scheduled harvest; returns a one-line result for the log."""
+@dataclass(frozen=True)
+class JobResult:
+    """What a scheduled job did: its line for the log, and the exit code `botstats` would have
+    ended the same job with."""
+
+    line: str
+    exit_code: int = 0
+
+    def __str__(self) -> str:
+        return self.line
+
+
+def harvest_job(settings: Settings, stop: threading.Event) -> JobResult:
+    """One scheduled harvest; its one-line result for the log."""
     report = locked_harvest(settings, stop=stop)
-    return (f"harvest {report.run_id} {report.status} (exit {report.exit_code}): "
-            f"{report.bots_seen} bots, {report.stats_added} new records, {report.errors} errors, "
-            f"{report.seconds:.1f} s")
+    return JobResult(f"harvest {report.run_id} {report.status} (exit {report.exit_code}): "
+                     f"{report.bots_seen} bots, {report.stats_added} new records, "
+                     f"{report.errors} errors, {report.seconds:.1f} s", report.exit_code)
 
 
-def trends_job(settings: Settings, stop: threading.Event) -> str:
+def trends_job(settings: Settings, stop: threading.Event) -> JobResult:
     """One scheduled trends build, then the report of ``[report].file`` when set."""
     trends = locked_trends(settings, stop=stop)
     _log_trends(trends)
     result, error = refresh_report(settings)
     note = f"; report failed: {error}" if error else f"; report {result.path}" if result else ""
-    return (f"trends {trends.run_id}: {len(trends.datasets)} datasets, "
-            f"{trends.written} partitions written, {trends.unchanged} unchanged{note}")
+    return JobResult(f"trends {trends.run_id}: {len(trends.datasets)} datasets, "
+                     f"{trends.written} partitions written, {trends.unchanged} unchanged{note}")

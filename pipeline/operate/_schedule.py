@@ -1,16 +1,21 @@
 """`botstats schedule`: the scheduler daemon, APScheduler 3.x running the harvest and trends
 jobs on [schedule]'s crontab expressions (read by :mod:`pipeline.core._crontab`).
 
-It runs the jobs under the archive's run lock (so a manual `botstats run` and the daemon never
-overlap), one instance of each at a time, missed runs coalesced, and logs every run, skip and
-miss. SIGTERM or SIGINT sets the jobs' stop event: the running harvest finishes its current
-batch and records the run ``interrupted``, then the scheduler shuts down and the process exits 0.
+Each job runs in a child process of its own (``_children.in_child``), which takes the job's lock
+(so a manual `botstats run` and the daemon never overlap): the daemon keeps only the clock, and a
+job's memory is that of the same job started by cron. One instance of each job at a time,
+missed runs coalesced; every run, skip, miss, failure and a child killed under it is logged,
+and the daemon goes on. SIGTERM or SIGINT sets the jobs' stop event, which each forwards to its
+child: the running harvest finishes its current batch and records the run ``interrupted``, then
+the scheduler shuts down and the process exits 0. A second signal reaches the children too, and
+aborts.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,6 +24,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from ..core import BotstatsError, ConfigError, Settings, cron_trigger, next_fire_times
+from ._children import Children, in_child
 from ._lock import prepare_archive_place
 from ._signals import stop_on_signals
 
@@ -54,10 +60,8 @@ class _Running:
         return self._count
 
 
-def _default_jobs() -> dict[str, JobFn]:
-    from . import _runner as runner
-
-    return {"harvest": runner.harvest_job, "trends": runner.trends_job}
+def _default_jobs(children: Children) -> dict[str, JobFn]:
+    return {"harvest": in_child("harvest", children), "trends": in_child("trends", children)}
 
 
 def build_scheduler(
@@ -68,10 +72,13 @@ def build_scheduler(
     trends_cron: str | None = None,
     jobs: dict[str, JobFn] | None = None,
     running: _Running | None = None,
+    children: Children | None = None,
 ) -> Any:
     """A BlockingScheduler with the harvest and trends jobs and the listeners that log them.
 
     ``harvest_cron``/``trends_cron`` override [schedule] (6 fields = seconds first); "" disables.
+    ``jobs`` replaces the jobs, run in the daemon's own process (tests); by default each runs
+    in a child process (``children`` keeps track of them).
     """
     from apscheduler.events import (
         EVENT_JOB_ERROR,
@@ -83,7 +90,7 @@ def build_scheduler(
     from apscheduler.schedulers.blocking import BlockingScheduler
 
     sch = settings.schedule
-    jobs = jobs or _default_jobs()
+    jobs = jobs or _default_jobs(children or Children())
     running = running or _Running()
     exprs = {
         "harvest": (sch.harvest if harvest_cron is None else harvest_cron,
@@ -169,8 +176,10 @@ def run_scheduler(
     prepare_archive_place(settings)
     stop = threading.Event()
     running = _Running()
+    children = Children()
     scheduler = build_scheduler(settings, stop, harvest_cron=harvest_cron,
-                                trends_cron=trends_cron, jobs=jobs, running=running)
+                                trends_cron=trends_cron, jobs=jobs, running=running,
+                                children=children)
     if not scheduler.get_jobs():
         raise ConfigError("nothing to schedule: [schedule].harvest and [schedule].trends are "
                           "both empty. Set at least one crontab expression.")
@@ -180,6 +189,10 @@ def run_scheduler(
         received.append(name)
         # wait=False: never block inside a signal handler; running jobs are awaited below.
         scheduler.shutdown(wait=False)
+        # The first signal reached the children through the stop event; a second one aborts
+        # them (their own second signal) and then this process, the default way.
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, _abort_with(children))
 
     with stop_on_signals(stop, on_stop=on_stop):
         log.info("scheduler started (pid %s); stop with SIGTERM or Ctrl+C", os.getpid(),
@@ -192,6 +205,15 @@ def run_scheduler(
     log.info("scheduler stopped%s", f" on {received[0]}" if received else "",
              extra={"event": "scheduler_stopped"})
     return 0
+
+
+def _abort_with(children: Children) -> Callable[[int, Any], None]:
+    def abort(signum: int, _frame: Any) -> None:
+        children.signal(signum)
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    return abort
 
 
 def describe_schedule(settings: Settings, *, harvest_cron: str | None = None,

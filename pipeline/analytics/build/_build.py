@@ -3,15 +3,17 @@
 :func:`build_trends` is the one entry point the CLI and the scheduler call. Memory stays
 bounded however large the archive grows: ``bot_stats`` is read through Arrow in slices of whole
 bots (``CHUNK_ROWS``), each slice is reduced to one row per bot and UTC day at once, and the
-per-bot jobs run on that slice; their rows go to month folders of scratch parquet
-(:class:`~pipeline.analytics.exports._exports.MonthSpill`), from which each export partition is written a month at
-a time. Only bot_ranks (a month at a time) and directory_daily (streamed) look across bots;
-movers keep each slice's top and rank the union.
+per-bot jobs run on that slice; the rows the run writes go to a spill
+(:class:`~pipeline.analytics.exports._exports.Spill`: chunks per partition, in memory while they
+are few), from which each export partition is written at a time. Only bot_ranks (a group of
+days at a time) and directory_daily look across bots; movers keep each slice's top and rank the
+union.
 
 Runs are incremental: :func:`plan_run` finds the first day the archive's changes since the
-previous export touch, and only the days from the Monday before it are recomputed, from the raw
-records of those days plus what :mod:`._window` carries in from the export (see
-docs/trends.md). A full build is the same computation over every day.
+previous export touch; the days from the Monday of its week are computed, from the raw records
+of those days plus what :mod:`._window` carries in from the export, and of each dataset only
+the days those changes can alter are written, each day a file (docs/trends.md). A full build is
+the same computation over every day.
 
 =================  ==========================================================================
 bot_daily          per bot and day: last users/guilds/shards, mean and p95 load, commands run
@@ -38,7 +40,6 @@ from __future__ import annotations
 
 import string
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -55,7 +56,7 @@ from ..exports._exports import DatasetExport
 from . import _slices as slices
 from . import _window as trend_window
 from ._plan import fingerprint, plan_run
-from ._slices import STREAMED, dataset_parts, ordered_parts
+from ._slices import dataset_parts
 from ._window import Window
 
 
@@ -72,6 +73,8 @@ class TrendsReport:
     mode: str = "full"  # full | incremental | unchanged (nothing new: nothing computed)
     since: date | None = None  # an incremental run's first recomputed day
     reason: str = ""
+    # The incremental run that followed a long one for the commits that landed meanwhile.
+    then: TrendsReport | None = None
 
     @property
     def written(self) -> int:
@@ -94,6 +97,9 @@ class TrendsReport:
                          f"{len(d.unchanged):>10} {len(d.removed):>8}  {span}")
         lines.append(f"exports: {self.export_dir}")
         lines.append(f"views:   {', '.join(self.views)} (in {self.archive})")
+        if self.then is not None:
+            lines.append(f"then, for what was archived meanwhile: "
+                         f"{self.then.summary().splitlines()[0]}")
         return "\n".join(lines)
 
     def as_dict(self) -> dict[str, Any]:
@@ -103,6 +109,7 @@ class TrendsReport:
             "mode": self.mode, "since": self.since.isoformat() if self.since else None,
             "reason": self.reason,
             "views": list(self.views),
+            "then": self.then.as_dict() if self.then is not None else None,
             "datasets": [
                 {"name": d.name, "rows": d.rows, "partitions": d.partitions,
                  "written": list(d.written), "unchanged": list(d.unchanged),
@@ -117,12 +124,14 @@ def build_trends(settings: Settings, *, run_id: str | None = None,
     """Compute the datasets from the archive, export them, and (re)create the trend_* views.
 
     Incremental unless ``full``: only the days the archive's changes since the previous
-    export touch are recomputed (from the Monday on or before the first), and only the month
-    partitions from there are rewritten; a run with nothing new computes and writes nothing.
+    export touch are recomputed (from the Monday on or before the first), and only the days
+    they can alter are rewritten; a run with nothing new computes and writes nothing.
     The previous export's settings differing, or its files missing, make a full rebuild.
 
-    Runs in the archive's writer connection, which also (re)creates the views. Callers hold the
-    run lock around it, as for a harvest.
+    Reads one snapshot of the archive (:func:`pipeline.archive.snapshot`), so a harvest may
+    commit meanwhile: its records are the next run's. Writes the archive only to (re)create the
+    views, and only when they are missing or name another export directory. Callers hold the
+    trends lock around it, which keeps two builds apart, not a build from a harvest.
     """
     started = time.monotonic()
     if not archive.exists(settings):
@@ -135,7 +144,7 @@ def build_trends(settings: Settings, *, run_id: str | None = None,
     run_id = run_id or new_run_id(written_at)
     export_dir = settings.export_dir.resolve()
     results: list[DatasetExport] = []
-    with archive.writer(settings) as con:
+    with archive.snapshot(settings) as con:
         with exports.export_batch(export_dir, run_id=run_id, written_at=written_at,
                                   compression=settings.exports.compression) as batch:
             try:
@@ -144,6 +153,7 @@ def build_trends(settings: Settings, *, run_id: str | None = None,
                                 "watermark": plan.watermark}
                 if plan.window is None:
                     results = [batch.keep(name) for name in DATASETS]
+                    batch.source["state"] = (batch.previous.get("source") or {}).get("state", {})
                 else:
                     results = _stage_window(con, settings.trends, batch, plan.window)
             except duckdb.Error as exc:
@@ -156,7 +166,7 @@ def build_trends(settings: Settings, *, run_id: str | None = None,
                     f"cannot write scratch files under {export_dir}: {exc.strerror or exc}. "
                     f"Check free space and permissions of [exports].dir (or --out)."
                 ) from exc
-        views = create_views(con, export_dir)
+    views = ensure_views(settings, export_dir)
     since = plan.window.start if plan.window is not None else None
     return TrendsReport(run_id, export_dir, settings.db_path, tuple(results), tuple(views),
                         time.monotonic() - started, plan.mode, since, plan.reason)
@@ -164,51 +174,138 @@ def build_trends(settings: Settings, *, run_id: str | None = None,
 
 def _stage_window(con: duckdb.DuckDBPyConnection, t: TrendSettings, batch: exports.ExportBatch,
                   window: Window) -> list[DatasetExport]:
-    """Compute the window's days and stage them: months before its start stay as exported;
-    its start's month is the exported rows before the start plus the recomputed ones."""
+    """Compute the window's days and stage what it writes of each dataset: the days before it
+    writes stay as exported (a month file that reaches into them keeps its earlier rows)."""
     computed = dataset_parts(con, t, batch.spill(), slices.CHUNK_ROWS, window=window)
     results = []
     for name, spec in DATASETS.items():
-        parts = computed.parts[name]
-        key = None
-        if window.start is not None and not spec.whole:
-            key = trend_window.month_key(window.start)
-            old = batch.previous_file(name, key)
-            if name not in STREAMED:  # the slices merged those of bot-ordered datasets
-                before = None if old is None else pl.read_parquet(old).filter(
-                    pl.col(spec.time_column) < window.start)
-                parts = ordered_parts(trend_window.with_rows_before(_in_memory(parts), before, key),
-                                 spec.order)
-        results.append(batch.stage(name, parts, time_column=spec.time_column, keep_before=key))
-    batch.stage_file(trend_window.BOT_STATE, computed.bot_state)
-    batch.stage_file(trend_window.TEXT_STATE, computed.text_state)
+        emit_from = None if spec.whole else window.emit_from(name)
+        results.append(batch.stage(name, computed.parts[name], time_column=spec.time_column,
+                                   emit_from=emit_from))
+    assert batch.source is not None
+    batch.source["state"] = {
+        base: _stage_state(batch, window, base, frame, schema, key)
+        for base, frame, schema, key in (
+            (trend_window.BOT_STATE, computed.bot_state, trend_window.BOT_STATE_SCHEMA,
+             trend_window.BOT_KEY),
+            (trend_window.TEXT_STATE, computed.text_state, trend_window.TEXT_STATE_SCHEMA,
+             trend_window.TEXT_KEY))}
     return results
 
 
-def _in_memory(
-    parts: Iterator[tuple[str, pl.DataFrame | pl.LazyFrame]],
-) -> Iterator[tuple[str, pl.DataFrame]]:
-    """The parts of a dataset sorted whole (not STREAMED): each is a DataFrame."""
-    for key, part in parts:
-        assert isinstance(part, pl.DataFrame), f"partition {key}: a LazyFrame in a dataset sorted whole"
-        yield key, part
+def _stage_state(batch: exports.ExportBatch, window: Window, base: str, frame: pl.DataFrame,
+                 schema: pl.Schema, key: tuple[str, ...]) -> list[str]:
+    """Stage the run's state ``frame``: the keys it changed beside the previous state's files,
+    or the whole state again (a full build; many keys changed); the files it is then in."""
+    files = trend_window.state_files(batch.previous, base)
+    old = None
+    if window.start is not None:  # an incremental run: the previous state is whole and read
+        old = trend_window.read_state(batch.export_dir, files, schema, key)
+    listed, writes = trend_window.changed_state(old, frame, files, base, batch.run_id)
+    for relpath, rows in writes.items():
+        batch.stage_file(relpath, rows)
+    for relpath in set(files) - set(listed):
+        batch.remove_file(relpath)
+    return listed
+
+
+@dataclass(frozen=True)
+class ExportCompaction:
+    """What :func:`compact_exports` did: files before and after, the months merged."""
+
+    export_dir: Path
+    files_before: int
+    files_after: int
+    months: tuple[str, ...]  # dataset/month=YYYY-MM written from its days
+
+
+def compact_exports(settings: Settings, *, run_id: str | None = None) -> ExportCompaction:
+    """Merge the day files of every month that has settled (:func:`~pipeline.analytics.exports._exports.settle_line` of the newest
+    day exported) into its month's file, dropping bot_forecast's superseded rows there; an
+    export batch like a trends run's (atomic, the manifest last). Callers hold the trends
+    lock. Nothing to do (or no export yet): nothing is touched."""
+    export_dir = settings.export_dir.resolve()
+    manifest = exports.read_manifest(export_dir)
+    datasets = manifest.get("datasets", {})
+
+    def count() -> int:
+        return sum(len(d.get("partitions", [])) for d in
+                   exports.read_manifest(export_dir).get("datasets", {}).values())
+
+    newest = (datasets.get("bot_daily") or {}).get("date_max")
+    before = count()
+    if not newest or set(datasets) != set(DATASETS):
+        return ExportCompaction(export_dir, before, before, ())
+    settled = exports.settle_line(date.fromisoformat(newest[:10]))
+    written_at = archive.now_utc()
+    merged: list[str] = []
+    with exports.export_batch(export_dir, run_id=run_id or new_run_id(written_at),
+                              written_at=written_at,
+                              compression=settings.exports.compression) as batch:
+        for name, spec in DATASETS.items():
+            done = batch.merge_days(name, settled=settled, latest_by=spec.current_by)
+            merged += [f"{name}/{key}" for key in done.written]
+    return ExportCompaction(export_dir, before, count(), tuple(merged))
+
+
+# How long creating the views keeps trying while harvest commits land on the catalog.
+VIEWS_PATIENCE = 60.0
+
+
+def view_statements(export_dir: Path) -> dict[str, str]:
+    """Each ``sql/views/*.sql`` by view name, ``${export_dir}`` the absolute export path."""
+    literal = export_dir.resolve().as_posix().replace("'", "''")
+    return {file.stem: string.Template(file.read_text(encoding="utf-8")).substitute(
+                export_dir=literal)
+            for file in sorted((archive.sql_dir() / "views").glob("*.sql"))}
+
+
+def ensure_views(settings: Settings, export_dir: Path) -> list[str]:
+    """The trend_* views over ``export_dir``, (re)created only when the archive lacks them or
+    has them otherwise (another export directory, a botstats with other views): a build then
+    commits nothing to the archive, and never waits for a harvest's commits."""
+    statements = view_statements(export_dir)
+    with duckdb.connect() as scratch:  # the views as DuckDB spells them back
+        scratch.execute("SET TimeZone = 'UTC'")
+        for sql in statements.values():
+            scratch.execute(sql)
+        wanted = _views_in(scratch, "memory")
+    with archive.reader(settings) as con:
+        if _views_in(con, archive.ALIAS) == wanted:
+            return list(statements)
+    deadline = time.monotonic() + VIEWS_PATIENCE
+    while True:
+        try:
+            with archive.writer(settings) as con:
+                return create_views(con, export_dir)
+        except (duckdb.Error, StoreError) as exc:
+            if not archive.is_busy(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
+
+
+def _views_in(con: duckdb.DuckDBPyConnection, database: str) -> dict[str, str]:
+    return dict(con.execute(
+        "SELECT view_name, sql FROM duckdb_views() WHERE database_name = ? AND "
+        "view_name LIKE 'trend\\_%' ESCAPE '\\'", [database]).fetchall())
 
 
 def create_views(con: duckdb.DuckDBPyConnection, export_dir: Path) -> list[str]:
     """Run every ``sql/views/*.sql`` with ``${export_dir}`` set to the absolute export path,
     all in one transaction: a reader sees the old views or the new ones, never a mix, and the
     archive's catalog takes one commit instead of one a view."""
-    literal = export_dir.resolve().as_posix().replace("'", "''")
     names = []
     con.execute("BEGIN TRANSACTION")
     try:
-        for file in sorted((archive.sql_dir() / "views").glob("*.sql")):
-            sql = string.Template(file.read_text(encoding="utf-8")).substitute(export_dir=literal)
+        for name, sql in view_statements(export_dir).items():
             try:
                 con.execute(sql)
             except duckdb.Error as exc:
-                raise ExportError(f"cannot create the views of {file}: {exc}") from exc
-            names.append(file.stem)
+                if archive.is_busy(exc):
+                    raise
+                raise ExportError(f"cannot create the view {name} (sql/views/{name}.sql): "
+                                  f"{exc}") from exc
+            names.append(name)
         con.execute("COMMIT")
     except BaseException:
         archive.rollback(con)

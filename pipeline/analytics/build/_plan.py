@@ -1,4 +1,4 @@
-"""The plan of a trends run: full, incremental from a Monday, or nothing to do, from the archive's changes since the previous export."""
+"""The plan of a trends run: full, incremental from a Monday, or nothing to do, from the archive's changes since the previous export; and which days of each dataset an incremental run writes."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, date, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ import polars as pl
 from ... import archive
 from ...core import TrendSettings
 from ..exports._datasets import DATASETS
+from ..exports._exports import settle_line
 from . import _anomalies as anomalies
 from . import _forecast as forecast
 from . import _window as trend_window
@@ -61,7 +62,7 @@ def plan_run(con: duckdb.DuckDBPyConnection, t: TrendSettings, export_dir: Path,
     """Full, incremental from a Monday, or nothing to do: decided from the archive's changes
     since the watermark in ``manifest`` (the previous export) and from the bots table."""
     def rebuild(reason: str) -> Plan:
-        return Plan(FULL, archive.changes_since(con, None).watermark, reason)
+        return Plan(_full(con), archive.changes_since(con, None).watermark, reason)
 
     source = manifest.get("source") or {}
     if full:
@@ -86,14 +87,38 @@ def plan_run(con: duckdb.DuckDBPyConnection, t: TrendSettings, export_dir: Path,
             if d is not None]
     if not days:
         return Plan(None, changes.watermark, "nothing new since the last export")
-    # An event's row is settled only HOLD_DAYS after its first day (a spike or a level shift?):
-    # the days that many before the first change are computed again too.
-    start = trend_window.week_start(min(days) - timedelta(days=anomalies.HOLD_DAYS))
+    first = min(days)
+    emit = emitted_from(first)
+    # Computed from the raw records of the week of the first change (resource_health's weeks
+    # are whole); what the datasets need of the days before, bot_daily's rows (anomalies from
+    # HOLD_DAYS before the change, the windows of growth, ranks and forecasts), is exported.
+    start = trend_window.week_start(first)
     try:
-        window = trend_window.open_window(export_dir, manifest, start, lookback_days(t))
+        window = trend_window.open_window(export_dir, manifest, start, lookback_days(t), emit,
+                                          max(RANK_DAYS))
     except trend_window.WindowUnavailable as exc:
         return rebuild(f"the previous export cannot be continued: {exc}")
     return Plan(window, changes.watermark, "changes since the last export")
+
+
+def emitted_from(first: date) -> dict[str, date]:
+    """The first day of each dataset that records changed from day ``first`` on can alter.
+    A row of a day depends on that day and days before it, so the days before ``first`` stay
+    as exported, except: an event's row is settled only HOLD_DAYS after its first day (a spike,
+    or a level shift?), and a week of resource_health is one row. The days a run writes are
+    what it adds, whatever it computes to get there (docs/trends.md)."""
+    emit = {name: first for name, spec in DATASETS.items() if not spec.whole}
+    emit["anomalies"] = first - timedelta(days=anomalies.HOLD_DAYS)
+    emit["resource_health"] = trend_window.week_start(first)
+    return emit
+
+
+def _full(con: duckdb.DuckDBPyConnection) -> Window:
+    """A full build: every day, its settled months written one file each."""
+    ((newest,),) = con.execute("SELECT max(recorded_at) FROM bot_stats").fetchall()
+    if newest is None:
+        return FULL
+    return dataclasses.replace(FULL, settled=settle_line(newest.astimezone(UTC).date()))
 
 
 def scan_export(export_dir: Path, manifest: dict[str, Any], name: str) -> pl.LazyFrame:

@@ -1,11 +1,11 @@
-"""Reading the archive for trends: whole bots a slice at a time, each slice run through the per-bot jobs into month spills, and the datasets assembled from them."""
+"""Reading the archive for trends: whole bots a slice at a time, each slice run through the per-bot jobs into a spill of the rows the run writes, and the datasets assembled from it."""
 
 from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Final
 
@@ -17,13 +17,12 @@ from ... import archive
 from ...core import TrendSettings
 from ..exports import _exports as exports
 from ..exports._datasets import DATASETS
-from ..exports._exports import MonthSpill
+from ..exports._exports import Spill
 from . import _forecast as forecast
 from . import _window as trend_window
 from ._anomalies import anomalies
 from ._frames import detached
 from ._jobs import (
-    RANK_DAYS,
     bot_daily,
     bot_growth,
     bot_names,
@@ -75,20 +74,32 @@ def bot_slices(con: duckdb.DuckDBPyConnection, max_rows: int = CHUNK_ROWS,
 
     Every per-bot job runs slice by slice: whole bots, so nothing crosses a slice boundary.
     """
+    return _slices_of(_bot_counts(con, since, carried), max_rows)
+
+
+def _bot_counts(con: duckdb.DuckDBPyConnection, since: date | None,
+                carried: pl.LazyFrame | None) -> pl.DataFrame:
+    """Per bot: ``raw``, its stats recorded from ``since`` on, and ``n``, those plus its rows
+    in ``carried``."""
     where = "" if since is None else f" WHERE recorded_at >= {archive.literal(_day_start(since))}"
     counts = pl.from_arrow(con.sql(
-        f"SELECT bot_id, count(*) AS n FROM bot_stats{where} GROUP BY bot_id"
+        f"SELECT bot_id, count(*) AS raw FROM bot_stats{where} GROUP BY bot_id"
     ).to_arrow_table())
     assert isinstance(counts, pl.DataFrame)
+    counts = counts.with_columns(n=pl.col("raw"))
     if carried is not None:
         more = carried.group_by("bot_id").agg(n=pl.len()).collect(engine=STREAMING)
-        counts = pl.concat([counts, more.cast(counts.schema)]).group_by("bot_id").agg(
-            pl.col("n").sum())
+        counts = (pl.concat([counts, more.with_columns(raw=pl.lit(0)).cast(counts.schema)
+                             .select(counts.columns)])
+                  .group_by("bot_id").agg(pl.col("raw").sum(), pl.col("n").sum()))
+    return counts.sort("bot_id")
+
+
+def _slices_of(counts: pl.DataFrame, max_rows: int) -> list[tuple[str | None, str | None]]:
     if counts.height == 0:
         return [(None, None)]
     starts = (
-        counts.sort("bot_id")
-        .with_columns(_slice=(pl.col("n").cum_sum() - pl.col("n")) // max_rows)
+        counts.with_columns(_slice=(pl.col("n").cum_sum() - pl.col("n")) // max_rows)
         .group_by("_slice", maintain_order=True).agg(pl.col("bot_id").first())
         ["bot_id"].to_list()
     )
@@ -126,6 +137,12 @@ def _where(lo: str | None, hi: str | None, since: date | None) -> str:
 GROUP_SLICES = 128
 # Rows the group's scan hands over at a time: what it holds besides the slices' files.
 SCAN_BATCH_ROWS = 65_536
+# An incremental run's few days of records are read in groups of at most MEMORY_ROWS raw rows
+# (each a scan of those days), held in memory compressed: their scratch files would be most of
+# what an hourly run writes. When that would take more than MEMORY_GROUPS scans (a full build,
+# a late record), groups of GROUP_SLICES slices go to scratch files instead.
+MEMORY_ROWS = 200_000
+MEMORY_GROUPS = 8
 
 
 class SliceReads:
@@ -136,7 +153,7 @@ class SliceReads:
 
     def __init__(self, con: duckdb.DuckDBPyConnection, sql: str,
                  group: list[tuple[str | None, str | None]], folder: Path,
-                 since: date | None = None) -> None:
+                 since: date | None = None, *, in_memory: bool = False) -> None:
         self._con, self._sql, self._group, self._since = con, sql, group, since
         self._files: KeyedFiles | None = None
         if len(group) > 1:
@@ -147,7 +164,8 @@ class SliceReads:
             starts = pl.Series([lo for lo, _ in group[1:]], dtype=pl.String)
             self._files = spread(
                 (_frame(batch) for batch in reader),
-                lambda rows: starts.search_sorted(rows["bot_id"], side="right"), folder, schema)
+                lambda rows: starts.search_sorted(rows["bot_id"], side="right"), folder, schema,
+                in_memory=in_memory)
 
     def read(self, k: int) -> pl.DataFrame:
         if self._files is None:
@@ -169,6 +187,27 @@ def _frame(batch: pa.RecordBatch) -> pl.DataFrame:
 def slice_groups(slices: list[tuple[str | None, str | None]],
                  size: int) -> list[list[tuple[str | None, str | None]]]:
     return [slices[i:i + size] for i in range(0, len(slices), size)]
+
+
+def _groups_by_rows(slices: list[tuple[str | None, str | None]], counts: pl.DataFrame,
+                    rows: int = 0) -> list[list[tuple[str | None, str | None]]]:
+    """Consecutive slices in groups of at most ``rows`` raw rows (``MEMORY_ROWS``) each, a
+    slice alone if it holds more."""
+    rows = rows or MEMORY_ROWS
+    los = pl.Series([lo or "" for lo, _ in slices], dtype=pl.String)
+    per_slice = (counts.with_columns(_slice=los.search_sorted(counts["bot_id"], side="right") - 1)
+                 .group_by("_slice").agg(pl.col("raw").sum()))
+    raw = dict(per_slice.iter_rows())
+    groups: list[list[tuple[str | None, str | None]]] = []
+    held = 0
+    for k, bounds in enumerate(slices):
+        n = int(raw.get(k, 0))
+        if not groups or held + n > rows:
+            groups.append([])
+            held = 0
+        groups[-1].append(bounds)
+        held += n
+    return groups
 
 
 def with_lookback(daily: pl.DataFrame, lookback: pl.LazyFrame | None) -> pl.LazyFrame:
@@ -194,42 +233,42 @@ BOT_STATE_COLUMNS = ("commands_counter",)
 TEXT_STATE_COLUMNS = ("value_text", "changed_at")
 
 
-# Datasets in bot order: each slice's rows, sorted, are that stretch of the export, so a month
-# is staged by streaming its spill files. The others are small and sorted whole.
+# Datasets in bot order: each slice's rows, sorted, are that stretch of the export, so a
+# partition is staged by streaming its spilled chunks. The others are small and sorted whole.
 STREAMED = ("bot_daily", "bot_growth", "bot_ranks", "resource_health", "custom_daily",
             "bot_forecast")
 
 
-def _keeper(spill: MonthSpill, window: Window) -> Callable[[str, pl.DataFrame, str | None, str | None], None]:
-    def keep(name: str, frame: pl.DataFrame, lo: str | None, hi: str | None) -> None:
+def _keeper(spill: Spill, window: Window) -> Callable[[str, pl.LazyFrame | pl.DataFrame], None]:
+    """Spill the rows of a dataset this run writes (``window.emitted``), sorted, under their
+    partitions."""
+    def keep(name: str, frame: pl.LazyFrame | pl.DataFrame) -> None:
         spec = DATASETS[name]
-        if name in STREAMED:
-            # The window's first month keeps its rows before the start: this slice's bots'.
-            before = window.rows_before(name, spec.time_column, lo, hi)
-            if before is not None and before.height:
-                frame = pl.concat([before.select(frame.columns).cast(frame.schema), frame])
-        spill.add(name, in_order(frame, spec.order), spec.time_column)
+        rows = window.emitted(name, frame.lazy(), spec.time_column).collect(engine=IN_MEMORY)
+        spill.add(name, in_order(rows, spec.order), spec.time_column, window.months_before)
     return keep
 
 
-def compute_slices(con: duckdb.DuckDBPyConnection, t: TrendSettings, spill: MonthSpill,
+def compute_slices(con: duckdb.DuckDBPyConnection, t: TrendSettings, spill: Spill,
                    max_rows: int = CHUNK_ROWS, window: Window = FULL) -> Sliced:
-    """Run the per-bot jobs slice by slice, adding their rows to ``spill``.
+    """Run the per-bot jobs slice by slice, adding the rows the run writes to ``spill``.
 
     Each slice's movers are its own top; the top of their union is the top of all bots, so the
-    movers merge as they come and stay small. With a ``window``, only its days are computed;
-    the bot-ordered datasets get the window's first month's earlier rows of the slice's bots
-    too, so that month is staged from the spill as it is.
+    movers merge as they come and stay small. With a ``window``, only its days are computed
+    (from its start), and of each dataset only the days it writes are kept.
     """
     keep = _keeper(spill, window)
     top: pl.DataFrame | None = None
     lasts = _Lasts()
     start = window.start
-    slices = bot_slices(con, max_rows, since=start, carried=window.lookback_ids())
+    counts = _bot_counts(con, start, window.lookback_ids())
+    slices = _slices_of(counts, max_rows)
     reads = spill.root / "_reads"
-    for group in slice_groups(slices, GROUP_SLICES):
-        stats_reads = SliceReads(con, _STATS_SQL, group, reads, since=start)
-        custom_reads = SliceReads(con, _CUSTOM_SQL, group, reads, since=start)
+    small = int(counts["raw"].sum()) <= MEMORY_ROWS * MEMORY_GROUPS
+    groups = _groups_by_rows(slices, counts) if small else slice_groups(slices, GROUP_SLICES)
+    for group in groups:
+        stats_reads = SliceReads(con, _STATS_SQL, group, reads, since=start, in_memory=small)
+        custom_reads = SliceReads(con, _CUSTOM_SQL, group, reads, since=start, in_memory=small)
         try:
             top = _compute_group(group, stats_reads, custom_reads, t, window, keep, top, lasts)
         finally:
@@ -249,79 +288,73 @@ class _Lasts:
 
 def _compute_group(group: list[tuple[str | None, str | None]], stats_reads: SliceReads,
                    custom_reads: SliceReads, t: TrendSettings, window: Window,
-                   keep: Callable[[str, pl.DataFrame, str | None, str | None], None],
+                   keep: Callable[[str, pl.LazyFrame | pl.DataFrame], None],
                    top: pl.DataFrame | None, lasts: _Lasts) -> pl.DataFrame:
     """The per-bot jobs over each slice of ``group``, their last rows added to ``lasts``; the
     movers' top so far."""
-    start = window.start
     for k, (lo, hi) in enumerate(group):
         stats = stats_reads.read(k).lazy()
         daily = bot_daily(stats, window.carried_counters(lo, hi)).collect(engine=IN_MEMORY)
-        keep("bot_daily", daily, lo, hi)
+        keep("bot_daily", daily)
         lasts.bots.append(detached(trend_window.last_rows(daily, trend_window.BOT_KEY,
                                                           BOT_STATE_COLUMNS)))
         health = resource_health(stats, daily.lazy(), threshold=t.health_threshold)
-        keep("resource_health", health.collect(engine=STREAMING), lo, hi)
+        keep("resource_health", health.collect(engine=STREAMING))
         del stats
         history = with_lookback(daily, window.lookback_of(lo, hi)).collect(engine=IN_MEMORY)
         growth = window.since(bot_growth(history.lazy()), "day").collect(engine=IN_MEMORY)
-        keep("bot_growth", growth, lo, hi)
+        keep("bot_growth", growth)
         found = movers(growth.lazy(), min_guilds=t.movers_min_guilds, top=t.movers_top)
         top = detached(found.collect(engine=STREAMING) if top is None else rank_movers(
             pl.concat([top, found.collect(engine=STREAMING)]).lazy(), top=t.movers_top
         ).collect(engine=IN_MEMORY))
         del growth
-        odd = anomalies(history.lazy(), t, since=start)
-        keep("anomalies", window.since(odd, "day").collect(engine=IN_MEMORY), lo, hi)
+        keep("anomalies", anomalies(history.lazy(), t, since=window.emit_from("anomalies")))
         custom = custom_daily(custom_reads.read(k).lazy(), window.carried_texts(lo, hi))
         texts = custom.collect(engine=STREAMING)
-        keep("custom_daily", texts, lo, hi)
+        keep("custom_daily", texts)
         lasts.texts.append(detached(trend_window.last_rows(
             texts.filter(pl.col("kind") == "text"), trend_window.TEXT_KEY, TEXT_STATE_COLUMNS)))
         del texts
         # bot_forecast: each recomputed bot's model over its last WINDOW_DAYS (the lookback
-        # reaches that far); a bot with nothing new keeps its exported rows.
-        ahead = forecast.bot_forecast(history.lazy())
-        keep("bot_forecast", window.since(ahead, "as_of").collect(engine=IN_MEMORY), lo, hi)
+        # reaches that far), written as of the days this run writes; a bot with nothing new
+        # keeps its exported rows.
+        keep("bot_forecast", forecast.bot_forecast(history.lazy()))
     assert top is not None  # a group has at least one slice
     return top
 
 
-RANKED = "_ranked_days"  # scratch: each day's ranks, one file a day
+RANKED = "_ranked_days"  # scratch: each day's ranks, a chunk per group of days
 
 
-def rank_slices(spill: MonthSpill, sliced: Sliced, window: Window = FULL,
+def rank_slices(spill: Spill, sliced: Sliced, window: Window = FULL,
                 max_rows: int = CHUNK_ROWS) -> None:
-    """bot_ranks into ``spill``, in bounded memory: days are ranked across every bot, a group of
-    days of about ``max_rows`` rows at a time, then each slice of bots gets its rank changes
-    from those days.
-
-    The days ranked are the computed ones and, before the window's start, the lookback days
-    the changes look back to."""
+    """bot_ranks into ``spill``, in bounded memory: the days it writes are ranked across every
+    bot, a group of days of about ``max_rows`` rows at a time, then each slice of bots gets its
+    rank changes from those days and, before them, from the ranks exported for the days the
+    changes look back to (``window.ranks``)."""
     keep = _keeper(spill, window)
     columns = ["bot_id", "day", "guilds", "users"]
-    computed = window.since(spill.scan("bot_daily"), "day").select(columns)
-    sources = [computed]
-    if window.lookback is not None and window.start is not None:
-        reach = window.start - timedelta(days=max(RANK_DAYS))
-        sources.append(window.lookback.filter(pl.col("day") >= reach).select(columns))
+    days = window.emitted("bot_ranks", spill.scan("bot_daily"), "day").select(columns)
     ranked_any = False
-    for source in sources:
-        for rows in _day_group_rows(source, max_rows, spill.root / "_reads"):
-            spill.add(RANKED, ranked_by_day(rows.lazy()).sort("bot_id", "day").collect(
-                engine=IN_MEMORY), "day")
-            ranked_any = True
+    for rows in _day_group_rows(days, max_rows, spill.root / "_reads"):
+        spill.add(RANKED, ranked_by_day(rows.lazy()).sort("bot_id", "day").collect(
+            engine=IN_MEMORY), "day", window.months_before)
+        ranked_any = True
     for lo, hi in sliced.slices:
         ranked = (_bots_in_range(spill.scan(RANKED), lo, hi) if ranked_any
-                  else ranked_by_day(computed.clear()))
-        keep("bot_ranks", window.since(rank_changes(ranked), "day").collect(engine=IN_MEMORY),
-             lo, hi)
+                  else ranked_by_day(days.clear()))
+        before = window.ranks_of(lo, hi)
+        if before is not None:
+            ranked = pl.concat([before.cast(ranked.collect_schema()), ranked])
+        keep("bot_ranks", rank_changes(ranked))
 
 
 def _day_group_rows(source: pl.LazyFrame, max_rows: int, folder: Path) -> Iterator[pl.DataFrame]:
     """The rows of ``source`` a group of days at a time (:func:`_day_groups`); several groups
-    come from one scan, spread over a file per group."""
-    groups = _day_groups(source, max_rows)
+    come from one scan, spread over a stream per group (in memory when they are few rows)."""
+    counts = _day_counts(source)
+    groups = _day_groups_of(counts, max_rows)
     if len(groups) <= 1:
         if groups:
             yield source.collect(engine=STREAMING)
@@ -329,7 +362,7 @@ def _day_group_rows(source: pl.LazyFrame, max_rows: int, folder: Path) -> Iterat
     firsts = pl.Series([days[0] for days in groups[1:]], dtype=pl.Date)
     files = spread(source.collect_batches(chunk_size=SCAN_BATCH_ROWS, engine=STREAMING),
                    lambda rows: firsts.search_sorted(rows["day"], side="right"), folder,
-                   source.collect_schema())
+                   source.collect_schema(), in_memory=int(counts["n"].sum()) <= MEMORY_ROWS)
     try:
         for k in range(len(groups)):
             yield files.take(k)
@@ -337,10 +370,17 @@ def _day_group_rows(source: pl.LazyFrame, max_rows: int, folder: Path) -> Iterat
         files.close()
 
 
+def _day_counts(rows: pl.LazyFrame) -> pl.DataFrame:
+    return rows.group_by("day").agg(n=pl.len()).sort("day").collect(engine=STREAMING)
+
+
 def _day_groups(rows: pl.LazyFrame, max_rows: int) -> list[list[date]]:
     """The days of ``rows`` in order, grouped so that each group holds about ``max_rows``
     rows (a day alone may hold more)."""
-    counts = rows.group_by("day").agg(n=pl.len()).sort("day").collect(engine=STREAMING)
+    return _day_groups_of(_day_counts(rows), max_rows)
+
+
+def _day_groups_of(counts: pl.DataFrame, max_rows: int) -> list[list[date]]:
     groups: list[list[date]] = []
     held = 0
     for day, n in counts.iter_rows():
@@ -362,36 +402,45 @@ def _bots_in_range(frame: pl.LazyFrame, lo: str | None, hi: str | None) -> pl.La
 
 @dataclass(frozen=True)
 class Computed:
-    """Every dataset as (month key, rows) parts, and the state the next run starts from."""
+    """Every dataset as (partition key, rows) parts of the rows the run writes, and the state
+    the next run starts from."""
 
     parts: dict[str, Iterator[tuple[str, pl.DataFrame | pl.LazyFrame]]]
     bot_state: pl.DataFrame
     text_state: pl.DataFrame
 
 
-def dataset_parts(con: duckdb.DuckDBPyConnection, t: TrendSettings, spill: MonthSpill,
+def dataset_parts(con: duckdb.DuckDBPyConnection, t: TrendSettings, spill: Spill,
                   max_rows: int = CHUNK_ROWS, window: Window = FULL) -> Computed:
-    """Every dataset as (month key, rows) parts in export order, computed through ``spill``:
-    the days of ``window`` only (all of them by default).
+    """Every dataset as (partition key, rows) parts in export order, computed through
+    ``spill``: the days ``window`` writes of each (all of them by default).
 
-    The per-bot jobs run now; the parts are read back a month at a time as they are consumed:
-    the bot-ordered datasets as scans of their spill files, streamed into the export.
+    The per-bot jobs run now; the parts are read back a partition at a time as they are
+    consumed: the bot-ordered datasets as scans of their spilled chunks, streamed into the
+    export.
     """
     sliced = compute_slices(con, t, spill, max_rows, window)
     rank_slices(spill, sliced, window, max_rows)
-    computed_daily = window.since(spill.scan("bot_daily"), "day")
     bot_state = trend_window.next_state(sliced.bot_lasts, trend_window.BOT_KEY,
                                         BOT_STATE_COLUMNS, window.bot_firsts, window.counters)
     text_state = trend_window.next_state(sliced.text_lasts, trend_window.TEXT_KEY,
                                          TEXT_STATE_COLUMNS, window.text_firsts, window.texts)
     bots = read_slice(con, BOTS_SQL, None, None).lazy()
-    directory = directory_daily(computed_daily, bots, trend_window.first_days(bot_state))
+    # bot_daily's spill holds the days the run writes of it, which are those it writes of the
+    # directory's totals too.
+    directory = directory_daily(spill.scan("bot_daily"), bots, trend_window.first_days(bot_state))
+    months_before = window.months_before
+
+    def small(name: str, frame: pl.LazyFrame | pl.DataFrame) -> Iterator[tuple[str, pl.DataFrame]]:
+        spec = DATASETS[name]
+        rows = window.emitted(name, frame.lazy(), spec.time_column).collect(engine=IN_MEMORY)
+        return exports.partitions(rows, spec.time_column, months_before)
+
     sources: dict[str, Iterator[tuple[str, pl.DataFrame]]] = {
-        "movers": exports.month_parts(sliced.top, "day"),
-        "directory_daily": exports.month_parts(
-            window.since(directory, "day").collect(engine=STREAMING), "day"),
+        "movers": small("movers", sliced.top),
+        "directory_daily": small("directory_daily", directory),
         "anomalies": spill.parts("anomalies"),
-        "bot_names": exports.month_parts(bot_names(bots).collect(engine=IN_MEMORY), "first_seen"),
+        "bot_names": exports.partitions(bot_names(bots).collect(engine=IN_MEMORY), "first_seen"),
     }
     parts: dict[str, Iterator[tuple[str, pl.DataFrame | pl.LazyFrame]]] = {
         name: ordered_parts(sources[name], DATASETS[name].order) for name in sources}
@@ -413,7 +462,7 @@ def compute(con: duckdb.DuckDBPyConnection, t: TrendSettings,
     """Every dataset as one DataFrame, for tests and notebooks (:func:`._build.build_trends` streams
     them to the exports a month at a time instead)."""
     with tempfile.TemporaryDirectory(prefix="botstats-trends-") as scratch:
-        parts = dataset_parts(con, t, MonthSpill(Path(scratch)), max_rows).parts
+        parts = dataset_parts(con, t, Spill(Path(scratch)), max_rows).parts
         return {name: pl.concat([frame.lazy() for _, frame in months]).collect()
                 for name, months in parts.items()}
 

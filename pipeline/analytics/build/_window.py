@@ -1,15 +1,19 @@
 """The window of an incremental trends run: where it starts, and what it carries in from before.
 
-An incremental run recomputes every dataset from a Monday ``start`` on (whole ISO weeks for
-resource_health), for all bots, from the raw records of those days. What those days depend on
-from before ``start`` comes from the previous export, never from older raw records:
+An incremental run computes from a Monday ``start`` on (whole ISO weeks for resource_health),
+for all bots, from the raw records of those days, and writes each dataset's rows from the first
+day the changes can alter (``emit``; the days between were computed as context and are the
+same as exported). What those days depend on from before ``start`` comes from the previous
+export, never from older raw records:
 
 - the **lookback**: ``bot_daily`` rows of the ``lookback_days`` before ``start`` (the 30-day
   growth, the anomaly baseline, rank changes and movers look that far back);
 - the **carried state** of each key with rows before ``start``: a bot's last command counter
   (``commands_executed`` is a delta over it) and a text custom field's last value and since
   when it holds (``changed_at``/``changes``);
-- each bot's **first day** of records (``bots_first_reporting``).
+- each bot's **first day** of records (``bots_first_reporting``);
+- the **ranks** of the days bot_ranks' changes look back to (``ranks``): those days' ranks
+  are exported already, and ranking them again would rank every bot's day.
 
 Per key, ``_state/bots.parquet`` and ``_state/texts.parquet`` in the export directory keep the
 first day and the last row. A key whose last row is before ``start`` is carried from there;
@@ -21,7 +25,7 @@ A full build is the same computation with no start and nothing carried.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
@@ -29,11 +33,17 @@ from typing import Any
 
 import polars as pl
 
+from ..exports._exports import EMPTY_KEY, key_day, partition_order
+
 STATE_DIR = "_state"
 BOT_STATE = f"{STATE_DIR}/bots.parquet"
 TEXT_STATE = f"{STATE_DIR}/texts.parquet"
 BOT_KEY = ("bot_id",)
 TEXT_KEY = ("bot_id", "name")
+# A state is its base file and, beside it, the rows later runs changed (a run that changed a
+# few keys writes those, not every key), listed in the manifest in order; a run writes the base
+# again when it changed a quarter of the keys or more, or when STATE_CHANGES files are there.
+STATE_CHANGES = 8
 DATE = pl.Date
 BOT_STATE_SCHEMA = pl.Schema({"bot_id": pl.String, "first_day": DATE, "last_day": DATE,
                               "commands_counter": pl.Int64})
@@ -52,14 +62,10 @@ def week_start(day: date) -> date:
     return day - timedelta(days=day.weekday())
 
 
-def month_key(day: date) -> str:
-    """The export partition key of ``day``'s month."""
-    return f"month={day.year:04d}-{day.month:02d}"
-
-
 @dataclass(frozen=True)
 class Window:
-    """What a run computes from (``start``; None = everything) and carries in from before it."""
+    """What a run computes from (``start``; None = everything), what it writes of each dataset
+    (``emit``: its first day; absent = ``start``), and what it carries in from before."""
 
     start: date | None
     lookback: pl.LazyFrame | None = None  # bot_daily rows in [start - lookback_days, start)
@@ -67,13 +73,32 @@ class Window:
     texts: pl.DataFrame | None = None  # bot_id, name, last_day, value_text, changed_at: same
     bot_firsts: pl.DataFrame | None = None  # bot_id, first_day of bots with rows before start
     text_firsts: pl.DataFrame | None = None  # bot_id, name, first_day: the same for text fields
-    # The previous export's partition of the start's month, per dataset: its rows before the
-    # start are kept, merged slice by slice (rows_before).
-    start_files: Mapping[str, Path] = field(default_factory=dict)
+    emit: Mapping[str, date] = field(default_factory=dict)
+    # bot_ranks rows (bot_id, day, guilds, users and the ranks) of the days before its first
+    # written day that its rank changes look back to.
+    ranks: pl.LazyFrame | None = None
+    # A full build's settle line: months wholly before it are written as one file each.
+    settled: date | None = None
 
     def since(self, frame: pl.LazyFrame, column: str) -> pl.LazyFrame:
-        """Rows of ``frame`` from ``start`` on: what this run recomputes."""
+        """Rows of ``frame`` from ``start`` on: what this run computes."""
         return frame if self.start is None else frame.filter(pl.col(column) >= self.start)
+
+    def emit_from(self, name: str) -> date | None:
+        """The first day of dataset ``name`` this run writes (None: every day)."""
+        return self.emit.get(name, self.start)
+
+    def emitted(self, name: str, frame: pl.LazyFrame, column: str) -> pl.LazyFrame:
+        """Rows of ``frame`` (of dataset ``name``) this run writes."""
+        first = self.emit_from(name)
+        return frame if first is None else frame.filter(pl.col(column) >= first)
+
+    @property
+    def months_before(self) -> date:
+        """Rows whose month lies wholly before this day go to their month's file, later ones
+        to their day's: a full build writes its settled months whole; an incremental run
+        writes days only (``compact`` merges them once their month settles)."""
+        return self.settled if self.settled is not None else date.min
 
     def carried_counters(self, lo: str | None, hi: str | None) -> pl.LazyFrame | None:
         return None if self.counters is None else _bots_in(self.counters.lazy(), lo, hi)
@@ -88,15 +113,8 @@ class Window:
         """The bot_id of every lookback row: what each slice reads besides its raw records."""
         return None if self.lookback is None else self.lookback.select("bot_id")
 
-    def rows_before(self, name: str, column: str, lo: str | None,
-                    hi: str | None) -> pl.DataFrame | None:
-        """The rows of dataset ``name`` in the start's month before the start (by ``column``)
-        of the bots in ``[lo, hi)``, from the previous export; None when it has none."""
-        file = self.start_files.get(name)
-        if file is None or self.start is None:
-            return None
-        rows = _bots_in(pl.scan_parquet(file, hive_partitioning=False), lo, hi)
-        return rows.filter(pl.col(column) < self.start).collect()
+    def ranks_of(self, lo: str | None, hi: str | None) -> pl.LazyFrame | None:
+        return None if self.ranks is None else _bots_in(self.ranks, lo, hi)
 
 
 FULL = Window(None)
@@ -110,52 +128,104 @@ def _bots_in(frame: pl.LazyFrame, lo: str | None, hi: str | None) -> pl.LazyFram
     return frame
 
 
-def open_window(export_dir: Path, manifest: dict[str, Any], start: date,
-                lookback_days: int) -> Window:
-    """The window from ``start`` over the export described by ``manifest``.
+def open_window(export_dir: Path, manifest: dict[str, Any], start: date, lookback_days: int,
+                emit: Mapping[str, date], rank_days: int) -> Window:
+    """The window from ``start`` over the export described by ``manifest``, writing each
+    dataset from its day in ``emit``; ``rank_days``: how far bot_ranks' changes look back.
 
     Raises :class:`WindowUnavailable` when the export cannot seed it."""
-    bots = _read_state(export_dir / BOT_STATE, BOT_STATE_SCHEMA)
-    texts = _read_state(export_dir / TEXT_STATE, TEXT_STATE_SCHEMA)
-    daily_files = partition_files(export_dir, manifest, "bot_daily", upto=start)
-    custom_files = partition_files(export_dir, manifest, "custom_daily", upto=start)
+    bots = read_state(export_dir, state_files(manifest, BOT_STATE), BOT_STATE_SCHEMA, BOT_KEY)
+    texts = read_state(export_dir, state_files(manifest, TEXT_STATE), TEXT_STATE_SCHEMA,
+                       TEXT_KEY)
+    daily_files = partition_files(export_dir, manifest, "bot_daily", before=start)
+    custom_files = partition_files(export_dir, manifest, "custom_daily", before=start)
     first = start - timedelta(days=lookback_days)
-    lookback_files = [f for key, f in daily_files if key >= month_key(first)]
-    lookback = (pl.scan_parquet(lookback_files, hive_partitioning=False)
-                .filter(pl.col("day").is_between(first, start, closed="left"))
-                if lookback_files else None)
-    counters = carried(bots, BOT_KEY, start, [f for _, f in daily_files], "commands_counter")
-    carried_texts = carried(texts, TEXT_KEY, start, [f for _, f in custom_files],
+    lookback = _rows_between(export_dir, manifest, "bot_daily", "day", first, start)
+    counters = carried(bots, BOT_KEY, start, daily_files, "commands_counter")
+    carried_texts = carried(texts, TEXT_KEY, start, custom_files,
                             "value_text", "changed_at", where=pl.col("kind") == "text")
-    key = month_key(start)
-    start_files = {name: export_dir / p["path"]
-                   for name, entry in manifest.get("datasets", {}).items()
-                   for p in entry.get("partitions", []) if p["partition"] == key}
+    ranked = emit.get("bot_ranks", start)
+    ranks = _rows_between(export_dir, manifest, "bot_ranks", "day",
+                          ranked - timedelta(days=rank_days), ranked)
     return Window(
         start, lookback, counters, carried_texts,
         bots.filter(pl.col("first_day") < start).select(*BOT_KEY, "first_day"),
         texts.filter(pl.col("first_day") < start).select(*TEXT_KEY, "first_day"),
-        start_files,
+        emit,
+        None if ranks is None else ranks.select(
+            "bot_id", "day", "guilds", "users", "guilds_rank", "users_rank"),
     )
 
 
-def _read_state(path: Path, schema: pl.Schema) -> pl.DataFrame:
-    try:
-        frame = pl.read_parquet(path)
-    except (OSError, pl.exceptions.PolarsError) as exc:
-        raise WindowUnavailable(f"cannot read {path}: {exc}") from exc
-    if frame.schema != schema:
-        raise WindowUnavailable(f"{path} has columns {dict(frame.schema)}, not {dict(schema)}")
-    return frame
+def _rows_between(export_dir: Path, manifest: dict[str, Any], name: str, column: str,
+                  first: date, end: date) -> pl.LazyFrame | None:
+    """The exported rows of ``name`` with ``column`` in ``[first, end)``, from the files that
+    can hold them; None when none can."""
+    files = [f for f, lo, hi in _spans(export_dir, manifest, name) if lo < end and hi >= first]
+    if not files:
+        return None
+    return (pl.scan_parquet(files, hive_partitioning=False)
+            .filter(pl.col(column).is_between(first, end, closed="left")))
+
+
+def _spans(export_dir: Path, manifest: dict[str, Any],
+           name: str) -> list[tuple[Path, date, date]]:
+    """(file, first day, last day) of each partition of ``name`` that has rows."""
+    entry = manifest.get("datasets", {}).get(name, {})
+    return [(export_dir / p["path"], date.fromisoformat(p["date_min"][:10]),
+             date.fromisoformat(p["date_max"][:10]))
+            for p in entry.get("partitions", [])
+            if p["partition"] != EMPTY_KEY and p.get("date_min")]
+
+
+def state_files(manifest: dict[str, Any], base: str) -> list[str]:
+    """The files of the state whose base is ``base``, oldest first, as ``manifest`` lists them
+    (an export that lists none has the base alone)."""
+    listed = (manifest.get("source") or {}).get("state", {}).get(base)
+    return list(listed) if listed else [base]
+
+
+def read_state(export_dir: Path, files: list[str], schema: pl.Schema,
+               key: tuple[str, ...]) -> pl.DataFrame:
+    """A state from its files: each key's row from the last file that has it."""
+    frames = []
+    for name in files:
+        path = export_dir / name
+        try:
+            frame = pl.read_parquet(path)
+        except (OSError, pl.exceptions.PolarsError) as exc:
+            raise WindowUnavailable(f"cannot read {path}: {exc}") from exc
+        if frame.schema != schema:
+            raise WindowUnavailable(f"{path} has columns {dict(frame.schema)}, not {dict(schema)}")
+        frames.append(frame)
+    if len(frames) == 1:
+        return frames[0]
+    return (pl.concat(frames).unique(subset=list(key), keep="last", maintain_order=True)
+            .sort(list(key)))
+
+
+def changed_state(old: pl.DataFrame | None, new: pl.DataFrame, files: list[str],
+                  base: str, tag: str) -> tuple[list[str], dict[str, pl.DataFrame]]:
+    """What to write of state ``new`` after ``old`` (kept in ``files``): the files the state
+    is then in, and the frames to write, by file: the base again (every key), or beside the old
+    files the rows that changed (``<base>.<tag>.parquet``), or nothing."""
+    changed = new if old is None else new.join(old, on=new.columns, how="anti",
+                                               nulls_equal=True, maintain_order="left")
+    if old is None or 4 * changed.height >= new.height or len(files) > STATE_CHANGES:
+        return [base], {base: new}
+    if changed.is_empty():
+        return files, {}
+    delta = base.removesuffix(".parquet") + f".{tag}.parquet"
+    return [*files, delta], {delta: changed}
 
 
 def partition_files(export_dir: Path, manifest: dict[str, Any], name: str,
-                    upto: date) -> list[tuple[str, Path]]:
-    """(key, file) of the month partitions of ``name`` up to ``upto``'s month, newest first."""
+                    before: date) -> list[Path]:
+    """The files of the partitions of ``name`` that begin before ``before``, newest first."""
     entry = manifest.get("datasets", {}).get(name, {})
     found = [(p["partition"], export_dir / p["path"]) for p in entry.get("partitions", [])
-             if p["partition"] != "empty" and p["partition"] <= month_key(upto)]
-    return sorted(found, reverse=True)
+             if p["partition"] != EMPTY_KEY and key_day(p["partition"]) < before]
+    return [f for _, f in sorted(found, key=lambda kf: partition_order(kf[0]), reverse=True)]
 
 
 def carried(state: pl.DataFrame, key: tuple[str, ...], start: date, files: list[Path],
@@ -235,22 +305,3 @@ def directory_change(listed: pl.LazyFrame, exported: pl.LazyFrame) -> date | Non
     day: date | None
     (day,) = joined.filter(differs).select(pl.col("day").min()).collect().row(0)
     return day
-
-
-def with_rows_before(parts: Iterator[tuple[str, pl.DataFrame]], old: pl.DataFrame | None,
-                     key: str) -> Iterator[tuple[str, pl.DataFrame]]:
-    """``parts`` with ``old`` (the rows of partition ``key`` before the window, unsorted
-    relative to the new ones: the caller orders the merged part) put into partition ``key``."""
-    pending = old if old is not None and old.height else None
-    for k, new in parts:
-        part = new
-        if pending is not None and k == key:
-            part, pending = pl.concat([pending.cast(new.schema), new]), None
-        elif pending is not None and (k == "empty" or k > key):
-            yield key, pending
-            pending = None
-            if k == "empty":
-                continue
-        yield k, part
-    if pending is not None:
-        yield key, pending

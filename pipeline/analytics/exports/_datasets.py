@@ -19,6 +19,9 @@ class Dataset:
     about: str
     # Computed whole by every run (not from the window's start): it describes the bots now.
     whole: bool = False
+    # Rows of these keys are current at the key's newest time; older ones are superseded, kept
+    # by the runs that wrote them until `botstats compact` merges their days.
+    current_by: tuple[str, ...] = ()
 
 
 DATASETS: dict[str, Dataset] = {
@@ -44,7 +47,8 @@ DATASETS: dict[str, Dataset] = {
                 "per day: total guilds/users, bots reporting, first seen, first reporting, removed"),
         # bot_forecast: computed by build/_forecast.py from each slice's bot_daily.
         Dataset("bot_forecast", "as_of", ("bot_id", "metric", "horizon_days"),
-                "per bot, metric and horizon (7/30/90 days): forecast and 80% interval"),
+                "per bot, metric and horizon (7/30/90 days): forecast and 80% interval",
+                current_by=("bot_id", "metric")),
         Dataset("bot_names", "first_seen", ("bot_id",),
                 "per bot: its name as the listing shows it now, first seen, removed",
                 whole=True),

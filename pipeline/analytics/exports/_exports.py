@@ -1,31 +1,43 @@
-"""Parquet exports: month partitions written atomically, a manifest, and nothing rewritten twice.
+"""Parquet exports: partitions written atomically, a manifest, and nothing rewritten twice.
 
 Layout under the export directory::
 
     <export dir>/manifest.json
-    <export dir>/<dataset>/month=YYYY-MM/part-0.parquet   one file per month of the time column
-    <export dir>/<dataset>/empty.parquet                  only while the dataset has no rows
+    <export dir>/<dataset>/month=YYYY-MM/part-0.parquet          a settled month, one file
+    <export dir>/<dataset>/month=YYYY-MM/day-YYYY-MM-DD.parquet  a recent day, a file of its own
+    <export dir>/<dataset>/empty.parquet                         only while the dataset is empty
+
+Partitions follow the time column. A run rewrites the days it recomputes, each its own small
+file, and never a month for them: an hourly run costs the day it adds, not the month it lands
+in. A month is *settled* once all of it lies before :func:`settle_line` (the Monday of the week
+before the newest day): a full build writes it as one file, and :meth:`ExportBatch.merge_days`
+(`botstats compact`) merges the day files of a month that has settled since into it, so a
+dataset keeps one file a month and at most a few weeks of day files. Readers glob ``*.parquet``
+under the dataset (the views, polars, DuckDB) or take the manifest's list: both see every row
+once, whichever file holds it.
 
 The zero-row ``empty.parquet`` exists because DuckDB refuses a view over a glob that matches no
 file; it carries the schema, so ``trend_anomalies`` works (and is empty) on a quiet archive.
 
 One export run is an :class:`ExportBatch`: every changed partition is first written beside its
-target under a hidden ``.part-0.parquet.<run>.tmp`` name (readers glob ``*.parquet``, so they
-never see it) and fsynced. Only when every dataset is staged are the files renamed over their
-targets, stale partitions removed and the manifest replaced, last. An error (or a kill) while
-staging leaves the previous export exactly as it was; leftover temp files are swept by the next
-run. A partition whose bytes hash the same as the manifest says is not touched at all, so a rerun
-without new data rewrites nothing and new data rewrites only the months it lands in.
+target under a hidden ``.<file>.<run>.tmp`` name (readers glob ``*.parquet``, so they never see
+it) and fsynced. Only when every dataset is staged are the files renamed over their targets,
+stale partitions removed and the manifest replaced, last. An error (or a kill) while staging
+leaves the previous export exactly as it was; leftover temp files are swept by the next run. A
+partition whose bytes hash the same as the manifest says is not touched at all, so a rerun
+without new data rewrites nothing.
 
-Results computed in slices of bots go through a :class:`MonthSpill` (scratch parquet in a hidden
-``.scratch-<run>`` folder, one folder per dataset and month), so a dataset is staged a month at a
-time and never whole in memory.
+Results computed in slices of bots go through a :class:`Spill` (per dataset and partition, the
+slices' rows in the order they came), held in memory up to ``SPILL_MEMORY`` bytes and in a
+hidden ``.scratch-<run>`` folder beyond, so an hourly run's few new days cost no scratch files
+and a full build's months are never whole in memory.
 
-This module knows nothing of trends: it is handed frames, or months of them.
+This module knows nothing of trends: it is handed frames, or partitions of them.
 """
 
 from __future__ import annotations
 
+import calendar
 import hashlib
 import io
 import json
@@ -34,7 +46,7 @@ import shutil
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +59,13 @@ MANIFEST_FORMAT = 1
 PART_FILE = "part-0.parquet"
 EMPTY_FILE = "empty.parquet"
 EMPTY_KEY = "empty"
+MONTH = "month="  # a month's file: month=YYYY-MM
+DAY = "day="  # a day's file: day=YYYY-MM-DD (in its month's folder)
 _SPILL_PREFIX = ".scratch-"
 ZSTD_LEVEL = 1
+# Compressed bytes a Spill keeps in memory before it writes its chunks to scratch files: an
+# hourly run's new days fit (at 10,000 bots), a full build's months go to disk.
+SPILL_MEMORY = 8 << 20
 # Rows per parquet row group of an export partition. Fixed, so a partition's bytes (and its
 # hash) depend on its rows only, not on how they were computed: in one frame, or streamed from
 # slices of bots.
@@ -87,40 +104,58 @@ class ExportBatch:
     _datasets: dict[str, Any] = field(default_factory=dict)
     _pending: list[_Pending] = field(default_factory=list)
     _stale: list[Path] = field(default_factory=list)
-    _spill: MonthSpill | None = None
+    _spill: Spill | None = None
     # What the export was computed from (e.g. a watermark): kept in the manifest as "source".
     source: dict[str, Any] | None = None
 
     def stage(self, name: str, parts: Iterable[tuple[str, pl.DataFrame | pl.LazyFrame]], *,
-              time_column: str, keep_before: str | None = None) -> DatasetExport:
+              time_column: str, emit_from: date | None = None) -> DatasetExport:
         """Write the changed partitions aside; nothing is visible until :meth:`commit`.
 
-        ``parts`` are (key, rows) in key order, as :func:`month_parts` or
-        :meth:`MonthSpill.parts` give them, each already in its final row order (the content
-        hash is of the bytes). A DataFrame part is held in memory; a LazyFrame part (a month of
-        spill files) is streamed to its file a row group at a time.
+        ``parts`` are (key, rows) in partition order (:func:`partition_order`), as
+        :func:`partitions` or :meth:`Spill.parts` give them, each already in its final row
+        order (the content hash is of the bytes). A DataFrame part is held in memory; a
+        LazyFrame part (spilled chunks) is streamed to its file a row group at a time.
 
-        ``keep_before`` (a ``month=YYYY-MM`` key) keeps the previous export's partitions of
-        earlier months as they are, neither read nor rewritten: ``parts`` then start at that
-        month, and an ``empty`` part means only that nothing is new there.
+        ``emit_from``: ``parts`` hold the rows from that day on, and the previous export's rows
+        before it stay as they are: its partitions that end before it are neither read nor
+        rewritten, one that spans it (a month file) keeps its rows before it, and its
+        partitions from that day on are replaced by ``parts`` (removed where ``parts`` has
+        none). An ``empty`` part then means only that nothing is new.
         """
         if name in self._datasets:
             raise ExportError(f"dataset {name!r} was staged twice in run {self.run_id}.")
         previous = self._previous.get("datasets", {}).get(name, {})
         old_parts = {p["partition"]: p for p in previous.get("partitions", [])}
         entries: list[dict[str, Any]] = []
-        if keep_before is not None:
-            entries = [p for key, p in sorted(old_parts.items())
-                       if key != EMPTY_KEY and key < keep_before]
         written: list[str] = []
-        unchanged: list[str] = [e["partition"] for e in entries]
+        unchanged: list[str] = []
         schema: pl.Schema | None = None
+        if emit_from is not None:
+            for key, p in sorted(old_parts.items(), key=lambda kv: partition_order(kv[0])):
+                if key == EMPTY_KEY or not p.get("date_min"):
+                    continue
+                if _day(p["date_max"]) < emit_from:
+                    entries.append(p)
+                    unchanged.append(key)
+                elif _day(p["date_min"]) < emit_from:  # a month file that spans emit_from
+                    kept = pl.scan_parquet(self.export_dir / p["path"], hive_partitioning=False
+                                           ).filter(pl.col(time_column) < emit_from)
+                    entry = self._stage_part(kept, _relpath(name, key), p, time_column,
+                                             where=f"{name}/{key}")
+                    if entry is None:
+                        entries.append(p)
+                        unchanged.append(key)
+                    elif entry["rows"]:
+                        entries.append({"partition": key, **entry})
+                        written.append(key)
+                    else:  # every row of it was from emit_from on: the file goes
+                        self._discard(self.export_dir / _relpath(name, key))
         for key, part in parts:
             if key == EMPTY_KEY and entries:
                 continue
             schema = schema or part.collect_schema()
-            relpath = _relpath(name, key)
-            entry = self._stage_part(part, relpath, old_parts.get(key), time_column,
+            entry = self._stage_part(part, _relpath(name, key), old_parts.get(key), time_column,
                                      where=f"{name}/{key}")
             if entry is None:
                 entries.append(old_parts[key])
@@ -128,6 +163,15 @@ class ExportBatch:
             else:
                 entries.append({"partition": key, **entry})
                 written.append(key)
+        return self._record(name, previous, entries, written, unchanged, time_column, schema)
+
+    def _record(self, name: str, previous: dict[str, Any], entries: list[dict[str, Any]],
+                written: list[str], unchanged: list[str], time_column: str,
+                schema: pl.Schema | None) -> DatasetExport:
+        """The dataset's manifest entry from its partitions' entries; what the run did to it."""
+        entries = sorted(entries, key=lambda e: partition_order(e["partition"]))
+        if len(entries) > 1:  # an empty part stands in only for a dataset with no rows
+            entries = [e for e in entries if e["partition"] != EMPTY_KEY]
         keep = {self.export_dir / e["path"] for e in entries}
         removed = self._find_stale(name, keep)
         rows = sum(e["rows"] for e in entries)
@@ -140,7 +184,7 @@ class ExportBatch:
             "written_at": self.written_at.isoformat() if changed else previous.get("written_at"),
             "rows": rows,
             "time_column": time_column,
-            "partitioned_by": "month",
+            "partitioned_by": "month/day",
             "date_min": lo,
             "date_max": hi,
             "columns": ({c: str(t) for c, t in schema.items()} if schema is not None
@@ -149,8 +193,53 @@ class ExportBatch:
         }
         return DatasetExport(
             name=name, rows=rows, partitions=len(entries), written=tuple(written),
-            unchanged=tuple(unchanged), removed=tuple(removed), date_min=lo, date_max=hi,
+            unchanged=tuple(u for u in unchanged if u in {e["partition"] for e in entries}),
+            removed=tuple(removed), date_min=lo, date_max=hi,
         )
+
+    def merge_days(self, name: str, *, settled: date,
+                   latest_by: tuple[str, ...] = ()) -> DatasetExport:
+        """Merge the day files of every month that lies wholly before ``settled`` into that
+        month's file (`botstats compact`): the month's file, if any, then its days in order,
+        streamed. ``latest_by``: rows of a key older than the key's newest time anywhere in the
+        dataset are dropped from what is rewritten (superseded; bot_forecast's, where a bot's
+        forecast is its newest ``as_of``)."""
+        previous = self._previous.get("datasets", {}).get(name)
+        if previous is None or name in self._datasets:
+            raise ExportError(f"dataset {name!r} cannot be compacted in run {self.run_id}: the "
+                              f"previous export lacks it or it was staged already.")
+        time_column = previous["time_column"]
+        months: dict[str, list[dict[str, Any]]] = {}
+        for p in previous["partitions"]:
+            if p["partition"] != EMPTY_KEY:
+                months.setdefault(month_key(key_day(p["partition"])), []).append(p)
+        due = {month: sorted(ps, key=lambda p: partition_order(p["partition"]))
+               for month, ps in months.items()
+               if any(p["partition"].startswith(DAY) for p in ps)
+               and month_end(key_day(month)) < settled}
+        if not due:
+            return self.keep(name)
+        newest = None
+        if latest_by:
+            everything = pl.scan_parquet([self.export_dir / p["path"]
+                                          for p in previous["partitions"]], hive_partitioning=False)
+            newest = everything.group_by(latest_by).agg(pl.col(time_column).max())
+        entries = [p for month, ps in months.items() if month not in due for p in ps]
+        written: list[str] = []
+        for month, ps in sorted(due.items()):
+            rows = pl.concat([pl.scan_parquet(self.export_dir / p["path"], hive_partitioning=False)
+                              for p in ps])
+            if newest is not None:
+                rows = rows.join(newest, on=[*latest_by, time_column], how="semi",
+                                 maintain_order="left")
+            entry = self._stage_part(rows, _relpath(name, month), None, time_column,
+                                     where=f"{name}/{month}")
+            assert entry is not None
+            entries.append({"partition": month, **entry})
+            written.append(month)
+        return self._record(name, previous, entries, written,
+                            [e["partition"] for e in entries if e["partition"] not in written],
+                            time_column, None)
 
     @property
     def previous(self) -> dict[str, Any]:
@@ -169,14 +258,6 @@ class ExportBatch:
                              unchanged=keys, removed=(), date_min=previous.get("date_min"),
                              date_max=previous.get("date_max"))
 
-    def previous_file(self, name: str, key: str) -> Path | None:
-        """The file of partition ``key`` of dataset ``name`` in the previous export, if any."""
-        for p in self._previous.get("datasets", {}).get(name, {}).get("partitions", []):
-            if p["partition"] == key:
-                path = self.export_dir / p["path"]
-                return path if path.is_file() else None
-        return None
-
     def _stage_part(self, part: pl.DataFrame | pl.LazyFrame, relpath: Path,
                     old: dict[str, Any] | None, time_column: str, *,
                     where: str) -> dict[str, Any] | None:
@@ -194,8 +275,7 @@ class ExportBatch:
             tmp = self._sink_aside(target, part, where=where)
             digest, size = _file_digest(tmp)
             if _same(old, target, digest, size):
-                tmp.unlink()
-                self._pending.pop()
+                self._discard(target)
                 return None
             rows, (lo, hi) = _file_range(tmp, time_column)
         return {"path": relpath.as_posix(), "rows": rows, "date_min": lo, "date_max": hi,
@@ -222,6 +302,16 @@ class ExportBatch:
             ) from exc
         return tmp
 
+    def remove_file(self, relpath: str) -> None:
+        """Remove a file that is no dataset's (a job's state) when the batch commits."""
+        self._stale.append(self.export_dir / relpath)
+
+    def _discard(self, target: Path) -> None:
+        """Forget what was staged for ``target`` (its temp file goes)."""
+        for p in [p for p in self._pending if p.target == target]:
+            p.tmp.unlink(missing_ok=True)
+            self._pending.remove(p)
+
     def stage_file(self, relpath: str, frame: pl.DataFrame) -> None:
         """Write a parquet file that is no dataset (a job's state), committed with the rest."""
         target = self.export_dir / relpath
@@ -229,9 +319,9 @@ class ExportBatch:
         if not (target.is_file() and target.read_bytes() == data):
             self._write_aside(target, data)
 
-    def spill(self) -> MonthSpill:
+    def spill(self) -> Spill:
         """A scratch area for this run, removed when the batch commits or aborts."""
-        self._spill = MonthSpill(self.export_dir / f"{_SPILL_PREFIX}{self.run_id}")
+        self._spill = Spill(self.export_dir / f"{_SPILL_PREFIX}{self.run_id}")
         return self._spill
 
     def _write_aside(self, target: Path, data: bytes) -> None:
@@ -250,13 +340,14 @@ class ExportBatch:
             ) from exc
 
     def _find_stale(self, name: str, keep: set[Path]) -> list[str]:
-        """Parquet files of this dataset the new export no longer has (a month that vanished)."""
+        """Parquet files of this dataset the new export no longer has (a day merged into its
+        month, a day or month left without rows); their partition keys."""
         root = self.export_dir / name
         removed = []
         for path in sorted(root.glob("**/*.parquet")) if root.is_dir() else []:
-            if path not in keep:
+            if path not in keep and path not in self._stale:
                 self._stale.append(path)
-                removed.append(path.parent.name if path.name == PART_FILE else EMPTY_KEY)
+                removed.append(_key_of(path))
         return removed
 
     def commit(self) -> None:
@@ -267,7 +358,7 @@ class ExportBatch:
             dirs = {p.target.parent for p in self._pending} | {self.export_dir}
             for path in self._stale:
                 path.unlink(missing_ok=True)
-                if path.name == PART_FILE and not any(path.parent.iterdir()):
+                if path.parent.name.startswith(MONTH) and not any(path.parent.iterdir()):
                     path.parent.rmdir()
             for d in dirs:
                 fsync_dir(d)
@@ -325,7 +416,7 @@ def export_batch(
         raise
     finally:
         if batch._spill is not None:
-            shutil.rmtree(batch._spill.root, ignore_errors=True)
+            batch._spill.close()
 
 
 def read_manifest(export_dir: Path) -> dict[str, Any]:
@@ -396,71 +487,136 @@ def to_json(frame: pl.DataFrame) -> str:
     return frame.with_columns(numbers).write_json()
 
 
-def month_parts(frame: pl.DataFrame, time_column: str) -> Iterator[tuple[str, pl.DataFrame]]:
-    """(``month=YYYY-MM``, rows) per calendar month of ``time_column``, in month order; a
-    zero-row frame gives the one ``empty`` partition that keeps the schema readable.
+def month_key(day: date) -> str:
+    """The partition of ``day``'s month (its settled file)."""
+    return f"{MONTH}{day.year:04d}-{day.month:02d}"
 
-    One month is copied out at a time, so staging costs a month of memory, not a dataset.
-    """
+
+def day_key(day: date) -> str:
+    """The partition of ``day`` alone (a recent day's file)."""
+    return f"{DAY}{day.isoformat()}"
+
+
+def key_day(key: str) -> date:
+    """The first day a partition key covers."""
+    if key.startswith(DAY):
+        return date.fromisoformat(key[len(DAY):])
+    if key.startswith(MONTH):
+        return date.fromisoformat(key[len(MONTH):] + "-01")
+    raise ExportError(f"{key!r} is not a partition of an export")
+
+
+def month_end(day: date) -> date:
+    """The last day of ``day``'s month."""
+    return day.replace(day=calendar.monthrange(day.year, day.month)[1])
+
+
+def partition_order(key: str) -> tuple[date, int]:
+    """Partitions in time order; a month's file before the day files of the same month."""
+    if key == EMPTY_KEY:
+        return date.min, 0
+    return key_day(key), 0 if key.startswith(MONTH) else 1
+
+
+def settle_line(newest: date) -> date:
+    """The first day that is not settled, given the newest day exported: the Monday of the
+    week before ``newest``'s. An incremental run recomputes from at most a few days before its
+    first new day (a Monday, for weeks kept whole), so days before the line are left to old
+    late records, and a month wholly before it is kept as one file."""
+    return newest - timedelta(days=newest.weekday() + 7)
+
+
+def partitions(frame: pl.DataFrame, time_column: str,
+               months_before: date | None = None) -> Iterator[tuple[str, pl.DataFrame]]:
+    """(key, rows) per partition of ``time_column``, in partition order: a month's file for a
+    month wholly before ``months_before``, a day's file for every later day (``None``: every
+    month is one file). A zero-row frame gives the one ``empty`` partition that keeps the
+    schema readable.
+
+    One partition is copied out at a time, so staging costs a partition of memory."""
     if frame.height == 0:
         yield EMPTY_KEY, frame
         return
-    t = frame[time_column]
-    month = t.dt.year().cast(pl.Int32) * 100 + t.dt.month().cast(pl.Int32)
-    for value in month.unique().sort():
-        yield f"month={value // 100:04d}-{value % 100:02d}", frame.filter(month == value)
+    keys = _keys(frame[time_column], months_before)
+    for key in sorted(keys.unique().to_list(), key=partition_order):
+        yield key, frame.filter(keys == key)
 
 
-class MonthSpill:
-    """Scratch parquet files, one folder per dataset and month, for results computed in slices
-    of bots: each slice adds its rows, then a dataset is read back one month at a time, so no
-    dataset is ever whole in memory. Lives in a hidden folder of the export directory (same
-    disk, swept if a killed run leaves it) and is removed when the export batch ends.
-    """
+def _keys(times: pl.Series, months_before: date | None) -> pl.Series:
+    month = pl.format("month={}", times.dt.strftime("%Y-%m"))
+    if months_before is None:
+        return pl.select(month).to_series()
+    settled = times.dt.month_end() < pl.lit(months_before)
+    return pl.select(pl.when(settled).then(month)
+                     .otherwise(pl.format("day={}", times.dt.strftime("%Y-%m-%d")))).to_series()
 
-    def __init__(self, root: Path) -> None:
+
+class Spill:
+    """Rows computed in slices of bots, per dataset and partition, for staging a partition at
+    a time: no dataset is ever whole in memory. Each slice adds a chunk (zstd parquet) per
+    partition it has rows in; chunks are kept in memory while they total under
+    ``SPILL_MEMORY`` bytes and written to scratch files in a hidden folder of the export
+    directory (same disk; swept if a killed run leaves it) after that. A partition's rows come
+    back in the order their chunks were added."""
+
+    def __init__(self, root: Path, memory: int | None = None) -> None:
         self.root = root
+        self.memory = SPILL_MEMORY if memory is None else memory
+        self.held = 0  # bytes of chunks in memory
         self._schemas: dict[str, pl.Schema] = {}
+        self._chunks: dict[tuple[str, str], list[bytes | Path]] = {}
         self._files = 0
 
-    def add(self, name: str, frame: pl.DataFrame, time_column: str) -> None:
+    def add(self, name: str, frame: pl.DataFrame, time_column: str,
+            months_before: date | None = None) -> None:
+        """``frame``'s rows under their partitions (:func:`partitions`)."""
         self._schemas.setdefault(name, frame.schema)
-        for key, part in month_parts(frame, time_column):
-            if key == EMPTY_KEY:
-                continue
-            folder = self.root / name / key
-            folder.mkdir(parents=True, exist_ok=True)
-            self._files += 1  # a rising number: files of a month read back in slice order
-            part.write_parquet(folder / f"{self._files:08d}.parquet", compression="lz4")
+        for key, part in partitions(frame, time_column, months_before):
+            if key != EMPTY_KEY:
+                self._keep(name, key, part)
 
-    def months(self, name: str) -> list[str]:
-        folder = self.root / name
-        return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    def _keep(self, name: str, key: str, part: pl.DataFrame) -> None:
+        buf = io.BytesIO()
+        part.write_parquet(buf, compression="zstd", compression_level=ZSTD_LEVEL)
+        data = buf.getvalue()
+        chunk: bytes | Path = data
+        if self.held + len(data) > self.memory:
+            self._files += 1  # a rising number: a partition's files read back in order
+            chunk = self.root / name / f"{self._files:08d}.parquet"
+            chunk.parent.mkdir(parents=True, exist_ok=True)
+            chunk.write_bytes(data)
+        else:
+            self.held += len(data)
+        self._chunks.setdefault((name, key), []).append(chunk)
 
-    def scan(self, name: str, months: Iterable[str] | None = None) -> pl.LazyFrame:
-        """The rows of ``months`` (default: all), in the order they were added."""
-        files = [f for key in (self.months(name) if months is None else months)
-                 for f in sorted((self.root / name / key).glob("*.parquet"))]
-        if not files:
+    def keys(self, name: str) -> list[str]:
+        return sorted((k for n, k in self._chunks if n == name), key=partition_order)
+
+    def scan(self, name: str, keys: Iterable[str] | None = None) -> pl.LazyFrame:
+        """The rows of ``keys`` (default: all), in the order they were added."""
+        chunks = [c for key in (self.keys(name) if keys is None else keys)
+                  for c in self._chunks.get((name, key), [])]
+        if not chunks:
             return pl.LazyFrame(schema=self.schema(name))
-        return pl.scan_parquet(files, hive_partitioning=False)
+        return pl.concat([pl.scan_parquet(io.BytesIO(c) if isinstance(c, bytes) else c,
+                                          hive_partitioning=False) for c in chunks])
 
     def parts(self, name: str) -> Iterator[tuple[str, pl.DataFrame]]:
-        """(key, rows) per month, as :meth:`ExportBatch.stage` takes them."""
-        months = self.months(name)
-        if not months:
+        """(key, rows) per partition, as :meth:`ExportBatch.stage` takes them."""
+        keys = self.keys(name)
+        if not keys:
             yield EMPTY_KEY, pl.DataFrame(schema=self.schema(name))
-        for key in months:
+        for key in keys:
             yield key, self.scan(name, [key]).collect()
 
     def streamed_parts(self, name: str) -> Iterator[tuple[str, pl.DataFrame | pl.LazyFrame]]:
-        """(key, rows) per month, each month a scan of its files in the order they were added:
+        """(key, rows) per partition, each a scan of its chunks in the order they were added:
         :meth:`ExportBatch.stage` streams it to its file, so the rows must already be in the
-        export's order across files (slices of bots, added in bot order, each sorted)."""
-        months = self.months(name)
-        if not months:
+        export's order across chunks (slices of bots, added in bot order, each sorted)."""
+        keys = self.keys(name)
+        if not keys:
             yield EMPTY_KEY, pl.DataFrame(schema=self.schema(name))
-        for key in months:
+        for key in keys:
             yield key, self.scan(name, [key])
 
     def schema(self, name: str) -> pl.Schema:
@@ -468,9 +624,33 @@ class MonthSpill:
             raise ExportError(f"nothing was computed for {name!r} (an empty archive slice?)")
         return self._schemas[name]
 
+    def close(self) -> None:
+        self._chunks.clear()
+        self.held = 0
+        shutil.rmtree(self.root, ignore_errors=True)
+
 
 def _relpath(name: str, key: str) -> Path:
-    return Path(name) / (EMPTY_FILE if key == EMPTY_KEY else f"{key}/{PART_FILE}")
+    if key == EMPTY_KEY:
+        return Path(name) / EMPTY_FILE
+    if key.startswith(DAY):
+        day = key_day(key)
+        return Path(name) / month_key(day) / f"day-{day.isoformat()}.parquet"
+    return Path(name) / key / PART_FILE
+
+
+def _key_of(path: Path) -> str:
+    """The partition key of an export file (:func:`_relpath` backwards)."""
+    if path.name == EMPTY_FILE:
+        return EMPTY_KEY
+    if path.name.startswith("day-"):
+        return DAY + path.stem[len("day-"):]
+    return path.parent.name
+
+
+def _day(text: str) -> date:
+    """A manifest's date_min/date_max (a date, or a time whose date it is)."""
+    return date.fromisoformat(text[:10])
 
 
 def _level(compression: str) -> int | None:
