@@ -237,8 +237,8 @@ def test_the_scheduled_trends_job_refreshes_the_report_too(trend_archive: Settin
     out = tmp_path / "report.html"
     settings = replace(trend_archive, report=replace(trend_archive.report, file=str(out),
                                                      bots="alpha beta", compare=True))
-    line = runner.trends_job(settings, threading.Event())
-    assert line.endswith(f"; report {out}")
+    result = runner.trends_job(settings, threading.Event())
+    assert result.exit_code == 0 and result.line.endswith(f"; report {out}")
     assert '<section id="compare"><h2>Side by side</h2>' in out.read_text()
 
 
