@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
-from _alerts_support import Answer, Receiver, receiver
+from _alerts_support import Answer, Receiver, free_port, receiver
 
 from pipeline.alerts import RunOutcome, ledger_rows, notify_blocked, notify_run
 from pipeline.archive import reader, writer
@@ -228,3 +232,58 @@ def test_telling_never_raises_and_says_why_it_could_not(tmp_path: Path, receiver
     report = notify_run(settings, config(receiver), RunOutcome("r1", "failed", "x", NOW), now=NOW)
     assert report.entries == [] and "is not a botstats archive" in report.error
     assert report.summary().startswith("alerts: not sent: ")
+
+
+def test_the_scheduler_s_jobs_tell_as_botstats_run_does(
+        tmp_path: Path, receiver: Receiver, service_factory: Callable[..., Any]) -> None:
+    # `botstats schedule` runs a harvest job and a trends job apart (as do `botstats harvest`
+    # and `botstats trends`): the harvest tells the run's state, the trends what they found.
+    config = tmp_path / "config.toml"
+    config.write_text(f"""
+[store]
+db = "{tmp_path / 'archive.ducklake'}"
+[exports]
+dir = "{tmp_path / 'exports'}"
+[retry]
+attempts = 1
+[alerts]
+min_severity = 0.0
+event_days = 400
+stale_after = "1s"
+[alerts.destinations.ops]
+type = "discord"
+kinds = ["failed", "partial", "lock", "stale", "resolved"]
+[alerts.destinations.analysts]
+type = "slack"
+kinds = ["event"]
+""")
+    env = {"BOTSTATS_ALERTS_OPS_URL": receiver.url(f"/ops/{TOKEN}"),
+           "BOTSTATS_ALERTS_ANALYSTS_URL": receiver.url(f"/analysts/{TOKEN}")}
+    stop = threading.Event()
+    down = load_settings(config, env=env,
+                         overrides={"service.base_url": f"http://127.0.0.1:{free_port()}"})
+    result = runner.harvest_job(down, stop)
+    assert result.exit_code == 1 and "alerts: delivered to ops (run failed)" in result.line
+    assert titles(receiver, "ops") == ["botstats run failed"]
+    assert runner.harvest_job(down, stop).exit_code == 1
+    assert len(receiver.received(f"/ops/{TOKEN}")) == 1  # still down: nothing new to say
+
+    svc = service_factory(bots=12, history_days=30, stats_per_day=1, events=0.3)
+    up = load_settings(config, env=env, overrides={"service.base_url": svc.base_url})
+    result = runner.harvest_job(up, stop)
+    assert result.exit_code == 0, result.line
+    assert titles(receiver, "ops")[1].startswith("Resolved: runs complete again after ")
+    assert receiver.received(f"/analysts/{TOKEN}") == []  # no exports yet
+
+    result = runner.trends_job(up, stop)
+    assert "alerts: delivered to analysts (" in result.line, result.line
+    (message,) = receiver.received(f"/analysts/{TOKEN}")
+    assert message["text"].startswith("botstats: ") and " event" in message["text"]
+    told = {row.alert_key for row in ledger_rows(up) if row.kind == "event"}
+    assert told and all(key.startswith("event:") for key in told)
+    # The next build finds the same events: nothing new; and a trends job tells no run's state
+    # (the archive is older than stale_after by now, which only a harvest says).
+    time.sleep(1.1)
+    assert "alerts:" not in runner.trends_job(up, stop).line
+    assert len(receiver.received(f"/analysts/{TOKEN}")) == 1
+    assert len(receiver.received(f"/ops/{TOKEN}")) == 2

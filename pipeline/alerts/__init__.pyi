@@ -7,6 +7,7 @@ from ._notify import (
     TestResult,
     ledger_rows,
     notify_blocked,
+    notify_data,
     notify_run,
     send_test,
 )
@@ -16,6 +17,7 @@ __all__ = [
     "AlertsReport",
     "ledger_rows",
     "notify_blocked",
+    "notify_data",
     "notify_run",
     "Row",
     "RunOutcome",

@@ -36,7 +36,8 @@ from ._ledger import Entry, Memory
 class Facts:
     """What one run knows when it decides: how it ended (None for a run that never got the
     lock), the shard it harvests, the shard's runs, the lock's holder (only a run the lock kept
-    out knows it), and the events and milestones of the exports."""
+    out knows it), and the events and milestones of the exports. ``conditions`` is False for a
+    trends build on its own: it tells what the exports hold, and the harvests tell the rest."""
 
     now: datetime
     run: RunOutcome | None
@@ -45,6 +46,7 @@ class Facts:
     holder: LockHolder | None = None
     events: tuple[Alert, ...] = ()
     milestones: tuple[Alert, ...] = ()
+    conditions: bool = True
 
 
 @dataclass
@@ -69,6 +71,8 @@ def conditions(facts: Facts, config: AlertSettings) -> list[Alert]:
     """The conditions that hold now: the run failed or partial, the archive stale, the lock
     held too long."""
     out: list[Alert] = []
+    if not facts.conditions:
+        return out
     run, runs, now = facts.run, facts.runs, facts.now
     if run is not None and run.status in ("failed", "partial") and run.run_id:
         first_id, began = runs.first_failing or (run.run_id, run.started_at or now)

@@ -105,6 +105,15 @@ def notify_run(settings: Settings, config: AlertSettings, run: RunOutcome, *,
                                   locked=True, now=now, sleep=sleep))
 
 
+def notify_data(settings: Settings, config: AlertSettings, *, now: datetime | None = None,
+                sleep: Sleep = time.sleep) -> AlertsReport:
+    """Tell what the exports call for after a trends build on its own (`botstats trends`, the
+    scheduler's trends job): their events and milestones (the harvests tell the runs' state).
+    The caller holds the trends lock; nothing is raised."""
+    return _guarded(lambda: _tell(settings, config, run=None, shard=Shard(), holder=None,
+                                  locked=True, now=now, sleep=sleep, conditions=False))
+
+
 def notify_blocked(settings: Settings, config: AlertSettings, holder: dict[str, Any] | None,
                    shard: Shard | None = None, *, now: datetime | None = None,
                    sleep: Sleep = time.sleep) -> AlertsReport:
@@ -134,7 +143,7 @@ def _archive(settings: Settings, locked: bool) -> Iterator[duckdb.DuckDBPyConnec
 
 def _tell(settings: Settings, config: AlertSettings, *, run: RunOutcome | None, shard: Shard,
           holder: dict[str, Any] | None, locked: bool, now: datetime | None,
-          sleep: Sleep) -> AlertsReport:
+          sleep: Sleep, conditions: bool = True) -> AlertsReport:
     if not config.destinations:
         return AlertsReport()
     now = now or datetime.now(UTC)
@@ -151,7 +160,8 @@ def _tell(settings: Settings, config: AlertSettings, *, run: RunOutcome | None, 
                       events=tuple(read_events(settings, config, now.date())
                                    if "event" in wanted else ()),
                       milestones=tuple(read_milestones(settings, config, now.date())
-                                       if "milestone" in wanted else ()))
+                                       if "milestone" in wanted else ()),
+                      conditions=conditions)
         entries = _send(decide(facts, memory, config), config, place(settings), now, run, sleep)
         if locked:
             spool.drain(con, now)

@@ -46,7 +46,7 @@ def harvest_cmd(full: bool, accept_removals: bool, progress: bool, as_json: bool
     Exit codes: 0 complete, 3 partial (some bots failed; the next run retries them),
     1 failed, 4 interrupted, 75 another job holds the archive, 2 usage or config error.
     """
-    from ..operate import locked_harvest
+    from ..operate import locked_harvest, tell_harvest
     from ._console import harvest_summary, stderr_console
 
     settings = settings_from_flags()
@@ -54,6 +54,9 @@ def harvest_cmd(full: bool, accept_removals: bool, progress: bool, as_json: bool
     report = harvesting(progress, lambda stop, on_progress: locked_harvest(
         settings, full=full, accept_removals=accept_removals, stop=stop,
         on_progress=on_progress, shard=shard))
+    told = tell_harvest(settings, report)
+    if told is not None and told.summary():
+        click.echo(told.summary(), err=True)
     report_and_exit(report, as_json, lambda r: stderr_console().print(harvest_summary(r)))
 
 
@@ -206,11 +209,14 @@ def trends_cmd(out_dir: str | None, full: bool, as_json: bool) -> None:
     archived since the last export touch (from the Monday before the first; --full: all),
     writes only the month partitions whose content changed, and recreates the views.
     """
-    from ..operate import locked_trends
+    from ..operate import locked_trends, tell_trends
 
     settings = settings_from_flags(**{"exports.dir": out_dir})
     setup_logging(settings)
     report = locked_trends(settings, full=full)
+    told = tell_trends(settings)
+    if told is not None and told.summary():
+        click.echo(told.summary(), err=True)
     print_result(report, as_json, report.summary)
 
 

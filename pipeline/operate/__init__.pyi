@@ -12,7 +12,15 @@ from ._maintenance import (
 )
 from ._memory import tune_allocators
 from ._process import can_hand_off, hand_off, resumed
-from ._runner import RunReport, finish_run, locked_harvest, locked_trends, run
+from ._runner import (
+    RunReport,
+    finish_run,
+    locked_harvest,
+    locked_trends,
+    run,
+    tell_harvest,
+    tell_trends,
+)
 from ._schedule import describe_schedule, run_scheduler
 from ._signals import stop_on_signals
 from ._status import (
@@ -54,6 +62,8 @@ __all__ = [
     "restore_archive",
     "resumed",
     "run",
+    "tell_harvest",
+    "tell_trends",
     "run_lines",
     "run_scheduler",
     "RunReport",

@@ -18,7 +18,8 @@ process the caller chose: `botstats run` re-executes itself (``_process``), so t
 and the report do not start from the heap the harvest left.
 
 The scheduler's jobs (:func:`harvest_job`, :func:`trends_job`) are the same steps on their own,
-each under the same lock. A ``stop`` event (set by SIGTERM/SIGINT) makes a running harvest finish
+each under the same lock, and tell what they call for as a run does (:func:`tell_harvest`,
+:func:`tell_trends`; `botstats harvest` and `botstats trends` too). A ``stop`` event (set by SIGTERM/SIGINT) makes a running harvest finish
 its current batch and record the run ``interrupted``; set while waiting for the lock, the job gives
 up waiting.
 """
@@ -289,12 +290,48 @@ def locked_harvest(settings: Settings, *, full: bool = False, accept_removals: b
     where waiting jobs read who holds it."""
     stop = stop or threading.Event()
     scope = Scope.harvest(shard)
-    with run_lock(settings, "harvest", scope=scope, stop=stop) as lock:
-        report = harvest(settings, full=full, accept_removals=accept_removals, stop=stop,
-                         on_progress=_noting(lock, on_progress), shard=scope.shard,
-                         dead=lock.dead)
-        lock.note(run_id=report.run_id)
+    try:
+        with run_lock(settings, "harvest", scope=scope, stop=stop) as lock:
+            report = harvest(settings, full=full, accept_removals=accept_removals, stop=stop,
+                             on_progress=_noting(lock, on_progress), shard=scope.shard,
+                             dead=lock.dead)
+            lock.note(run_id=report.run_id)
+    except LockTimeout:
+        if not stop.is_set():
+            _tell_blocked(settings, scope.shard)
+        raise
     return report
+
+
+def tell_harvest(settings: Settings, report: HarvestReport) -> AlertsReport | None:
+    """What a harvest on its own (`botstats harvest`, the scheduler's harvest job) calls for,
+    told as after `botstats run` (its status, a recovery, the exports' events and milestones),
+    under the trends lock once the harvest is committed. None when no destination is set."""
+    if not settings.alerts.destinations or report.status == "interrupted":
+        return None
+    from ..alerts import AlertsReport, RunOutcome, notify_run
+
+    outcome = RunOutcome(report.run_id, report.status, report.message, report.started_at,
+                         report.shard)
+    try:
+        with run_lock(settings, "alerts", scope=TRENDS_SCOPE, run_id=report.run_id):
+            return notify_run(settings, settings.alerts, outcome)
+    except LockTimeout as exc:
+        return AlertsReport(error=f"another job kept the trends lock: {exc}")
+
+
+def tell_trends(settings: Settings) -> AlertsReport | None:
+    """What a trends build on its own (`botstats trends`, the scheduler's trends job) calls
+    for: the events and milestones of the exports it wrote. None when no destination is set."""
+    if not settings.alerts.destinations:
+        return None
+    from ..alerts import AlertsReport, notify_data
+
+    try:
+        with run_lock(settings, "alerts", scope=TRENDS_SCOPE):
+            return notify_data(settings, settings.alerts)
+    except LockTimeout as exc:
+        return AlertsReport(error=f"another job kept the trends lock: {exc}")
 
 
 def locked_trends(settings: Settings, *, full: bool = False,
@@ -330,9 +367,11 @@ class JobResult:
 def harvest_job(settings: Settings, stop: threading.Event) -> JobResult:
     """One scheduled harvest; its one-line result for the log."""
     report = locked_harvest(settings, stop=stop)
+    told = tell_harvest(settings, report)
     return JobResult(f"harvest {report.run_id} {report.status} (exit {report.exit_code}): "
                      f"{report.bots_seen} bots, {report.stats_added} new records, "
-                     f"{report.errors} errors, {report.seconds:.1f} s", report.exit_code)
+                     f"{report.errors} errors, {report.seconds:.1f} s{_told(told)}",
+                     report.exit_code)
 
 
 def trends_job(settings: Settings, stop: threading.Event) -> JobResult:
@@ -341,5 +380,13 @@ def trends_job(settings: Settings, stop: threading.Event) -> JobResult:
     _log_trends(trends)
     result, error = refresh_report(settings)
     note = f"; report failed: {error}" if error else f"; report {result.path}" if result else ""
+    told = None if stop.is_set() else tell_trends(settings)
     return JobResult(f"trends {trends.run_id}: {len(trends.datasets)} datasets, "
-                     f"{trends.written} partitions written, {trends.unchanged} unchanged{note}")
+                     f"{trends.written} partitions written, {trends.unchanged} unchanged{note}"
+                     f"{_told(told)}")
+
+
+def _told(told: AlertsReport | None) -> str:
+    """The alerts' part of a job's log line ('' when nothing was to be told)."""
+    line = told.summary() if told is not None else ""
+    return f"; {line}" if line else ""
