@@ -20,6 +20,7 @@ from typing import Any
 import duckdb
 import polars as pl
 import pytest
+from _alerts_support import Receiver, receiver
 from _postgres_support import cluster, new_database
 from conftest import (
     assert_archive_equals_service,
@@ -34,12 +35,14 @@ from pipeline.archive._commit import committing
 from pipeline.archive._queries import changes_since
 from pipeline.archive._store import ArchivePaths, connect
 from pipeline.archive._writes import Frames, _write, write_batch
-from pipeline.core import ConfigError, Settings, StoreError, load_settings
+from pipeline.core import ConfigError, LockTimeout, Settings, StoreError, load_settings
 from pipeline.harvester import HarvestReport, harvest
-from pipeline.operate import backup_archive, compact_archive, restore_archive
+from pipeline.operate import backup_archive, compact_archive, restore_archive, run
+from pipeline.operate._lock import run_lock
 from pipeline.service import RunningService
 
 pytestmark = pytest.mark.slow
+__all__ = ["receiver"]  # the fixture
 
 
 def shared(svc: RunningService, tmp: Path, **overrides: Any) -> Settings:
@@ -330,3 +333,21 @@ def test_a_catalog_whose_creation_was_cut_short_is_no_archive_until_the_next_wri
     # The next writer migrates it, and readers meet the whole archive.
     assert harvest(settings).status == "complete"
     assert_archive_equals_service(settings, service.directory)
+
+
+def test_a_run_kept_out_by_a_postgres_lock_tells_who_holds_it(tmp_path: Path,
+                                                             receiver: Receiver) -> None:
+    # The holder is read from the catalog's sessions (each job names itself there), as a
+    # SQLite catalog's run reads it from the holder file.
+    config = tmp_path / "config.toml"
+    config.write_text(f'[store]\ncatalog = "{new_database()}"\ndata_path = "{tmp_path / "lake"}"\n'
+                      f'[alerts]\nlock_after = "0s"\n[alerts.destinations.ops]\ntype = "discord"\n')
+    settings = load_settings(config, env={"BOTSTATS_ALERTS_OPS_URL": receiver.url("/ops/t0k3n")})
+    with archive.writer(settings):
+        pass  # the archive exists; no run has completed yet
+    with run_lock(settings, "run", run_id="r-stuck"), pytest.raises(LockTimeout):
+        run(settings, lock_timeout=0.1)
+    ((embed,),) = [body["embeds"] for body in receiver.received("/ops/t0k3n")]
+    assert embed["title"].startswith("botstats archive lock held for ")
+    assert embed["title"].endswith(f"by run (pid {os.getpid()})")
+    assert "holder: run r-stuck" in embed["description"]

@@ -88,14 +88,21 @@ def locked(con: Any, key: int, timeout: float) -> Iterator[None]:
 
 def holders(con: Any, key: int) -> list[str]:
     """Who else holds ``key``: each session's name, address and since when."""
+    return [f"{name or 'a session'} (from {addr}, since {since:%Y-%m-%dT%H:%M:%SZ})"
+            for name, addr, since in holder_sessions(con, key)]
+
+
+def holder_sessions(con: Any, key: int) -> list[tuple[str, str, datetime]]:
+    """The other sessions holding ``key``, the oldest first: (name, address, session start in
+    UTC; a job opens its session to take its locks)."""
     rows = con.execute(
         "SELECT a.application_name, coalesce(host(a.client_addr), 'local socket'), "
-        "to_char(a.backend_start AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') "
+        "a.backend_start AT TIME ZONE 'UTC' "
         "FROM pg_locks l JOIN pg_stat_activity a USING (pid) WHERE l.locktype = 'advisory' "
         "AND l.granted AND l.classid = %s AND l.objid = %s AND l.objsubid = 2 "
         "AND l.pid <> pg_backend_pid() ORDER BY a.backend_start",
         [LOCK_SPACE, key]).fetchall()
-    return [f"{name or 'a session'} (from {addr}, since {since})" for name, addr, since in rows]
+    return [(str(name or ""), str(addr), since) for name, addr, since in rows]
 
 
 def has_lake(con: Any) -> bool:
@@ -245,6 +252,9 @@ class AdvisoryLocks:
 
     def holders(self, key: int) -> list[str]:
         return holders(self.con, key)
+
+    def holder_sessions(self, key: int) -> list[tuple[str, str, datetime]]:
+        return holder_sessions(self.con, key)
 
     def rename(self, name: str) -> None:
         self.con.execute("SELECT set_config('application_name', %s, false)", [name[:63]])

@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import socket
 import threading
 import time
@@ -164,6 +165,36 @@ def holder(settings: Settings, scope: Scope = ARCHIVE_SCOPE) -> Holder | None:
     """Who last took the scope's (first) lock (it may have finished or died since: see
     ``released_at``)."""
     return _holder_of(lock_paths(settings, scope)[0])
+
+
+def advisory_holder(settings: Settings, scope: Scope) -> Holder | None:
+    """Who holds what keeps ``scope`` out in a PostgreSQL catalog (the archive lock taken
+    exclusively, or the scope's own), as its session names itself (:meth:`AdvisoryHandle.title`);
+    ``since``: when its session began. None when nobody does."""
+    paths = archive.ArchivePaths.of(settings)
+    locks = archive.AdvisoryLocks(paths.dsn, paths.password, archive.session_name("status"))
+    try:
+        sessions = [row for key, _shared in _keys(scope) for row in locks.holder_sessions(key)]
+    finally:
+        locks.close()
+    if not sessions:
+        return None
+    name, _addr, since = min(sessions, key=lambda row: row[2])
+    return _session_holder(name, since)
+
+
+_SESSION = re.compile(r"^botstats (?P<job>\S+)(?: (?P<shard>\d+/\d+))?(?: (?P<run>\S+))?"
+                      r" pid (?P<pid>\d+)@(?P<host>.*)$")
+
+
+def _session_holder(name: str, since: datetime) -> Holder:
+    """A holder from a session's name (``botstats harvest 1/3 RUN pid 4242@host``)."""
+    at = (since if since.tzinfo else since.replace(tzinfo=UTC)).isoformat()
+    match = _SESSION.match(name)
+    if match is None:
+        return Holder(job=name or "?", since=at)
+    return Holder(job=match["job"], run_id=match["run"], pid=int(match["pid"]),
+                  host=match["host"], since=at)
 
 
 def _holder_of(lock_path: Path) -> Holder | None:

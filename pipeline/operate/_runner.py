@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core import BotstatsError, LockTimeout, Settings, Shard
 from ..harvester import EXIT_CODES, HarvestReport, ProgressFn, harvest
-from ._lock import TRENDS_SCOPE, Held, Scope, holder, run_lock
+from ._lock import TRENDS_SCOPE, Held, Scope, advisory_holder, holder, run_lock
 from ._memory import peak_rss_mb
 
 if TYPE_CHECKING:
@@ -234,7 +234,12 @@ def _tell_blocked(settings: Settings, shard: Shard) -> None:
         return
     from ..alerts import notify_blocked
 
-    held = None if settings.shared_catalog else holder(settings)
+    try:
+        held = (advisory_holder(settings, Scope.harvest(shard)) if settings.shared_catalog
+                else holder(settings))
+    except BotstatsError as exc:  # the catalog went away meanwhile: tell what can be told
+        log.warning("the lock's holder is unknown: %s", exc)
+        held = None
     notify_blocked(settings, settings.alerts, held.as_dict() if held else None, shard)
 
 
