@@ -22,6 +22,7 @@ from filelock import Timeout
 from pipeline.archive._store import open_archive
 from pipeline.core._errors import ExportError, LockTimeout
 from pipeline.core._loading import load_settings
+from pipeline.core._run_status import RunStatus
 from pipeline.core._settings import Settings
 from pipeline.harvester._run import HarvestReport
 from pipeline.operate import _lock as lock_module
@@ -269,6 +270,32 @@ def test_a_harvest_report_reads_back_from_its_json() -> None:
     assert again == report
 
 
+# The keys of `botstats run --json` and of a hand-off, in their order: a public interface.
+RUN_KEYS = ["status", "exit_code", "run_id", "message", "lock_wait_seconds", "took_over",
+            "harvest", "trends", "trends_skipped", "trends_error", "report", "report_error",
+            "memory", "alerts"]
+
+
+def test_a_run_report_reads_back_from_its_json_with_its_keys() -> None:
+    harvested = HarvestReport("20261126T080000Z-abc123", "incremental", status="partial",
+                              message="listing stopped early")
+    harvested.finished_at = harvested.started_at
+    report = runner.RunReport(harvested.status, harvest=harvested, message=harvested.message,
+                              lock_wait=1.23456, took_over=Holder("run", "doomed", 5, "h", "s"))
+    report.memory.harvest, report.memory.fresh_process = 120.5, True
+    data = json.loads(json.dumps(report.as_dict(), default=str))
+    assert list(data) == RUN_KEYS and data["exit_code"] == 3
+    assert data["memory"] == {"harvest": 120.5, "fresh_process": True}
+    assert data["took_over"] == {"job": "run", "run_id": "doomed", "pid": 5, "host": "h",
+                                 "since": "s"}
+    again = runner.RunReport.resume(data)
+    assert again.trends_pending and json.loads(json.dumps(again.as_dict(), default=str)) == data
+    assert (again.status, again.took_over, again.harvest) == ("partial", report.took_over,
+                                                               harvested)
+    stopped = runner.RunReport(RunStatus.INTERRUPTED, message="stopped").as_dict()
+    assert list(stopped) == RUN_KEYS and stopped["memory"] is None
+
+
 @pytest.mark.parametrize("job", ["harvest", "trends"])
 def test_harvest_and_trends_on_their_own_take_the_lock_and_name_their_run(
         tmp_path: Path, service: Any, job: str) -> None:
@@ -446,7 +473,7 @@ def test_a_stale_lock_of_a_killed_run_is_taken_over(tmp_path: Path, service: Any
     with caplog.at_level("WARNING", logger="botstats.lock"):
         report = runner.run(settings, lock_timeout=5)
     assert report.status == "complete"
-    assert report.took_over is not None and report.took_over["run_id"] == "doomed"
+    assert report.took_over is not None and report.took_over.run_id == "doomed"
     assert "took over the archive lock" in caplog.text and "doomed" in caplog.text
 
 

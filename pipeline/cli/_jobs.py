@@ -50,16 +50,16 @@ def _print_run(report: RunReport) -> None:
     elif report.report_error:
         click.echo(f"report: failed: {report.report_error}")
     memory = report.memory
-    if memory.get("trends") and memory.get("fresh_process"):
-        click.echo(f"memory: peak {memory.get('harvest')} MB harvesting, {memory['trends']} MB "
+    if memory.trends and memory.fresh_process:
+        click.echo(f"memory: peak {memory.harvest} MB harvesting, {memory.trends} MB "
                    f"for the trends and report (a fresh process)")
-    elif memory.get("trends") or memory.get("harvest"):
-        click.echo(f"memory: peak {memory.get('trends') or memory.get('harvest')} MB")
+    elif memory.trends or memory.harvest:
+        click.echo(f"memory: peak {memory.trends or memory.harvest} MB")
     if report.alerts is not None and report.alerts.summary():
         click.echo(report.alerts.summary())
-    if report.took_over:
+    if report.took_over is not None:
         click.echo(f"note: took over the lock of a run that died without releasing it "
-                   f"(pid {report.took_over.get('pid')}, run {report.took_over.get('run_id')})")
+                   f"(pid {report.took_over.pid}, run {report.took_over.run_id})")
     click.echo(f"run {report.run_id or '-'}: {report.status} (exit {report.exit_code})")
 
 

@@ -14,14 +14,14 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from .. import archive
 from ..analytics import read_manifest
 from ..core import Settings, load_settings
 from ..harvester import ProgressFn
 from . import _lock as lock
-from ._runner import RunReport, run
+from ._runner import RunReport, RunReportJson, run
 
 ARCHIVE_NAME = "archive.ducklake"
 # The demo service's clock at its first run in a directory. The service's ids are made from its
@@ -38,6 +38,20 @@ DEFAULT_STATS_PER_DAY = 2
 DEFAULT_EVENTS = 0.1
 
 
+class DemoJson(TypedDict):
+    """:class:`DemoReport` as `botstats demo --json` prints it."""
+
+    status: str
+    exit_code: int
+    service: str
+    archive: str
+    exports: str
+    tables: dict[str, int]
+    datasets: dict[str, int]
+    seconds: float
+    run: RunReportJson
+
+
 @dataclass
 class DemoReport:
     run: RunReport
@@ -47,7 +61,7 @@ class DemoReport:
     datasets: dict[str, int] = field(default_factory=dict)  # export dataset -> rows
     seconds: float = 0.0
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> DemoJson:
         return {
             "status": self.run.status, "exit_code": self.run.exit_code,
             "service": self.base_url, "archive": str(self.settings.db_path),

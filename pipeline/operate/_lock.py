@@ -44,10 +44,10 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from filelock import FileLock, Timeout
 
@@ -95,6 +95,17 @@ def files(lock_path: Path) -> tuple[Path, Path]:
     return lock_path, _info_path(lock_path)
 
 
+class HolderJson(TypedDict):
+    """:class:`Holder` as its file spells it."""
+
+    job: str
+    run_id: str | None
+    pid: int | None
+    host: str
+    since: str
+    released_at: NotRequired[str]  # once released
+
+
 @dataclass(frozen=True)
 class Holder:
     """Who took the file lock, as the file beside it says: the job, its run (once it has one),
@@ -125,12 +136,13 @@ class Holder:
                    host=text("host") or "?", since=text("since") or "?",
                    released_at=text("released_at"))
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> HolderJson:
         """As the holder file spells it (``released_at`` only once released)."""
-        fields = asdict(self)
-        if self.released_at is None:
-            del fields["released_at"]
-        return fields
+        out = HolderJson(job=self.job, run_id=self.run_id, pid=self.pid, host=self.host,
+                         since=self.since)
+        if self.released_at is not None:
+            out["released_at"] = self.released_at
+        return out
 
     def describe(self) -> str:
         """'run 2026...-ab12 (run, pid 123 on host, since ...)' for messages."""
@@ -235,7 +247,7 @@ class LockHandle:
         self.held: dict[Path, FileLock] = {}
         # The holder before this job, as its first lock's file said (what a run that took over
         # reports).
-        self.previous: dict[str, Any] | None = None
+        self.previous: Holder | None = None
         self.took_over = False
 
     @property
@@ -285,8 +297,8 @@ class LockHandle:
                 f"--lock-timeout.")
         self.held[path] = lock
         previous = _holder_of(path)
-        if not self.previous and previous is not None:
-            self.previous = previous.as_dict()
+        if self.previous is None:
+            self.previous = previous
         if previous is not None and previous.stale():
             self.took_over = self.took_over or path == self.settings.lock_path
             log.warning("took over %s %s from %s: that process is gone without releasing it "
@@ -419,7 +431,7 @@ class AdvisoryHandle:
         self.scope = scope
         self.stop = stop
         self.run_id: str | None = None
-        self.previous: dict[str, Any] | None = None  # the server frees a dead job's locks itself
+        self.previous: Holder | None = None  # the server frees a dead job's locks itself
         self.took_over = False
 
     def title(self) -> str:

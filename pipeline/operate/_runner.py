@@ -31,11 +31,11 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
-from ..core import BotstatsError, LockTimeout, Settings, Shard
+from ..core import BotstatsError, LockTimeout, RunStatus, Settings, Shard
 from ..harvester import EXIT_CODES, HarvestReport, ProgressFn, harvest
-from ._lock import TRENDS_SCOPE, Held, Scope, advisory_holder, holder, run_lock
+from ._lock import TRENDS_SCOPE, Held, Holder, HolderJson, Scope, advisory_holder, holder, run_lock
 from ._memory import peak_rss_mb
 
 if TYPE_CHECKING:
@@ -44,14 +44,65 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("botstats.run")
 
-RUN_EXIT_CODES = {**EXIT_CODES, "locked": LockTimeout.exit_code}
+class MemoryJson(TypedDict, total=False):
+    """:class:`Memory` in the run report's JSON (a key only once measured or tried)."""
+
+    harvest: float
+    fresh_process: bool
+    trends: float
+
+
+@dataclass
+class Memory:
+    """A run's peak RSS in MB: ``harvest`` at its end; ``trends`` at the run's end (the same
+    process's peak, or that of the fresh process the trends ran in: ``fresh_process``, None
+    when not tried). None: not measured (yet)."""
+
+    harvest: float | None = None
+    trends: float | None = None
+    fresh_process: bool | None = None
+
+    def as_dict(self) -> MemoryJson:
+        out = MemoryJson()
+        if self.harvest is not None:
+            out["harvest"] = self.harvest
+        if self.fresh_process is not None:
+            out["fresh_process"] = self.fresh_process
+        if self.trends is not None:
+            out["trends"] = self.trends
+        return out
+
+    @classmethod
+    def of(cls, data: MemoryJson | None) -> Memory:
+        """From :meth:`as_dict` (read back as JSON)."""
+        data = data or MemoryJson()
+        return cls(data.get("harvest"), data.get("trends"), data.get("fresh_process"))
+
+
+class RunReportJson(TypedDict):
+    """:class:`RunReport` as `botstats run --json` prints it and a hand-off carries it."""
+
+    status: str
+    exit_code: int
+    run_id: str | None
+    message: str
+    lock_wait_seconds: float
+    took_over: HolderJson | None
+    harvest: dict[str, Any] | None
+    trends: dict[str, Any] | None
+    trends_skipped: str | None
+    trends_error: str | None
+    report: dict[str, Any] | None
+    report_error: str | None
+    memory: MemoryJson | None
+    alerts: dict[str, Any] | None
 
 
 @dataclass
 class RunReport:
     """What `botstats run` did: the harvest, the trends (or why not), and the outcome."""
 
-    status: str  # complete | partial | failed | interrupted
+    status: RunStatus
     harvest: HarvestReport | None = None
     trends: TrendsReport | None = None
     trends_skipped: str = ""  # why trends did not run
@@ -59,50 +110,50 @@ class RunReport:
     report: ReportResult | None = None  # the HTML report refreshed after trends ([report].file)
     report_error: str = ""
     lock_wait: float = 0.0
-    took_over: dict[str, Any] | None = None  # the dead holder whose lock this run took over
+    took_over: Holder | None = None  # the dead holder whose lock this run took over
     message: str = ""
     trends_pending: bool = False  # harvested; the trends and report are the caller's (finish_run)
-    # Peak RSS in MB: "harvest" at its end; "trends" at the run's end (the same process's peak,
-    # or that of the fresh process the trends ran in: "fresh_process").
-    memory: dict[str, Any] = field(default_factory=dict)
+    memory: Memory = field(default_factory=Memory)
     alerts: AlertsReport | None = None  # what [alerts] told, after the run's work was committed
 
     @property
     def exit_code(self) -> int:
-        return RUN_EXIT_CODES.get(self.status, 1)
+        return EXIT_CODES.get(self.status, 1)
 
     @property
     def run_id(self) -> str | None:
         return self.harvest.run_id if self.harvest else None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> RunReportJson:
         return {
             "status": self.status,
             "exit_code": self.exit_code,
             "run_id": self.run_id,
             "message": self.message,
             "lock_wait_seconds": round(self.lock_wait, 3),
-            "took_over": self.took_over,
+            "took_over": self.took_over.as_dict() if self.took_over else None,
             "harvest": self.harvest.as_dict() if self.harvest else None,
             "trends": self.trends.as_dict() if self.trends else None,
             "trends_skipped": self.trends_skipped or None,
             "trends_error": self.trends_error or None,
             "report": self.report.as_dict() if self.report else None,
             "report_error": self.report_error or None,
-            "memory": self.memory or None,
+            "memory": self.memory.as_dict() or None,
             "alerts": self.alerts.as_dict() if self.alerts else None,
         }
 
     @classmethod
-    def resume(cls, data: dict[str, Any]) -> RunReport:
+    def resume(cls, data: RunReportJson) -> RunReport:
         """A run handed off after its harvest (its :meth:`as_dict`, read back as JSON), ready
         for :func:`finish_run`."""
         harvested = data.get("harvest")
-        return cls(str(data["status"]), message=str(data.get("message") or ""),
+        return cls(RunStatus(data["status"]), message=str(data.get("message") or ""),
                    lock_wait=float(data.get("lock_wait_seconds") or 0.0),
-                   took_over=data.get("took_over"), memory=dict(data.get("memory") or {}),
+                   took_over=Holder.of(data.get("took_over")),
+                   memory=Memory.of(data.get("memory")),
                    harvest=HarvestReport.from_dict(harvested) if harvested else None,
                    trends_pending=True)
+
 
 
 def _noting(lock: Held, on_progress: ProgressFn | None) -> ProgressFn:
@@ -138,7 +189,7 @@ def run(
     scope = Scope.harvest(shard)
     try:
         with run_lock(settings, "run", scope=scope, timeout=lock_timeout, stop=stop) as lock:
-            report = RunReport("running", lock_wait=time.monotonic() - started,
+            report = RunReport(RunStatus.RUNNING, lock_wait=time.monotonic() - started,
                                took_over=lock.previous if lock.took_over else None)
             _harvest_then_trends(settings, report, lock, scope.shard, full, full_trends,
                                  accept_removals, stop, on_progress, hand_off)
@@ -148,7 +199,7 @@ def run(
         if not stop.is_set():
             _tell_blocked(settings, scope.shard)
             raise
-        report = RunReport("interrupted", message="stopped while waiting for the archive lock")
+        report = RunReport(RunStatus.INTERRUPTED, message="stopped while waiting for the archive lock")
     if not report.trends_pending:
         _log_end(report)
     return report
@@ -177,7 +228,7 @@ def finish_run(settings: Settings, report: RunReport, *, full_trends: bool = Fal
 
 def _log_end(report: RunReport) -> None:
     if report.trends is not None:
-        report.memory["trends"] = peak_rss_mb()
+        report.memory.trends = peak_rss_mb()
     log.info("run %s %s (exit %d)", report.run_id, report.status, report.exit_code,
              extra={"run": {k: v for k, v in report.as_dict().items() if k not in ("harvest", "trends")}})
 
@@ -190,9 +241,9 @@ def _harvest_then_trends(settings: Settings, report: RunReport, lock: Held,
                              on_progress=_noting(lock, on_progress), stop=stop, shard=shard,
                              dead=lock.dead)
     lock.note(run_id=report.harvest.run_id)
-    report.memory["harvest"] = peak_rss_mb()
+    report.memory.harvest = peak_rss_mb()
     report.status, report.message = report.harvest.status, report.harvest.message
-    if report.harvest.status not in ("complete", "partial"):
+    if report.harvest.status not in (RunStatus.COMPLETE, RunStatus.PARTIAL):
         report.trends_skipped = f"the harvest ended {report.harvest.status}"
         return
     if stop.is_set():
@@ -250,7 +301,7 @@ def _trends_then_report(settings: Settings, report: RunReport, full_trends: bool
         report.trends = _build_trends(settings, report.harvest.run_id, full=full_trends)
     except BotstatsError as exc:
         report.trends_error = str(exc)
-        report.status = "failed"
+        report.status = RunStatus.FAILED
         report.message = f"the harvest ended {report.harvest.status}, then trends failed: {exc}"
         log.error("trends after harvest %s failed: %s", report.harvest.run_id, exc)
         return
