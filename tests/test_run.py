@@ -78,7 +78,7 @@ def test_run_status_and_when_trends_run(tmp_path: Path, monkeypatch: pytest.Monk
                                         exit_code: int, trends_ran: bool) -> None:
     calls: list[str] = []
 
-    def fake_harvest(settings: Settings, **kw: Any) -> HarvestReport:
+    def fake_harvest(settings: Settings, *args: Any, **kw: Any) -> HarvestReport:
         return HarvestReport(run_id="r1", mode="incremental", status=harvest_status)
 
     def fake_trends(settings: Settings, run_id: str | None, **kw: Any) -> Any:
@@ -245,7 +245,7 @@ def test_a_run_handed_off_builds_its_trends_once_the_lock_is_free(tmp_path: Path
     # trends job that takes the trends lock in between makes them wait (here: give up, the run
     # still complete). A harvest in between does not: it holds the archive's lock.
     settings = _settings(tmp_path, service.base_url)
-    report = runner.run(settings, hand_off=True)
+    report = runner.run(settings, runner.RunOptions(hand_off=True))
     assert report.trends_pending and report.trends is None and report.status == "complete"
     assert not (tmp_path / "exports" / "manifest.json").exists()
     info = holder(settings)
@@ -419,7 +419,7 @@ def test_a_waiting_run_takes_the_lock_when_it_is_released(
     thread.start()
     assert held.wait(WAIT), "the holder never took the lock"
     with caplog.at_level("INFO", logger="botstats.lock"):
-        report = runner.run(settings, lock_timeout=WAIT)
+        report = runner.run(settings, runner.RunOptions(lock_timeout=WAIT))
     thread.join(WAIT)
     assert released.is_set() and not thread.is_alive()
     assert report.status == "complete" and report.lock_wait > 0
@@ -445,7 +445,7 @@ def test_a_stop_while_waiting_for_the_lock_is_an_interrupted_run(
     with run_lock(settings, "run"):
         stopper = threading.Thread(target=stop_once_waiting)
         stopper.start()
-        report = runner.run(settings, lock_timeout=WAIT, stop=stop)
+        report = runner.run(settings, runner.RunOptions(lock_timeout=WAIT), stop=stop)
         stopper.join(WAIT)
     assert waiting.is_set() and stop.is_set()
     assert (report.status, report.exit_code, report.harvest) == ("interrupted", 4, None)
@@ -471,7 +471,7 @@ def test_a_stale_lock_of_a_killed_run_is_taken_over(tmp_path: Path, service: Any
     assert proc.returncode == -signal.SIGKILL
     assert (holder(settings) or Holder()).run_id == "doomed"
     with caplog.at_level("WARNING", logger="botstats.lock"):
-        report = runner.run(settings, lock_timeout=5)
+        report = runner.run(settings, runner.RunOptions(lock_timeout=5))
     assert report.status == "complete"
     assert report.took_over is not None and report.took_over.run_id == "doomed"
     assert "took over the archive lock" in caplog.text and "doomed" in caplog.text

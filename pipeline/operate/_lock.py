@@ -47,7 +47,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict
+from typing import NotRequired, TypedDict
 
 from filelock import FileLock, Timeout
 
@@ -392,17 +392,27 @@ def _wait_for(lock: FileLock, which: str, wait: float, stop: threading.Event | N
     return _acquire(lock, wait, stop)
 
 
+@dataclass(frozen=True)
+class _Ask:
+    """What a job asks of the lock: the job and its run (once it has one), the scope, how long
+    it waits (seconds; negative: for as long as it takes) and the event that stops the wait."""
+
+    job: str
+    scope: Scope
+    wait: float
+    run_id: str | None
+    stop: threading.Event | None
+
+
 @contextmanager
-def _file_lock(settings: Settings, job: str, scope: Scope, *, timeout: float | None,
-               run_id: str | None, stop: threading.Event | None) -> Iterator[LockHandle]:
+def _file_lock(settings: Settings, ask: _Ask) -> Iterator[LockHandle]:
     prepare_archive_place(settings)
-    wait = settings.run.lock_timeout if timeout is None else timeout
     handle = LockHandle(settings, Holder(
-        job=job, run_id=run_id, pid=os.getpid(), host=socket.gethostname(),
-        since=datetime.now(UTC).isoformat(timespec="seconds")), stop)
-    deadline = None if wait < 0 else time.monotonic() + wait
+        job=ask.job, run_id=ask.run_id, pid=os.getpid(), host=socket.gethostname(),
+        since=datetime.now(UTC).isoformat(timespec="seconds")), ask.stop)
+    deadline = None if ask.wait < 0 else time.monotonic() + ask.wait
     try:
-        for path in lock_paths(settings, scope):
+        for path in lock_paths(settings, ask.scope):
             left = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
             handle.take(path, left)
         yield handle
@@ -455,17 +465,18 @@ class AdvisoryHandle:
     @contextmanager
     def also(self, scope: Scope, timeout: float | None = None) -> Iterator[None]:
         wanted = [k for k in _keys(scope) if k not in self.locks.held]
-        _wait_for_keys(self.locks, wanted, self.settings, scope, timeout, self.stop)
+        wait = self.settings.run.lock_timeout if timeout is None else timeout
+        _wait_for_keys(self.locks, wanted, scope, wait, self.stop)
         try:
             yield
         finally:
             self.locks.release(wanted)
 
 
-def _wait_for_keys(locks: Any, wanted: list[tuple[int, bool]], settings: Settings, scope: Scope,
-          timeout: float | None, stop: threading.Event | None) -> None:
-    """Take ``wanted``, trying every ``_POLL`` seconds up to the wait; else LockTimeout."""
-    wait = settings.run.lock_timeout if timeout is None else timeout
+def _wait_for_keys(locks: archive.AdvisoryLocks, wanted: list[tuple[int, bool]], scope: Scope,
+                   wait: float, stop: threading.Event | None) -> None:
+    """Take ``wanted`` (for ``scope``), trying every ``_POLL`` seconds up to ``wait`` seconds
+    (negative: for as long as it takes); else LockTimeout."""
     deadline = None if wait < 0 else time.monotonic() + wait
     started = time.monotonic()
     said = False
@@ -492,14 +503,13 @@ def _wait_for_keys(locks: Any, wanted: list[tuple[int, bool]], settings: Setting
 
 
 @contextmanager
-def _advisory_lock(settings: Settings, job: str, scope: Scope, *, timeout: float | None,
-                  run_id: str | None, stop: threading.Event | None) -> Iterator[AdvisoryHandle]:
+def _advisory_lock(settings: Settings, ask: _Ask) -> Iterator[AdvisoryHandle]:
     paths = archive.ArchivePaths.of(settings)
-    locks = archive.AdvisoryLocks(paths.dsn, paths.password, archive.session_name(job))
+    locks = archive.AdvisoryLocks(paths.dsn, paths.password, archive.session_name(ask.job))
     try:
-        handle = AdvisoryHandle(locks, settings, job, scope, stop)
-        _wait_for_keys(locks, _keys(scope), settings, scope, timeout, stop)
-        handle.run_id = run_id
+        handle = AdvisoryHandle(locks, settings, ask.job, ask.scope, ask.stop)
+        _wait_for_keys(locks, _keys(ask.scope), ask.scope, ask.wait, ask.stop)
+        handle.run_id = ask.run_id
         locks.rename(handle.title())
         yield handle
     finally:
@@ -526,11 +536,10 @@ def run_lock(
     Raises :class:`~pipeline.core.LockTimeout` (exit 75) naming the holder when the wait runs
     out, or as soon as ``stop`` is set while waiting.
     """
+    ask = _Ask(job, scope, settings.run.lock_timeout if timeout is None else timeout, run_id, stop)
     if settings.shared_catalog:
-        with _advisory_lock(settings, job, scope, timeout=timeout, run_id=run_id,
-                           stop=stop) as handle:
+        with _advisory_lock(settings, ask) as handle:
             yield handle
         return
-    with _file_lock(settings, job, scope, timeout=timeout, run_id=run_id,
-                    stop=stop) as file_handle:
+    with _file_lock(settings, ask) as file_handle:
         yield file_handle

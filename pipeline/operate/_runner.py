@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..core import BotstatsError, LockTimeout, RunStatus, Settings, Shard
-from ..harvester import EXIT_CODES, HarvestReport, ProgressFn, harvest
+from ..harvester import EXIT_CODES, HarvestOptions, HarvestReport, ProgressFn, harvest
 from ._lock import TRENDS_SCOPE, Held, Holder, HolderJson, Scope, advisory_holder, holder, run_lock
 from ._memory import peak_rss_mb
 
@@ -167,39 +167,45 @@ def _noting(lock: Held, on_progress: ProgressFn | None) -> ProgressFn:
     return progress
 
 
-def run(
-    settings: Settings,
-    *,
-    full: bool = False,
-    accept_removals: bool = False,
-    full_trends: bool = False,
-    lock_timeout: float | None = None,
-    stop: threading.Event | None = None,
-    on_progress: ProgressFn | None = None,
-    shard: Shard | None = None,
-    hand_off: bool = False,
-) -> RunReport:
-    """Lock, harvest, then trends (``full_trends``: recomputed from the whole archive). Raises
-    LockTimeout (exit 75) when another run holds the lock. ``shard``: harvest only that shard
-    (the trends, of the whole archive, under the trends lock: one build at a time).
-    ``hand_off``: return after the harvest with ``trends_pending`` set when the trends are due,
-    for :func:`finish_run`."""
-    stop = stop or threading.Event()
+@dataclass(frozen=True)
+class RunOptions:
+    """What a run is asked to do: its harvest's options (full, believing removals, of a shard);
+    ``full_trends``, recompute the trends from the whole archive; ``lock_timeout``, how long to
+    wait for the lock (default ``[run].lock_timeout``); ``hand_off``, return after the harvest
+    with ``trends_pending`` set when the trends are due, for :func:`finish_run`."""
+
+    harvest: HarvestOptions = field(default_factory=HarvestOptions)
+    full_trends: bool = False
+    lock_timeout: float | None = None
+    hand_off: bool = False
+
+
+def run(settings: Settings, options: RunOptions | None = None, *,
+        stop: threading.Event | None = None,
+        on_progress: ProgressFn | None = None) -> RunReport:
+    """Lock, harvest, then trends, as ``options`` ask. Raises LockTimeout (exit 75) when
+    another run holds the lock. A run of a shard harvests only that shard; the trends, of the
+    whole archive, under the trends lock (one build at a time)."""
+    stop, options = stop or threading.Event(), options or RunOptions()
     started = time.monotonic()
-    scope = Scope.harvest(shard)
+    scope = Scope.harvest(options.harvest.shard)
     try:
-        with run_lock(settings, "run", scope=scope, timeout=lock_timeout, stop=stop) as lock:
+        with run_lock(settings, "run", scope=scope, timeout=options.lock_timeout,
+                      stop=stop) as lock:
             report = RunReport(RunStatus.RUNNING, lock_wait=time.monotonic() - started,
                                took_over=lock.previous if lock.took_over else None)
-            _harvest_then_trends(settings, report, lock, scope.shard, full, full_trends,
-                                 accept_removals, stop, on_progress, hand_off)
+            report.harvest = harvest(settings, options.harvest, stop=stop, dead=lock.dead,
+                                     on_progress=_noting(lock, on_progress))
+            lock.note(run_id=report.harvest.run_id)
+            _after_harvest(settings, options, report, lock, stop)
             if not report.trends_pending and not stop.is_set():
                 _tell(settings, report, lock)
     except LockTimeout:
         if not stop.is_set():
             _tell_blocked(settings, scope.shard)
             raise
-        report = RunReport(RunStatus.INTERRUPTED, message="stopped while waiting for the archive lock")
+        report = RunReport(RunStatus.INTERRUPTED,
+                           message="stopped while waiting for the archive lock")
     if not report.trends_pending:
         _log_end(report)
     return report
@@ -233,14 +239,10 @@ def _log_end(report: RunReport) -> None:
              extra={"run": {k: v for k, v in report.as_dict().items() if k not in ("harvest", "trends")}})
 
 
-def _harvest_then_trends(settings: Settings, report: RunReport, lock: Held,
-                         shard: Shard, full: bool, full_trends: bool, accept_removals: bool,
-                         stop: threading.Event, on_progress: ProgressFn | None,
-                         hand_off: bool) -> None:
-    report.harvest = harvest(settings, full=full, accept_removals=accept_removals,
-                             on_progress=_noting(lock, on_progress), stop=stop, shard=shard,
-                             dead=lock.dead)
-    lock.note(run_id=report.harvest.run_id)
+def _after_harvest(settings: Settings, options: RunOptions, report: RunReport, lock: Held,
+                   stop: threading.Event) -> None:
+    """The run's outcome from its harvest, then the trends when they are due (or handed off)."""
+    assert report.harvest is not None
     report.memory.harvest = peak_rss_mb()
     report.status, report.message = report.harvest.status, report.harvest.message
     if report.harvest.status not in (RunStatus.COMPLETE, RunStatus.PARTIAL):
@@ -249,12 +251,12 @@ def _harvest_then_trends(settings: Settings, report: RunReport, lock: Held,
     if stop.is_set():
         report.trends_skipped = "stopped on request"
         return
-    if hand_off:
+    if options.hand_off:
         report.trends_pending = True
         return
     try:
         with lock.also(TRENDS_SCOPE):
-            _trends_then_report(settings, report, full_trends)
+            _trends_then_report(settings, report, options.full_trends)
     except LockTimeout as exc:
         report.trends_skipped = ("stopped on request" if stop.is_set()
                                  else f"another job kept building them: {exc}")
@@ -338,19 +340,17 @@ def _log_trends(trends: TrendsReport) -> None:
              len(trends.datasets), trends.written, trends.unchanged, trends.seconds)
 
 
-def locked_harvest(settings: Settings, *, full: bool = False, accept_removals: bool = False,
+def locked_harvest(settings: Settings, options: HarvestOptions | None = None, *,
                    stop: threading.Event | None = None,
-                   on_progress: ProgressFn | None = None,
-                   shard: Shard | None = None) -> HarvestReport:
-    """One harvest (of ``shard``: default every bot) under the run lock, its run id written
-    where waiting jobs read who holds it."""
-    stop = stop or threading.Event()
-    scope = Scope.harvest(shard)
+                   on_progress: ProgressFn | None = None) -> HarvestReport:
+    """One harvest (as ``options`` ask: of a shard, default every bot) under the run lock, its
+    run id written where waiting jobs read who holds it."""
+    stop, options = stop or threading.Event(), options or HarvestOptions()
+    scope = Scope.harvest(options.shard)
     try:
         with run_lock(settings, "harvest", scope=scope, stop=stop) as lock:
-            report = harvest(settings, full=full, accept_removals=accept_removals, stop=stop,
-                             on_progress=_noting(lock, on_progress), shard=scope.shard,
-                             dead=lock.dead)
+            report = harvest(settings, options, stop=stop,
+                             on_progress=_noting(lock, on_progress), dead=lock.dead)
             lock.note(run_id=report.run_id)
     except LockTimeout:
         if not stop.is_set():
