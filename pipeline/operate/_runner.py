@@ -363,7 +363,7 @@ def tell_harvest(settings: Settings, report: HarvestReport) -> AlertsReport | No
     """What a harvest on its own (`botstats harvest`, the scheduler's harvest job) calls for,
     told as after `botstats run` (its status, a recovery, the exports' events and milestones),
     under the trends lock once the harvest is committed. None when no destination is set."""
-    if not settings.alerts.destinations or report.status == "interrupted":
+    if not settings.alerts.destinations or report.status == RunStatus.INTERRUPTED:
         return None
     from ..alerts import AlertsReport, RunOutcome, notify_run
 
