@@ -8,7 +8,7 @@ embedded service in three guises, in one run.
   loopback   no latency, no limit: auto against 8 (the fixed default before "auto");
              target: auto no slower (ratio at least 1.0).
 
-Each case is `harvest(settings, full=True)` into a fresh DuckDB file, in this process; the service
+Each case is a full harvest into a fresh DuckDB file, in this process; the service
 runs in its own process (so it has its own core), reads its 429 count from /_admin/health. The
 latency and loopback cases run interleaved rounds (--repeat, --loopback-repeat) and report medians (one round of a
 case moves by 10-20% on a shared 2-core machine); the ratios are taken round by round. Nothing
@@ -41,6 +41,7 @@ sys.path.insert(0, str(HERE))
 from _service import Service  # noqa: E402  (bench/_service.py: the service in its own process)
 
 from pipeline.core._loading import load_settings  # noqa: E402
+from pipeline.harvester._report import HarvestOptions  # noqa: E402
 from pipeline.harvester._run import harvest  # noqa: E402
 
 SWEEP = (8, 16, 32)  # 4 and fewer are far behind with 50 ms of latency
@@ -70,7 +71,7 @@ def one_harvest(svc: Service, work: Path, case: str, concurrency: int | str) -> 
         "service.base_url": svc.base_url, "store.db": str(db),
         "service.concurrency": concurrency, "retry.attempts": 10})
     limited = svc.health()["rate_limited"]
-    report = harvest(settings, full=True)
+    report = harvest(settings, HarvestOptions(full=True))
     limited = svc.health()["rate_limited"] - limited
     for path in db.parent.glob(db.name + "*"):  # the catalog, its data folder, the lock
         if path.is_dir():

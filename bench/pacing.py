@@ -36,6 +36,7 @@ sys.path.insert(0, str(HERE))
 from _service import Service  # noqa: E402  (bench/_service.py: the service in its own process)
 
 from pipeline.core._loading import load_settings  # noqa: E402
+from pipeline.harvester._report import HarvestOptions  # noqa: E402
 from pipeline.harvester._run import harvest  # noqa: E402
 
 FAMILIES = ("retry-after", "retry-after-date", "x-reset-after", "x-reset-epoch",
@@ -83,7 +84,7 @@ def one_family(family: str, args: argparse.Namespace, work: Path) -> Run:
             "service.base_url": svc.base_url, "store.db": str(db),
             "service.concurrency": args.concurrency, "retry.attempts": 10})
         limited = svc.health()["rate_limited"]
-        report = harvest(settings, full=True)
+        report = harvest(settings, HarvestOptions(full=True))
         limited = svc.health()["rate_limited"] - limited
     finally:
         svc.close()

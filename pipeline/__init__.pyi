@@ -35,8 +35,8 @@ from .core import (
     Unreachable,
     load_settings,
 )
-from .harvester import HarvestReport, harvest
-from .operate import RunReport, run, tune_allocators
+from .harvester import HarvestOptions, HarvestReport, harvest
+from .operate import RunOptions, RunReport, run, tune_allocators
 
 __version__: str
 
@@ -49,12 +49,14 @@ __all__ = [
     "BotstatsError",
     "ConfigError",
     "ExportError",
+    "HarvestOptions",
     "HarvestReport",
     "LockTimeout",
     "NotFound",
     "QueryError",
     "RateLimited",
     "ReportResult",
+    "RunOptions",
     "RunReport",
     "ServerError",
     "Settings",

@@ -198,7 +198,7 @@ def test_a_botstats_run_kept_out_by_the_lock_tells_it_and_still_exits_75(
     settings = load_settings(config, env={"BOTSTATS_ALERTS_OPS_URL": receiver.url(f"/ops/{TOKEN}")})
     add_run(settings, "r0", "complete", datetime.now(UTC) - HOUR)
     with run_lock(settings, "run", run_id="r-stuck"), pytest.raises(LockTimeout) as info:
-        runner.run(settings, lock_timeout=0.1)
+        runner.run(settings, runner.RunOptions(lock_timeout=0.1))
     assert info.value.exit_code == 75
     (title,) = titles(receiver, "ops")
     assert title.startswith("botstats archive lock held for ") and title.endswith(

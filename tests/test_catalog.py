@@ -36,8 +36,8 @@ from pipeline.archive._queries import changes_since
 from pipeline.archive._store import ArchivePaths, connect
 from pipeline.archive._writes import Frames, _write, write_batch
 from pipeline.core import ConfigError, LockTimeout, Settings, StoreError, load_settings
-from pipeline.harvester import HarvestReport, harvest
-from pipeline.operate import backup_archive, compact_archive, restore_archive, run
+from pipeline.harvester import HarvestOptions, HarvestReport, harvest
+from pipeline.operate import RunOptions, backup_archive, compact_archive, restore_archive, run
 from pipeline.operate._lock import run_lock
 from pipeline.service import RunningService
 
@@ -127,7 +127,7 @@ def test_a_bad_catalog_setting_is_refused_before_any_io(overrides: dict[str, str
 def test_a_reader_with_only_the_connection_string_and_data_path_keeps_its_snapshot(
         service: RunningService, tmp_path: Path) -> None:
     settings = shared(service, tmp_path)
-    harvest(settings, shard=archive_shard(0, 2))
+    harvest(settings, HarvestOptions(shard=archive_shard(0, 2)))
     reader = textwrap.dedent("""
         import sys, pipeline
         con = pipeline.open_archive(sys.argv[1], data_path=sys.argv[2])
@@ -145,7 +145,7 @@ def test_a_reader_with_only_the_connection_string_and_data_path_keeps_its_snapsh
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert proc.stdout is not None and proc.stdin is not None
     before = int(read_line(proc.stdout))
-    assert harvest(settings, shard=archive_shard(1, 2)).stats_added > 0  # commits meanwhile
+    assert harvest(settings, HarvestOptions(shard=archive_shard(1, 2))).stats_added > 0  # commits meanwhile
     proc.stdin.write("\n")
     proc.stdin.flush()
     during, after = int(read_line(proc.stdout)), int(read_line(proc.stdout))
@@ -238,7 +238,7 @@ def test_the_change_watermark_follows_commits_not_the_times_batches_stamp(
 
 def harvest_shards(settings: Settings, n: int = 2) -> None:
     """Every shard of n harvested, one worker each."""
-    assert [harvest(settings, shard=archive_shard(k, n)).status for k in range(n)] == \
+    assert [harvest(settings, HarvestOptions(shard=archive_shard(k, n))).status for k in range(n)] == \
         ["complete"] * n
 
 
@@ -346,7 +346,7 @@ def test_a_run_kept_out_by_a_postgres_lock_tells_who_holds_it(tmp_path: Path,
     with archive.writer(settings):
         pass  # the archive exists; no run has completed yet
     with run_lock(settings, "run", run_id="r-stuck"), pytest.raises(LockTimeout):
-        run(settings, lock_timeout=0.1)
+        run(settings, RunOptions(lock_timeout=0.1))
     ((embed,),) = [body["embeds"] for body in receiver.received("/ops/t0k3n")]
     assert embed["title"].startswith("botstats archive lock held for ")
     assert embed["title"].endswith(f"by run (pid {os.getpid()})")

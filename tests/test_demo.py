@@ -15,7 +15,7 @@ import pytest
 from conftest import child_env
 
 from pipeline.archive._store import open_archive
-from pipeline.operate._demo import demo
+from pipeline.operate._demo import DemoOptions, demo
 
 pytestmark = pytest.mark.slow
 
@@ -87,11 +87,11 @@ def test_demo_a_day_later_archives_the_day_under_the_same_ids(tmp_path: Path) ->
     # (saved beside the archive) and moves it on, so the same bots get their new records.
     first_at = datetime(2026, 11, 26, 2, 17, tzinfo=UTC)
     kw: dict[str, Any] = {"bots": 30, "days": 5, "events": 0.0, "config": ""}
-    first = demo(tmp_path / "out", now=first_at, **kw)
+    first = demo(tmp_path / "out", DemoOptions(now=first_at, **kw))
     assert (first.run.status, first.run.exit_code) == ("complete", 0)
     with open_archive(first.settings.db_path) as con:
         before = con.execute("SELECT bot_id FROM bots ORDER BY 1").fetchall()
-    second = demo(tmp_path / "out", now=first_at + timedelta(days=1, minutes=5), **kw)
+    second = demo(tmp_path / "out", DemoOptions(now=first_at + timedelta(days=1, minutes=5), **kw))
     assert (second.run.status, second.run.exit_code) == ("complete", 0), second.run.message
     assert second.run.harvest is not None
     assert second.run.harvest.bots_removed == 0
@@ -99,6 +99,6 @@ def test_demo_a_day_later_archives_the_day_under_the_same_ids(tmp_path: Path) ->
     with open_archive(second.settings.db_path) as con:
         assert con.execute("SELECT bot_id FROM bots ORDER BY 1").fetchall() == before
     # --fresh forgets the clock with the archive.
-    demo(tmp_path / "out", now=first_at + timedelta(days=3), fresh=True, **kw)
+    demo(tmp_path / "out", DemoOptions(now=first_at + timedelta(days=3), fresh=True, **kw))
     saved = json.loads((tmp_path / "out" / "demo-clock.json").read_text())["start"]
     assert datetime.fromisoformat(saved) == datetime(2026, 11, 29, 2, tzinfo=UTC)

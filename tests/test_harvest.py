@@ -38,6 +38,7 @@ from pipeline.archive import _upkeep as upkeep
 from pipeline.archive._store import ArchivePaths
 from pipeline.core._settings import Secret, Settings
 from pipeline.harvester import _batch as batch_module
+from pipeline.harvester._report import HarvestOptions
 from pipeline.harvester._run import HarvestReport, harvest
 from pipeline.interface._client import Client
 from pipeline.service import RunningService
@@ -60,7 +61,7 @@ class Harvested:
     def run(self, **kw: Any) -> tuple[HarvestReport, int]:
         """Harvest again; return the report and how many GET /bots the service answered."""
         before = self.listing_requests()
-        report = harvest(self.settings, **kw)
+        report = harvest(self.settings, HarvestOptions(**kw))
         return report, self.listing_requests() - before
 
 
@@ -322,7 +323,7 @@ def test_another_service_into_the_same_archive_is_warned_about_and_no_url_secret
         doubted = harvest(settings)
         assert (doubted.status, doubted.bots_removed) == ("partial", 0)
         assert "--accept-removals" in doubted.message
-        report = harvest(settings, accept_removals=True)
+        report = harvest(settings, HarvestOptions(accept_removals=True))
     assert report.status == "complete"
     warned = [r.getMessage() for r in caplog.records if "last harvested from" in r.getMessage()]
     assert warned == [f"this archive was last harvested from {harvested.svc.base_url} and this "

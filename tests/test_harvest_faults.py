@@ -431,8 +431,8 @@ def test_paged_stats_that_only_the_lenient_decoder_reads_come_back_whole(tmp_pat
 
         async def read() -> Any:
             async with Client(settings) as client:
-                return await stats_pages(client, "b1", settings.fields, None, None,
-                                         OrderHint(), [], [])
+                return (await stats_pages(client, "b1", settings.fields, None, None,
+                                          OrderHint())).records
 
         records = asyncio.run(read())
     finally:

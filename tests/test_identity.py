@@ -20,7 +20,7 @@ from conftest import query
 
 from pipeline.archive._store import ArchivePaths, connect
 from pipeline.core import FieldSettings, canonical_json, decode_json, load_settings
-from pipeline.harvester import harvest
+from pipeline.harvester import HarvestOptions, harvest
 from pipeline.harvester._ids import stat_keys_not_unique
 from pipeline.harvester._records import (
     Invalid,
@@ -277,7 +277,7 @@ def test_records_keyed_by_content_are_archived_once_each_run_after_run(
     _archive_is_the_service(settings, svc, "content")
     svc.directory.advance(1)
     assert harvest(settings).status == "complete"
-    full = harvest(settings, full=True)  # every record read again: still one row each
+    full = harvest(settings, HarvestOptions(full=True))  # every record read again: still one row each
     assert (full.status, full.stats_added, full.stats_updated) == ("complete", 0, 0)
     _archive_is_the_service(settings, svc, "content")
 
@@ -335,7 +335,7 @@ def test_a_record_edited_in_place_is_updated_under_field_keys_and_kept_twice_und
     assert (before == edited) is (stat_key_name == "fields")
     hourly = harvest(settings)  # an hourly run reads only what is newer: nothing
     assert (hourly.stats_added, hourly.stats_updated) == (0, 0)
-    full = harvest(settings, full=True)
+    full = harvest(settings, HarvestOptions(full=True))
     assert (full.status, full.stats_added, full.stats_updated) == ("complete", rows, updated)
     archived = _archived(settings)
     assert len(archived) == len(_served(svc, stat_key_name)) + rows

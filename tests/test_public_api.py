@@ -21,7 +21,8 @@ PUBLIC = {
     # settings
     "Settings", "load_settings", "notebook_settings",
     # the jobs
-    "harvest", "HarvestReport", "build_trends", "TrendsReport", "run", "RunReport",
+    "harvest", "HarvestOptions", "HarvestReport", "build_trends", "TrendsReport", "run",
+    "RunOptions", "RunReport",
     "build_report", "ReportResult",
     # reading the archive and the exports
     "open_archive", "query", "table_counts", "DATASETS", "scan_dataset", "load_dataset",

@@ -22,6 +22,7 @@ from filelock import Timeout
 from pipeline.archive._store import open_archive
 from pipeline.core._errors import ExportError, LockTimeout
 from pipeline.core._loading import load_settings
+from pipeline.core._run_status import RunStatus
 from pipeline.core._settings import Settings
 from pipeline.harvester._run import HarvestReport
 from pipeline.operate import _lock as lock_module
@@ -77,7 +78,7 @@ def test_run_status_and_when_trends_run(tmp_path: Path, monkeypatch: pytest.Monk
                                         exit_code: int, trends_ran: bool) -> None:
     calls: list[str] = []
 
-    def fake_harvest(settings: Settings, **kw: Any) -> HarvestReport:
+    def fake_harvest(settings: Settings, *args: Any, **kw: Any) -> HarvestReport:
         return HarvestReport(run_id="r1", mode="incremental", status=harvest_status)
 
     def fake_trends(settings: Settings, run_id: str | None, **kw: Any) -> Any:
@@ -244,7 +245,7 @@ def test_a_run_handed_off_builds_its_trends_once_the_lock_is_free(tmp_path: Path
     # trends job that takes the trends lock in between makes them wait (here: give up, the run
     # still complete). A harvest in between does not: it holds the archive's lock.
     settings = _settings(tmp_path, service.base_url)
-    report = runner.run(settings, hand_off=True)
+    report = runner.run(settings, runner.RunOptions(hand_off=True))
     assert report.trends_pending and report.trends is None and report.status == "complete"
     assert not (tmp_path / "exports" / "manifest.json").exists()
     info = holder(settings)
@@ -267,6 +268,32 @@ def test_a_harvest_report_reads_back_from_its_json() -> None:
     report.finished_at = report.started_at
     again = HarvestReport.from_dict(json.loads(json.dumps(report.as_dict(), default=str)))
     assert again == report
+
+
+# The keys of `botstats run --json` and of a hand-off, in their order: a public interface.
+RUN_KEYS = ["status", "exit_code", "run_id", "message", "lock_wait_seconds", "took_over",
+            "harvest", "trends", "trends_skipped", "trends_error", "report", "report_error",
+            "memory", "alerts"]
+
+
+def test_a_run_report_reads_back_from_its_json_with_its_keys() -> None:
+    harvested = HarvestReport("20261126T080000Z-abc123", "incremental", status="partial",
+                              message="listing stopped early")
+    harvested.finished_at = harvested.started_at
+    report = runner.RunReport(harvested.status, harvest=harvested, message=harvested.message,
+                              lock_wait=1.23456, took_over=Holder("run", "doomed", 5, "h", "s"))
+    report.memory.harvest, report.memory.fresh_process = 120.5, True
+    data = json.loads(json.dumps(report.as_dict(), default=str))
+    assert list(data) == RUN_KEYS and data["exit_code"] == 3
+    assert data["memory"] == {"harvest": 120.5, "fresh_process": True}
+    assert data["took_over"] == {"job": "run", "run_id": "doomed", "pid": 5, "host": "h",
+                                 "since": "s"}
+    again = runner.RunReport.resume(data)
+    assert again.trends_pending and json.loads(json.dumps(again.as_dict(), default=str)) == data
+    assert (again.status, again.took_over, again.harvest) == ("partial", report.took_over,
+                                                               harvested)
+    stopped = runner.RunReport(RunStatus.INTERRUPTED, message="stopped").as_dict()
+    assert list(stopped) == RUN_KEYS and stopped["memory"] is None
 
 
 @pytest.mark.parametrize("job", ["harvest", "trends"])
@@ -392,7 +419,7 @@ def test_a_waiting_run_takes_the_lock_when_it_is_released(
     thread.start()
     assert held.wait(WAIT), "the holder never took the lock"
     with caplog.at_level("INFO", logger="botstats.lock"):
-        report = runner.run(settings, lock_timeout=WAIT)
+        report = runner.run(settings, runner.RunOptions(lock_timeout=WAIT))
     thread.join(WAIT)
     assert released.is_set() and not thread.is_alive()
     assert report.status == "complete" and report.lock_wait > 0
@@ -418,7 +445,7 @@ def test_a_stop_while_waiting_for_the_lock_is_an_interrupted_run(
     with run_lock(settings, "run"):
         stopper = threading.Thread(target=stop_once_waiting)
         stopper.start()
-        report = runner.run(settings, lock_timeout=WAIT, stop=stop)
+        report = runner.run(settings, runner.RunOptions(lock_timeout=WAIT), stop=stop)
         stopper.join(WAIT)
     assert waiting.is_set() and stop.is_set()
     assert (report.status, report.exit_code, report.harvest) == ("interrupted", 4, None)
@@ -444,9 +471,9 @@ def test_a_stale_lock_of_a_killed_run_is_taken_over(tmp_path: Path, service: Any
     assert proc.returncode == -signal.SIGKILL
     assert (holder(settings) or Holder()).run_id == "doomed"
     with caplog.at_level("WARNING", logger="botstats.lock"):
-        report = runner.run(settings, lock_timeout=5)
+        report = runner.run(settings, runner.RunOptions(lock_timeout=5))
     assert report.status == "complete"
-    assert report.took_over is not None and report.took_over["run_id"] == "doomed"
+    assert report.took_over is not None and report.took_over.run_id == "doomed"
     assert "took over the archive lock" in caplog.text and "doomed" in caplog.text
 
 

@@ -387,7 +387,7 @@ class Fired:
         from apscheduler.events import EVENT_JOB_EXECUTED, EVENT_JOB_MISSED
 
         from pipeline.core._loading import load_settings
-        from pipeline.operate._schedule import build_scheduler
+        from pipeline.operate._schedule import Crons, build_scheduler
 
         settings = load_settings(None, env={}, overrides={
             "store.db": str(tmp_path / "a.ducklake"),
@@ -395,7 +395,7 @@ class Fired:
         self.ran: list[datetime] = []
         self.events: list[Any] = []
         self.scheduler = build_scheduler(
-            settings, threading.Event(), harvest_cron=expr, trends_cron="",
+            settings, threading.Event(), crons=Crons(expr, ""),
             jobs={"harvest": lambda settings, stop: self.ran.append(datetime.now(UTC))})
         self.scheduler.add_listener(self.events.append, EVENT_JOB_EXECUTED | EVENT_JOB_MISSED)
         self.executed, self.missed = EVENT_JOB_EXECUTED, EVENT_JOB_MISSED

@@ -34,7 +34,8 @@ from conftest import (
 from hypothesis import strategies as st
 
 from pipeline.core import Settings, Shard
-from pipeline.operate import archive_status, locked_harvest, run
+from pipeline.harvester import HarvestOptions
+from pipeline.operate import RunOptions, archive_status, locked_harvest, run
 from pipeline.operate._lock import TRENDS_SCOPE, Scope, run_lock
 from pipeline.service import RunningService
 
@@ -241,13 +242,13 @@ def test_status_shows_every_shards_last_run_and_a_shard_left_behind_is_stale(
         service: RunningService, tmp_path: Path) -> None:
     settings = shared_settings(service, tmp_path)
     for k in (0, 1):
-        assert locked_harvest(settings, shard=Shard(k, 3)).status == "complete"
+        assert locked_harvest(settings, HarvestOptions(shard=Shard(k, 3))).status == "complete"
     info = archive_status(settings, max_age=timedelta(hours=1))
     assert [(s.shard, s.status) for s in info.shards] == [
         ("0/3", "complete"), ("1/3", "complete"), ("2/3", None)]
     assert info.stale and "shard 2/3: no harvest has completed" in info.stale
     assert {r.shard for r in info.runs} == {"0/3", "1/3"}
-    assert locked_harvest(settings, shard=Shard(2, 3)).status == "complete"
+    assert locked_harvest(settings, HarvestOptions(shard=Shard(2, 3))).status == "complete"
     info = archive_status(settings, max_age=timedelta(hours=1))
     assert [s.status for s in info.shards] == ["complete"] * 3
     assert info.stale == ""
@@ -258,18 +259,18 @@ def test_removals_are_judged_per_shard(service_factory: Callable[..., RunningSer
                                        tmp_path: Path) -> None:
     svc = service_factory(bots=40, history_days=2, stats_per_day=1)
     settings = shared_settings(svc, tmp_path)
-    assert [locked_harvest(settings, shard=Shard(k, 2)).status for k in range(2)] == \
+    assert [locked_harvest(settings, HarvestOptions(shard=Shard(k, 2))).status for k in range(2)] == \
         ["complete", "complete"]
     archived = {b for (b,) in query(settings, "SELECT bot_id FROM bots")}
     assert len(archived) == 40
     gone = {svc.directory.churn()[1] for _ in range(4)} & archived  # a churn may drop a new bot
     mine = {b for b in gone if Shard(0, 2).owns(b)}
     assert mine and gone - mine, "the churn must remove bots of both shards"
-    report = locked_harvest(settings, shard=Shard(0, 2))
+    report = locked_harvest(settings, HarvestOptions(shard=Shard(0, 2)))
     assert report.status == "complete" and report.bots_removed == len(mine)
     assert {b for (b,) in query(settings, "SELECT bot_id FROM bots WHERE removed_at IS NOT "
                                           "NULL")} == mine
-    locked_harvest(settings, shard=Shard(1, 2))
+    locked_harvest(settings, HarvestOptions(shard=Shard(1, 2)))
     assert {b for (b,) in query(settings, "SELECT bot_id FROM bots WHERE removed_at IS NOT "
                                           "NULL")} == gone
 
@@ -300,7 +301,7 @@ def test_one_worker_per_shard_others_alongside_and_upkeep_waits_for_workers(
 def test_the_user_snapshot_belongs_to_shard_0(service: RunningService, tmp_path: Path) -> None:
     _, token = next(iter(service.directory.user_tokens().items()))
     settings = shared_settings(service, tmp_path, {"user_token": token})
-    reports = [locked_harvest(settings, shard=Shard(k, 2)) for k in (1, 0)]
+    reports = [locked_harvest(settings, HarvestOptions(shard=Shard(k, 2))) for k in (1, 0)]
     snapshots = query(settings, "SELECT DISTINCT run_id FROM users")
     assert snapshots == [(reports[1].run_id,)]
     assert query(settings, "SELECT count(*) FROM user_bots WHERE run_id = ?",
@@ -323,7 +324,7 @@ def test_trends_are_built_by_one_job_at_a_time(service: RunningService, tmp_path
         return proc.returncode, json.loads(proc.stdout)
 
     with run_lock(settings, "trends", scope=TRENDS_SCOPE):
-        report = run(settings, shard=Shard(1, 2))
+        report = run(settings, RunOptions(HarvestOptions(shard=Shard(1, 2))))
         code, data = run_cli("0/2")
     assert (report.status, report.exit_code) == ("complete", 0)
     assert report.trends is None and "the trends lock" in report.trends_skipped

@@ -44,6 +44,7 @@ from pipeline.analytics.exports._exports import read_manifest
 from pipeline.archive import _queries as queries
 from pipeline.archive import _store as store
 from pipeline.core._settings import Settings
+from pipeline.harvester._report import HarvestOptions
 from pipeline.harvester._run import harvest
 from pipeline.service import RunningService
 
@@ -99,7 +100,7 @@ class Scenario:
         self.builds = 0
 
     def harvest(self, **kw: Any) -> None:
-        report = harvest(self.settings, **kw)
+        report = harvest(self.settings, HarvestOptions(**kw))
         assert report.status == "complete", report.message
 
     def trends(self, **kw: Any) -> TrendsReport:

@@ -11,6 +11,7 @@ exports the run has just written (``anomalies``, ``bot_daily``, ``bot_forecast``
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -83,7 +84,7 @@ def _utc(value: Any) -> datetime:
     return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
 
 
-def holder_of(info: dict[str, Any] | None) -> LockHolder | None:
+def holder_of(info: Mapping[str, object] | None) -> LockHolder | None:
     """The lock's holder from its holder file's data; None when it says no time."""
     if not info or not info.get("since"):
         return None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -114,7 +114,8 @@ def notify_data(settings: Settings, config: AlertSettings, *, now: datetime | No
                                   locked=True, now=now, sleep=sleep, conditions=False))
 
 
-def notify_blocked(settings: Settings, config: AlertSettings, holder: dict[str, Any] | None,
+def notify_blocked(settings: Settings, config: AlertSettings,
+                   holder: Mapping[str, object] | None,
                    shard: Shard | None = None, *, now: datetime | None = None,
                    sleep: Sleep = time.sleep) -> AlertsReport:
     """Tell what a run that could not get the lock sees: the lock held too long, the archive
@@ -142,7 +143,7 @@ def _archive(settings: Settings, locked: bool) -> Iterator[duckdb.DuckDBPyConnec
 
 
 def _tell(settings: Settings, config: AlertSettings, *, run: RunOutcome | None, shard: Shard,
-          holder: dict[str, Any] | None, locked: bool, now: datetime | None,
+          holder: Mapping[str, object] | None, locked: bool, now: datetime | None,
           sleep: Sleep, conditions: bool = True) -> AlertsReport:
     if not config.destinations:
         return AlertsReport()

@@ -46,14 +46,15 @@ def harvest_cmd(full: bool, accept_removals: bool, progress: bool, as_json: bool
     Exit codes: 0 complete, 3 partial (some bots failed; the next run retries them),
     1 failed, 4 interrupted, 75 another job holds the archive, 2 usage or config error.
     """
+    from ..harvester import HarvestOptions
     from ..operate import locked_harvest, tell_harvest
     from ._console import harvest_summary, stderr_console
 
     settings = settings_from_flags()
     setup_logging(settings)
+    options = HarvestOptions(full=full, accept_removals=accept_removals, shard=shard)
     report = harvesting(progress, lambda stop, on_progress: locked_harvest(
-        settings, full=full, accept_removals=accept_removals, stop=stop,
-        on_progress=on_progress, shard=shard))
+        settings, options, stop=stop, on_progress=on_progress))
     told = tell_harvest(settings, report)
     if told is not None and told.summary():
         click.echo(told.summary(), err=True)

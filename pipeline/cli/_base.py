@@ -10,9 +10,9 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from functools import wraps
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
 import click
 
@@ -51,7 +51,23 @@ def print_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
-def print_result(result: Any, as_json: bool, text: Callable[[], str]) -> None:
+class Result(Protocol):
+    """What a command returns: printed as JSON with ``--json``."""
+
+    def as_dict(self) -> Mapping[str, object]: ...
+
+
+class Report(Result, Protocol):
+    """A job's result: it also says the exit code the command ends with."""
+
+    @property
+    def exit_code(self) -> int: ...
+
+
+R = TypeVar("R", bound=Report)
+
+
+def print_result(result: Result, as_json: bool, text: Callable[[], str]) -> None:
     """A command's result: its ``as_dict()`` as JSON, or ``text()`` for a person."""
     if as_json:
         print_json(result.as_dict())
@@ -69,7 +85,7 @@ def harvesting(progress: bool, job: Callable[[threading.Event, ProgressFn | None
         return job(stop, on_progress)
 
 
-def report_and_exit(report: Any, as_json: bool, show: Callable[[Any], None]) -> NoReturn:
+def report_and_exit(report: R, as_json: bool, show: Callable[[R], None]) -> NoReturn:
     """Print a job's report (as JSON, or ``show`` it) and exit with its exit code."""
     if as_json:
         print_json(report.as_dict())

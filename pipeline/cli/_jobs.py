@@ -50,16 +50,16 @@ def _print_run(report: RunReport) -> None:
     elif report.report_error:
         click.echo(f"report: failed: {report.report_error}")
     memory = report.memory
-    if memory.get("trends") and memory.get("fresh_process"):
-        click.echo(f"memory: peak {memory.get('harvest')} MB harvesting, {memory['trends']} MB "
+    if memory.trends and memory.fresh_process:
+        click.echo(f"memory: peak {memory.harvest} MB harvesting, {memory.trends} MB "
                    f"for the trends and report (a fresh process)")
-    elif memory.get("trends") or memory.get("harvest"):
-        click.echo(f"memory: peak {memory.get('trends') or memory.get('harvest')} MB")
+    elif memory.trends or memory.harvest:
+        click.echo(f"memory: peak {memory.trends or memory.harvest} MB")
     if report.alerts is not None and report.alerts.summary():
         click.echo(report.alerts.summary())
-    if report.took_over:
+    if report.took_over is not None:
         click.echo(f"note: took over the lock of a run that died without releasing it "
-                   f"(pid {report.took_over.get('pid')}, run {report.took_over.get('run_id')})")
+                   f"(pid {report.took_over.pid}, run {report.took_over.run_id})")
     click.echo(f"run {report.run_id or '-'}: {report.status} (exit {report.exit_code})")
 
 
@@ -88,16 +88,26 @@ def run_cmd(full: bool, full_trends: bool, accept_removals: bool, lock_timeout: 
     Exit codes: 0 complete, 3 partial, 1 failed, 4 interrupted, 75 another run holds the lock
     (the message names it), 2 usage or config error.
     """
-    from ..operate import can_hand_off, finish_run, hand_off, resumed, run, stop_on_signals
+    from ..harvester import HarvestOptions
+    from ..operate import (
+        RunOptions,
+        can_hand_off,
+        finish_run,
+        hand_off,
+        resumed,
+        run,
+        stop_on_signals,
+    )
 
     settings = settings_from_flags(**{"run.lock_timeout": lock_timeout})
     setup_logging(settings)
     report = resumed()  # this process is the fresh image a harvest handed its run to
     if report is None:
-        fresh = settings.run.fresh_process and typed().entry_point and can_hand_off()
+        options = RunOptions(HarvestOptions(full, accept_removals, shard), full_trends=full_trends,
+                             hand_off=settings.run.fresh_process and typed().entry_point
+                             and can_hand_off())
         report = harvesting(progress, lambda stop, on_progress: run(
-            settings, full=full, full_trends=full_trends, accept_removals=accept_removals,
-            stop=stop, on_progress=on_progress, shard=shard, hand_off=fresh))
+            settings, options, stop=stop, on_progress=on_progress))
         if report.trends_pending:
             hand_off(report)  # returns only if the exec failed
     if report.trends_pending:
@@ -124,18 +134,18 @@ def schedule_cmd(harvest_cron: str | None, trends_cron: str | None, dry_run: boo
     SIGTERM or Ctrl+C: the running job finishes its current batch (the run is recorded as
     interrupted), then the scheduler exits 0.
     """
-    from ..operate import describe_schedule, run_scheduler
+    from ..operate import Crons, describe_schedule, run_scheduler
 
     settings = settings_from_flags()
     setup_logging(settings)
+    crons = Crons(harvest_cron, trends_cron)
     if dry_run:
-        for name, expr, times in describe_schedule(settings, harvest_cron=harvest_cron,
-                                                   trends_cron=trends_cron):
+        for name, expr, times in describe_schedule(settings, crons=crons):
             click.echo(f"{name}: {expr}  ({settings.schedule.timezone})")
             for when in times:
                 click.echo(f"  {when:%a %Y-%m-%d %H:%M:%S %Z}")
         return
-    sys.exit(run_scheduler(settings, harvest_cron=harvest_cron, trends_cron=trends_cron))
+    sys.exit(run_scheduler(settings, crons=crons))
 
 
 @cli.command("cron")
@@ -187,7 +197,7 @@ def demo_cmd(directory: str, bots: int, days: int, stats_per_day: int, events: f
     """
     from rich.console import Console
 
-    from ..operate import botstats_command, demo, next_steps
+    from ..operate import DemoOptions, botstats_command, demo, next_steps
     from ._console import print_table
 
     if 86_400 % stats_per_day:
@@ -195,10 +205,10 @@ def demo_cmd(directory: str, bots: int, days: int, stats_per_day: int, events: f
                                  param_hint="'--stats-per-day'")
     # Logging follows the user's settings (the demo's own overrides are applied inside).
     setup_logging(settings_from_flags())
+    options = DemoOptions(bots=bots, days=days, stats_per_day=stats_per_day, events=events,
+                          config=typed().config, fresh=fresh)
     report = harvesting(not as_json, lambda stop, on_progress: demo(
-        directory, bots=bots, days=days, stats_per_day=stats_per_day, events=events,
-        config=typed().config,
-        fresh=fresh, stop=stop, on_progress=on_progress))
+        directory, options, stop=stop, on_progress=on_progress))
     if as_json:
         print_json(report.as_dict())
         sys.exit(report.run.exit_code)

@@ -1,7 +1,7 @@
 """The surface of pipeline.harvester (imported lazily: see __init__.py)."""
 
 from ._records import Invalid, entity_id, parse_bot, parse_stats, parse_time
-from ._report import EXIT_CODES, HarvestReport, ProgressFn
+from ._report import EXIT_CODES, HarvestOptions, HarvestReport, ProgressFn
 from ._run import harvest
 from ._shapes import (
     TIME_NAMES,
@@ -20,6 +20,7 @@ __all__ = [
     "EXIT_CODES",
     "TIME_NAMES",
     "Candidate",
+    "HarvestOptions",
     "HarvestReport",
     "Invalid",
     "ProgressFn",

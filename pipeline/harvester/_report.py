@@ -1,4 +1,5 @@
-"""What a harvest run did: the report it returns and leaves in harvest_runs, and its exit codes."""
+"""What a harvest run is asked to do (its options), what it did (the report it returns and leaves
+in harvest_runs), and its exit codes."""
 
 from __future__ import annotations
 
@@ -12,6 +13,18 @@ from ..core import RunStatus, Shard
 # Exit codes of `botstats harvest` (and `botstats run`), documented in the README.
 EXIT_CODES: dict[str, int] = {RunStatus.COMPLETE: 0, RunStatus.FAILED: 1, RunStatus.PARTIAL: 3,
                               RunStatus.INTERRUPTED: 4}
+
+
+@dataclass(frozen=True)
+class HarvestOptions:
+    """What one harvest is asked to do: ``full`` re-reads every bot's whole /stats list;
+    ``accept_removals`` believes a complete listing however many bots it would mark removed
+    (see ``_removals``); ``shard`` (default 0/1, every bot) archives only the bots whose id
+    hashes to it, beside workers harvesting the other shards."""
+
+    full: bool = False
+    accept_removals: bool = False
+    shard: Shard | None = None
 
 
 @dataclass

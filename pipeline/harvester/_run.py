@@ -47,7 +47,7 @@ from ._batch import Batch, Db
 from ._context import Run
 from ._listing import list_directory
 from ._removals import judge_removals
-from ._report import HarvestReport, ProgressFn
+from ._report import HarvestOptions, HarvestReport, ProgressFn
 from ._snapshot import snapshot_user
 from ._tail import OrderHint
 from ._verdict import Verdict, checks, cut_check, cut_message, judge
@@ -59,32 +59,28 @@ T = TypeVar("T")
 
 def harvest(
     settings: Settings,
+    options: HarvestOptions | None = None,
     *,
-    full: bool = False,
-    accept_removals: bool = False,
     on_progress: ProgressFn | None = None,
     stop: threading.Event | None = None,
-    shard: Shard | None = None,
     dead: Callable[[Shard], bool] | None = None,
 ) -> HarvestReport:
-    """Run one harvest into the archive named by ``settings``; return what it did.
-
-    ``accept_removals`` believes a complete listing however many bots it would mark removed
-    (see :mod:`._removals`). ``shard`` (default 0/1, every bot): archive only the bots
-    whose id hashes to it, beside workers harvesting the other shards.
+    """Run one harvest (as ``options`` ask: full, believing removals, of a shard) into the
+    archive named by ``settings``; return what it did.
 
     The caller holds the run lock (operate's ``run_lock``) when other runs may start, and says
     with ``dead`` which runs left ``running`` no live job holds the lock of (default: all of
     them, as under a lock that excludes every other writer).
     """
-    report = HarvestReport(run_id=new_run_id(), mode="full" if full else "incremental",
+    options = options or HarvestOptions()
+    report = HarvestReport(run_id=new_run_id(), mode="full" if options.full else "incremental",
                            base_url=redact_url(settings.service.base_url),
-                           shard=shard or Shard())
+                           shard=options.shard or Shard())
     with archive.writer(settings) as con:
         archive.begin_run(con, report, dead)
         db = Db(con)
         try:
-            asyncio.run(_harvest(settings, report, db, full, accept_removals, on_progress,
+            asyncio.run(_harvest(settings, options, report, db, on_progress,
                                  stop or threading.Event()))
         except (KeyboardInterrupt, asyncio.CancelledError):
             report.status, report.message = RunStatus.INTERRUPTED, "interrupted by the user"
@@ -101,10 +97,9 @@ def harvest(
 
 async def _harvest(
     settings: Settings,
+    options: HarvestOptions,
     report: HarvestReport,
     db: Db,
-    full: bool,
-    accept_removals: bool,
     on_progress: ProgressFn | None,
     stop: threading.Event,
 ) -> None:
@@ -113,7 +108,7 @@ async def _harvest(
     known_live = await db.call(archive.live_bots, report.shard)  # before this run writes any bot
     judged: Verdict | None = None
     async with Client(settings) as client:
-        run = Run(client, settings.fields, report, buffer, full, stop)
+        run = Run(client, settings.fields, report, buffer, options.full, stop)
         try:
             if settings.user_token and report.shard.leads:
                 await snapshot_user(run)
@@ -143,7 +138,7 @@ async def _harvest(
         verdict = judge_removals(known_live, await db.call(archive.live_bots, report.shard,
                                                            report.started_at),
                                  report.bots_seen, settings.harvest.max_removed_share,
-                                 accept_removals)
+                                 options.accept_removals)
         if verdict.believed:
             report.bots_removed = await db.call(archive.mark_removed, report)
         else:

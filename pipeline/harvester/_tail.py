@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -52,8 +53,8 @@ async def harvest_bot(run: Run, bot_id: str, newest: archive.Newest | None,
     endpoint = f"GET /bots/{bot_id}/stat"
     page_size = client.shapes["stats"].page_size
     last_key = None
-    listed: list[int | None] = []
-    said: list[str] = []  # why the service says the read is not the whole list
+    listed: int | None = None  # the list's length as a paged read found it
+    said: str | None = None  # why the service says the read is not the whole list
     read = STAT_READ
     try:
         if newest is not None and not full:
@@ -74,13 +75,14 @@ async def harvest_bot(run: Run, bot_id: str, newest: archive.Newest | None,
         endpoint, read = f"GET /bots/{bot_id}/stats", STATS_READ
         buffer.tally.request(read).tried += 1
         if page_size:
-            records = await stats_pages(client, bot_id, fields, None if full else newest,
-                                        last_key, order, listed, said)
+            paged = await stats_pages(client, bot_id, fields, None if full else newest,
+                                      last_key, order)
+            records, listed, said = paged.records, paged.listed, paged.said
         else:
             whole = await client.list_whole("stats", stats_path(bot_id), raw=True)
             records = whole.items
             if (more := whole.more()) is not None:
-                said.append(f"{endpoint} is not the whole list: {more}")
+                said = f"{endpoint} is not the whole list: {more}"
     except NotFound as exc:
         # The bot left between the listing and now (or has no records, at some services): not
         # an error alone, but counted, and the bot looked up (see _verdict: most answered 404).
@@ -120,7 +122,7 @@ async def harvest_bot(run: Run, bot_id: str, newest: archive.Newest | None,
         cut = (f"{endpoint} lacks the bot's newest record ({last_key}, which GET "
                f"/bots/{bot_id}/stat returned)")
     if said and not page_size:
-        cut = said[0]
+        cut = said
     if cut is not None and (newest is None or full) and buffer.tally.cut is None:
         # A first read that is only a page: the run would archive part of every bot's
         # records as if it were all. It fails for the setting, writing only its evidence.
@@ -138,7 +140,7 @@ async def harvest_bot(run: Run, bot_id: str, newest: archive.Newest | None,
             f"again next run."))
     elif said:
         buffer.error(endpoint, bot_id, BadResponse(
-            f"{said[0]}: the read is not the whole list. Check [service].stats_paging and "
+            f"{said}: the read is not the whole list. Check [service].stats_paging and "
             f"[service].stats_page_size (`botstats probe` tells both); the records read are "
             f"archived and the bot is read again next run."))
     if len(set(page.stat_id)) < len(page) and (twice := repeated(page.stat_id, page.raw)):
@@ -151,7 +153,7 @@ async def harvest_bot(run: Run, bot_id: str, newest: archive.Newest | None,
     if newest is not None and not full:
         page, checked = newer(page, newest)
     buffer.add_page(endpoint, bot_id, page, checked=checked,
-                    listed=listed[0] if listed else length, again=newest is not None)
+                    listed=listed if page_size else length, again=newest is not None)
     # The body and the page's objects go as soon as the batch holds them (a bot's /stats may
     # be tens of MB): not kept alive through the batch's write.
     del records, page
@@ -312,12 +314,22 @@ class OrderHint:
             settling.set()
 
 
+@dataclass(frozen=True)
+class StatsRead:
+    """A bot's /stats read page by page: its ``records`` as one list, the list's length as
+    ``listed`` (None: the read did not reach its end), and ``said``, why the service says the
+    list holds more than was read (None: it does not)."""
+
+    records: RawArray | list[Any]
+    listed: int | None
+    said: str | None = None
+
+
 async def stats_pages(client: Client, bot_id: str, fields: FieldSettings,
-                      newest: archive.Newest | None, last_key: str | None, order: OrderHint,
-                      listed: list[int | None], said: list[str]) -> RawArray | list[Any]:
+                      newest: archive.Newest | None, last_key: str | None,
+                      order: OrderHint) -> StatsRead:
     """A bot's /stats list from a service that pages it, as one list; records are told apart by
-    their JSON text, valid or not. ``listed`` receives the length of the list (None: the read
-    did not reach its end); ``said``, why the service says the list holds more than was read.
+    their JSON text, valid or not.
 
     With the bot's newest archived record known and a list paged by position, only the pages
     where what is new lies are read (:class:`~._paging.TailRead`), whichever way the service
@@ -349,10 +361,9 @@ async def stats_pages(client: Client, bot_id: str, fields: FieldSettings,
     if newest is None or not shape.positional:  # a first read, --full, or from the front
         whole = walk_for(shape, what, "records", shape.page_size)
         kept = await read_paged(fetch, _text_key, whole)
-        listed.append(len(kept))
-        if (short := shortfall(whole)) is not None:
-            said.append(f"{what} was read to its end, yet {short}")
-        return _joined(kept)
+        short = shortfall(whole)
+        return StatsRead(_joined(kept), len(kept),
+                         None if short is None else f"{what} was read to its end, yet {short}")
     hint, settles = await order.hint()
     read = TailRead(shape.page_size, newest.stat_id, newest.recorded_at, last_key,
                     newest.listed, walk, hint)
@@ -372,11 +383,10 @@ async def stats_pages(client: Client, bot_id: str, fields: FieldSettings,
             order.settle(read.found)
     length = None if read.found is Order.NEWEST_FIRST and not read.whole \
         else read.start + len(kept)
-    listed.append(length)
+    said = None
     if length is not None and totals and totals[-1] > length:
-        said.append(f"the service says {what} holds {totals[-1]} records, and the read ended "
-                    f"at {length}")
-    return _joined(kept)
+        said = f"the service says {what} holds {totals[-1]} records, and the read ended at {length}"
+    return StatsRead(_joined(kept), length, said)
 
 
 def _text_key(text: bytes) -> str:

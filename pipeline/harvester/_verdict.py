@@ -191,10 +191,10 @@ def checks(tally: RunTally, fields: FieldSettings) -> list[Check]:
     out = []
     for kind in ("bot", "user bot", "user"):
         blamed = _blamed(kind, tally, fields)
-        if blamed is None or blamed[0] != ID_KEYS[kind]:
+        if blamed is None or blamed.key != ID_KEYS[kind]:
             continue
-        for found in _id_candidates(kind, tally, blamed[1])[:MISSING_CHECKS]:
-            value = _first_value(tally.kind(kind), blamed[1], found.field)
+        for found in _id_candidates(kind, tally, blamed.name)[:MISSING_CHECKS]:
+            value = _first_value(tally.kind(kind), blamed.name, found.field)
             if value is not None:
                 out.append(Check("user" if kind == "user" else "bot", found.field, value))
     return list(dict.fromkeys(out))
@@ -226,7 +226,7 @@ def _judge_records(kind: str, tally: RunTally, fields: FieldSettings,
         return None
     snapshot = kind in SNAPSHOT_KINDS
     blamed = _blamed(kind, tally, fields)
-    if blamed is not None and blamed[0] in ("custom_name", "custom_value"):
+    if blamed is not None and blamed.custom:
         # Judged among the records that have custom fields: the others say nothing of it.
         seen = refused + records.kept_with_custom
     if snapshot and refused < seen:
@@ -236,28 +236,45 @@ def _judge_records(kind: str, tally: RunTally, fields: FieldSettings,
     few = not snapshot and seen < MIN_RECORDS
     if not snapshot and refused < (seen if few else NEARLY_ALL * seen):
         return None  # a few bad records among good ones: counted in rejects
-    message = _refused_message(kind, tally, fields, answers, refused, seen, blamed)
+    which = " with custom fields" if blamed and blamed.custom else ""
+    counted = (f"{refused} of {seen} {kind} records{which} this run were rejected; they are kept "
+               f"whole in table rejects, and the next run after the fix archives them.")
+    if blamed is None:
+        reason, count = records.refused.most_common(1)[0]
+        message = (f"{kind} records are not in a shape botstats reads: \"{reason}\" ({count} of "
+                   f"them). See them in table rejects; `botstats probe` reports what it cannot "
+                   f"read and what to do. {counted}")
+    else:
+        message = f"{_blamed_message(kind, tally, fields, answers, blamed)} {counted}"
     if few:
         return Verdict(RunStatus.PARTIAL, f"{message} Too few records to tell a wrong setting from bad "
                                   f"records: the run is partial.")
     return Verdict(RunStatus.FAILED, message, setting=True)
 
 
-def _refused_message(kind: str, tally: RunTally, fields: FieldSettings,
-                     answers: Mapping[Check, bool], refused: int, seen: int,
-                     blamed: tuple[str, str, bool] | None) -> str:
-    which = " with custom fields" if blamed and blamed[0].startswith("custom_") else ""
-    counted = (f"{refused} of {seen} {kind} records{which} this run were rejected; they are kept "
-               f"whole in table rejects, and the next run after the fix archives them.")
-    if blamed is None:
-        reason, count = tally.kind(kind).refused.most_common(1)[0]
-        return (f"{kind} records are not in a shape botstats reads: \"{reason}\" ({count} of "
-                f"them). See them in table rejects; `botstats probe` reports what it cannot "
-                f"read and what to do. {counted}")
-    key, name, missing = blamed
+@dataclass(frozen=True)
+class Blame:
+    """The [fields] setting that nearly all refused records of a kind were refused for: its
+    ``key``, the field ``name`` it gives, and whether the records lack it (``missing``) or
+    hold something else in it."""
+
+    key: str
+    name: str
+    missing: bool
+
+    @property
+    def custom(self) -> bool:
+        return self.key.startswith("custom_")
+
+
+def _blamed_message(kind: str, tally: RunTally, fields: FieldSettings,
+                    answers: Mapping[Check, bool], blamed: Blame) -> str:
+    """What is wrong with the records of ``kind`` and the setting that reads them right (the
+    count of them rejected follows)."""
+    key, name, missing = blamed.key, blamed.name, blamed.missing
     what = {"stat_time": "a time", "custom_name": "a custom field's name",
             "custom_value": "a custom field's value"}.get(key, "an id")
-    if key.startswith("custom_"):
+    if blamed.custom:
         head = f"the custom fields of {kind} records have no '{name}'"
     elif missing:
         head = f"{kind} records have no '{name}'"
@@ -271,13 +288,13 @@ def _refused_message(kind: str, tally: RunTally, fields: FieldSettings,
             if keys is not None and keys[1] != fields.custom_value:
                 also = f" and set [fields].custom_value = \"{keys[1]}\""
         return (f"{head}; they carry '{found.field}' ({found.why}): set [fields].{key} = "
-                f"\"{found.field}\"{also} or run `botstats probe`. {counted}")
+                f"\"{found.field}\"{also} or run `botstats probe`.")
     return (f"{head}, and no field of theirs passes botstats' rules for {what}: run `botstats "
             f"probe`, which asks the service, or set [fields].{key} to the field that holds it "
-            f"(see a record in table rejects). {counted}")
+            f"(see a record in table rejects).")
 
 
-def _blamed(kind: str, tally: RunTally, fields: FieldSettings) -> tuple[str, str, bool] | None:
+def _blamed(kind: str, tally: RunTally, fields: FieldSettings) -> Blame | None:
     """([fields] key, its name, whether missing) when nearly all refused records of ``kind`` were
     refused for a configured field; None when they were for something else."""
     blamed: Counter[tuple[str, str, bool]] = Counter()
@@ -294,7 +311,7 @@ def _blamed(kind: str, tally: RunTally, fields: FieldSettings) -> tuple[str, str
                 blamed[(setting, name, missing)] += count
     if not blamed or blamed.total() < NEARLY_ALL * sum(tally.kind(kind).refused.values()):
         return None
-    return blamed.most_common(1)[0][0]
+    return Blame(*blamed.most_common(1)[0][0])
 
 
 def _samples(records: KindTally, name: str) -> list[dict[str, Any]]:

@@ -1,6 +1,6 @@
 """The surface of pipeline.operate (imported lazily: see __init__.py)."""
 
-from ._demo import demo, next_steps
+from ._demo import DemoOptions, demo, next_steps
 from ._deploy import botstats_command, cron_text
 from ._logs import setup_logging
 from ._maintenance import (
@@ -13,6 +13,7 @@ from ._maintenance import (
 from ._memory import tune_allocators
 from ._process import can_hand_off, hand_off, resumed
 from ._runner import (
+    RunOptions,
     RunReport,
     finish_run,
     locked_harvest,
@@ -21,7 +22,7 @@ from ._runner import (
     tell_harvest,
     tell_trends,
 )
-from ._schedule import describe_schedule, run_scheduler
+from ._schedule import Crons, describe_schedule, run_scheduler
 from ._signals import stop_on_signals
 from ._status import (
     RUN_COLUMNS,
@@ -40,6 +41,7 @@ __all__ = [
     "RUN_COLUMNS",
     "SHARD_COLUMNS",
     "ArchiveStatus",
+    "DemoOptions",
     "archive_status",
     "backup_archive",
     "botstats_command",
@@ -48,6 +50,7 @@ __all__ = [
     "compact_exports",
     "convert_archive",
     "cron_text",
+    "Crons",
     "demo",
     "describe_drift",
     "describe_latest",
@@ -66,6 +69,7 @@ __all__ = [
     "tell_trends",
     "run_lines",
     "run_scheduler",
+    "RunOptions",
     "RunReport",
     "setup_logging",
     "shard_lines",

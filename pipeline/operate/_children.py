@@ -22,7 +22,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TypedDict
 
 from ..core import BotstatsError, Settings
 
@@ -34,6 +34,16 @@ _CHILD = "from pipeline.operate._children import child_main; child_main()"
 _READY = b"ready"
 # How often a waiting daemon looks for a stop request to forward.
 _POLL = 0.2
+
+
+class Said(TypedDict, total=False):
+    """What a child says on stdout when it ends, one JSON line: its job's ``result`` line; or
+    its ``error`` and ``exit_code``; or how it ``crash``-ed."""
+
+    result: str
+    error: str
+    exit_code: int
+    crash: str
 
 
 class Children:
@@ -122,9 +132,9 @@ class _Output(threading.Thread):
 def _outcome(name: str, pid: int, code: int, out: bytes) -> str:
     """The job's result line, or its failure raised as the job would have raised it."""
     try:
-        said = json.loads(out.decode() or "{}")
+        said: Said = json.loads(out.decode() or "{}")
     except ValueError:
-        said = {}
+        said = Said()
     if code < 0:
         signame = signal.Signals(-code).name
         error = BotstatsError(
@@ -151,7 +161,7 @@ def child_main() -> None:
 
     tune_allocators()  # as the botstats command does, before anything loads polars
     code = 0
-    said: dict[str, Any] = {}
+    said = Said()
     with stop_on_signals() as stop:
         sys.stdout.buffer.write(_READY + b"\n")
         sys.stdout.flush()
@@ -162,13 +172,13 @@ def child_main() -> None:
         setup_logging(settings)
         try:
             result = getattr(_runner, CHILD_JOBS[name])(settings, stop)
-            said = {"result": str(result)}
+            said = Said(result=str(result))
             code = result.exit_code
         except BotstatsError as exc:
-            code, said = exc.exit_code, {"error": str(exc), "exit_code": exc.exit_code}
+            code, said = exc.exit_code, Said(error=str(exc), exit_code=exc.exit_code)
         except Exception as exc:  # reported to the daemon, which logs it
             log.exception("the %s job crashed", name)
-            code, said = 1, {"crash": repr(exc)}
+            code, said = 1, Said(crash=repr(exc))
     sys.stdout.write(json.dumps(said) + "\n")
     logging.shutdown()
     sys.stdout.flush()

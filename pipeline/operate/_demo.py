@@ -14,14 +14,14 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from .. import archive
 from ..analytics import read_manifest
 from ..core import Settings, load_settings
 from ..harvester import ProgressFn
 from . import _lock as lock
-from ._runner import RunReport, run
+from ._runner import RunReport, RunReportJson, run
 
 ARCHIVE_NAME = "archive.ducklake"
 # The demo service's clock at its first run in a directory. The service's ids are made from its
@@ -38,6 +38,20 @@ DEFAULT_STATS_PER_DAY = 2
 DEFAULT_EVENTS = 0.1
 
 
+class DemoJson(TypedDict):
+    """:class:`DemoReport` as `botstats demo --json` prints it."""
+
+    status: str
+    exit_code: int
+    service: str
+    archive: str
+    exports: str
+    tables: dict[str, int]
+    datasets: dict[str, int]
+    seconds: float
+    run: RunReportJson
+
+
 @dataclass
 class DemoReport:
     run: RunReport
@@ -47,7 +61,7 @@ class DemoReport:
     datasets: dict[str, int] = field(default_factory=dict)  # export dataset -> rows
     seconds: float = 0.0
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> DemoJson:
         return {
             "status": self.run.status, "exit_code": self.run.exit_code,
             "service": self.base_url, "archive": str(self.settings.db_path),
@@ -78,36 +92,41 @@ def clear(directory: Path) -> None:
     shutil.rmtree(directory / "exports", ignore_errors=True)
 
 
-def demo(
-    directory: str | Path = DEFAULT_DIR,
-    *,
-    bots: int = DEFAULT_BOTS,
-    days: int = DEFAULT_DAYS,
-    stats_per_day: int = DEFAULT_STATS_PER_DAY,
-    events: float = DEFAULT_EVENTS,
-    config: str | None = None,
-    fresh: bool = False,
-    stop: threading.Event | None = None,
-    on_progress: ProgressFn | None = None,
-    now: datetime | None = None,
-) -> DemoReport:
-    """Serve, run, summarise. The service stops before this returns. ``now``: the wall clock
-    (the current time unless given), which sets how far the service's clock moved since the
-    directory's first run."""
+@dataclass(frozen=True)
+class DemoOptions:
+    """What the demo's service serves (``bots``, ``days`` of history, ``stats_per_day``, the
+    share of bots with planted ``events``), the user's ``config`` file, whether to start
+    ``fresh`` (a previous demo's files in the directory removed first), and ``now``: the wall
+    clock (the current time unless given), which sets how far the service's clock moved since
+    the directory's first run."""
+
+    bots: int = DEFAULT_BOTS
+    days: int = DEFAULT_DAYS
+    stats_per_day: int = DEFAULT_STATS_PER_DAY
+    events: float = DEFAULT_EVENTS
+    config: str | None = None
+    fresh: bool = False
+    now: datetime | None = None
+
+
+def demo(directory: str | Path = DEFAULT_DIR, options: DemoOptions | None = None, *,
+         stop: threading.Event | None = None,
+         on_progress: ProgressFn | None = None) -> DemoReport:
+    """Serve, run, summarise, as ``options`` say. The service stops before this returns."""
     from ..service import ServiceConfig, serve_in_thread
 
     started = time.monotonic()
-    directory = Path(directory)
-    if fresh:
+    directory, options = Path(directory), options or DemoOptions()
+    if options.fresh:
         clear(directory)
-    now = now or datetime.now(UTC)
+    now = options.now or datetime.now(UTC)
     start = service_clock(directory, now)
-    cfg = ServiceConfig(bots=bots, history_days=days, stats_per_day=stats_per_day, events=events,
-                        end=start)
+    cfg = ServiceConfig(bots=options.bots, history_days=options.days,
+                        stats_per_day=options.stats_per_day, events=options.events, end=start)
     with serve_in_thread(cfg, host="127.0.0.1", port=0) as svc:
         svc.directory.advance(intervals_since(start, now, cfg.interval_seconds))
         token = next(iter(svc.directory.user_tokens().values()))
-        settings = demo_settings(directory, svc.base_url, token, config)
+        settings = demo_settings(directory, svc.base_url, token, options.config)
         report = run(settings, stop=stop, on_progress=on_progress)
         base_url = svc.base_url
     out = DemoReport(report, base_url, settings)

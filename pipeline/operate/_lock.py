@@ -44,10 +44,10 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from filelock import FileLock, Timeout
 
@@ -95,6 +95,17 @@ def files(lock_path: Path) -> tuple[Path, Path]:
     return lock_path, _info_path(lock_path)
 
 
+class HolderJson(TypedDict):
+    """:class:`Holder` as its file spells it."""
+
+    job: str
+    run_id: str | None
+    pid: int | None
+    host: str
+    since: str
+    released_at: NotRequired[str]  # once released
+
+
 @dataclass(frozen=True)
 class Holder:
     """Who took the file lock, as the file beside it says: the job, its run (once it has one),
@@ -125,12 +136,13 @@ class Holder:
                    host=text("host") or "?", since=text("since") or "?",
                    released_at=text("released_at"))
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> HolderJson:
         """As the holder file spells it (``released_at`` only once released)."""
-        fields = asdict(self)
-        if self.released_at is None:
-            del fields["released_at"]
-        return fields
+        out = HolderJson(job=self.job, run_id=self.run_id, pid=self.pid, host=self.host,
+                         since=self.since)
+        if self.released_at is not None:
+            out["released_at"] = self.released_at
+        return out
 
     def describe(self) -> str:
         """'run 2026...-ab12 (run, pid 123 on host, since ...)' for messages."""
@@ -235,7 +247,7 @@ class LockHandle:
         self.held: dict[Path, FileLock] = {}
         # The holder before this job, as its first lock's file said (what a run that took over
         # reports).
-        self.previous: dict[str, Any] | None = None
+        self.previous: Holder | None = None
         self.took_over = False
 
     @property
@@ -285,8 +297,8 @@ class LockHandle:
                 f"--lock-timeout.")
         self.held[path] = lock
         previous = _holder_of(path)
-        if not self.previous and previous is not None:
-            self.previous = previous.as_dict()
+        if self.previous is None:
+            self.previous = previous
         if previous is not None and previous.stale():
             self.took_over = self.took_over or path == self.settings.lock_path
             log.warning("took over %s %s from %s: that process is gone without releasing it "
@@ -380,17 +392,27 @@ def _wait_for(lock: FileLock, which: str, wait: float, stop: threading.Event | N
     return _acquire(lock, wait, stop)
 
 
+@dataclass(frozen=True)
+class _Ask:
+    """What a job asks of the lock: the job and its run (once it has one), the scope, how long
+    it waits (seconds; negative: for as long as it takes) and the event that stops the wait."""
+
+    job: str
+    scope: Scope
+    wait: float
+    run_id: str | None
+    stop: threading.Event | None
+
+
 @contextmanager
-def _file_lock(settings: Settings, job: str, scope: Scope, *, timeout: float | None,
-               run_id: str | None, stop: threading.Event | None) -> Iterator[LockHandle]:
+def _file_lock(settings: Settings, ask: _Ask) -> Iterator[LockHandle]:
     prepare_archive_place(settings)
-    wait = settings.run.lock_timeout if timeout is None else timeout
     handle = LockHandle(settings, Holder(
-        job=job, run_id=run_id, pid=os.getpid(), host=socket.gethostname(),
-        since=datetime.now(UTC).isoformat(timespec="seconds")), stop)
-    deadline = None if wait < 0 else time.monotonic() + wait
+        job=ask.job, run_id=ask.run_id, pid=os.getpid(), host=socket.gethostname(),
+        since=datetime.now(UTC).isoformat(timespec="seconds")), ask.stop)
+    deadline = None if ask.wait < 0 else time.monotonic() + ask.wait
     try:
-        for path in lock_paths(settings, scope):
+        for path in lock_paths(settings, ask.scope):
             left = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
             handle.take(path, left)
         yield handle
@@ -419,7 +441,7 @@ class AdvisoryHandle:
         self.scope = scope
         self.stop = stop
         self.run_id: str | None = None
-        self.previous: dict[str, Any] | None = None  # the server frees a dead job's locks itself
+        self.previous: Holder | None = None  # the server frees a dead job's locks itself
         self.took_over = False
 
     def title(self) -> str:
@@ -443,17 +465,18 @@ class AdvisoryHandle:
     @contextmanager
     def also(self, scope: Scope, timeout: float | None = None) -> Iterator[None]:
         wanted = [k for k in _keys(scope) if k not in self.locks.held]
-        _wait_for_keys(self.locks, wanted, self.settings, scope, timeout, self.stop)
+        wait = self.settings.run.lock_timeout if timeout is None else timeout
+        _wait_for_keys(self.locks, wanted, scope, wait, self.stop)
         try:
             yield
         finally:
             self.locks.release(wanted)
 
 
-def _wait_for_keys(locks: Any, wanted: list[tuple[int, bool]], settings: Settings, scope: Scope,
-          timeout: float | None, stop: threading.Event | None) -> None:
-    """Take ``wanted``, trying every ``_POLL`` seconds up to the wait; else LockTimeout."""
-    wait = settings.run.lock_timeout if timeout is None else timeout
+def _wait_for_keys(locks: archive.AdvisoryLocks, wanted: list[tuple[int, bool]], scope: Scope,
+                   wait: float, stop: threading.Event | None) -> None:
+    """Take ``wanted`` (for ``scope``), trying every ``_POLL`` seconds up to ``wait`` seconds
+    (negative: for as long as it takes); else LockTimeout."""
     deadline = None if wait < 0 else time.monotonic() + wait
     started = time.monotonic()
     said = False
@@ -480,14 +503,13 @@ def _wait_for_keys(locks: Any, wanted: list[tuple[int, bool]], settings: Setting
 
 
 @contextmanager
-def _advisory_lock(settings: Settings, job: str, scope: Scope, *, timeout: float | None,
-                  run_id: str | None, stop: threading.Event | None) -> Iterator[AdvisoryHandle]:
+def _advisory_lock(settings: Settings, ask: _Ask) -> Iterator[AdvisoryHandle]:
     paths = archive.ArchivePaths.of(settings)
-    locks = archive.AdvisoryLocks(paths.dsn, paths.password, archive.session_name(job))
+    locks = archive.AdvisoryLocks(paths.dsn, paths.password, archive.session_name(ask.job))
     try:
-        handle = AdvisoryHandle(locks, settings, job, scope, stop)
-        _wait_for_keys(locks, _keys(scope), settings, scope, timeout, stop)
-        handle.run_id = run_id
+        handle = AdvisoryHandle(locks, settings, ask.job, ask.scope, ask.stop)
+        _wait_for_keys(locks, _keys(ask.scope), ask.scope, ask.wait, ask.stop)
+        handle.run_id = ask.run_id
         locks.rename(handle.title())
         yield handle
     finally:
@@ -514,11 +536,10 @@ def run_lock(
     Raises :class:`~pipeline.core.LockTimeout` (exit 75) naming the holder when the wait runs
     out, or as soon as ``stop`` is set while waiting.
     """
+    ask = _Ask(job, scope, settings.run.lock_timeout if timeout is None else timeout, run_id, stop)
     if settings.shared_catalog:
-        with _advisory_lock(settings, job, scope, timeout=timeout, run_id=run_id,
-                           stop=stop) as handle:
+        with _advisory_lock(settings, ask) as handle:
             yield handle
         return
-    with _file_lock(settings, job, scope, timeout=timeout, run_id=run_id,
-                    stop=stop) as file_handle:
+    with _file_lock(settings, ask) as file_handle:
         yield file_handle

@@ -54,7 +54,7 @@ def fix_glibc_thresholds() -> bool:
                 and mallopt(M_TRIM_THRESHOLD, GLIBC_THRESHOLD))
 
 
-def peak_rss_mb() -> float | None:
+def peak_rss_mb() -> float:
     """This process image's peak resident set (``VmHWM``; an ``exec`` starts it again), in MB."""
     try:
         with open("/proc/self/status", encoding="ascii") as status:

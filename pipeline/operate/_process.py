@@ -15,16 +15,23 @@ import json
 import logging
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from ._logs import LOGGERS
 
 if TYPE_CHECKING:  # the runner imports the harvester: not for the scheduler daemon
-    from ._runner import RunReport
+    from ._runner import RunReport, RunReportJson
 
 log = logging.getLogger("botstats.run")
 
 HANDOFF_ENV = "_BOTSTATS_RUN_HANDOFF"
+
+
+class Handoff(TypedDict):
+    """What :data:`HANDOFF_ENV` holds, as JSON: the process it is for, and its run."""
+
+    pid: int
+    report: RunReportJson
 
 
 def can_hand_off() -> bool:
@@ -35,8 +42,8 @@ def can_hand_off() -> bool:
 def hand_off(report: RunReport) -> None:
     """Re-execute this command with ``report`` (harvested, ``trends_pending``) waiting for it.
     Returns only if the ``exec`` failed (logged): the caller then finishes the run itself."""
-    report.memory["fresh_process"] = True
-    os.environ[HANDOFF_ENV] = json.dumps({"pid": os.getpid(), "report": report.as_dict()},
+    report.memory.fresh_process = True
+    os.environ[HANDOFF_ENV] = json.dumps(Handoff(pid=os.getpid(), report=report.as_dict()),
                                          default=str)
     log.debug("run %s: harvested; the trends and the report in a fresh image of this process",
               report.run_id)
@@ -49,7 +56,7 @@ def hand_off(report: RunReport) -> None:
         os.execv(sys.executable, sys.orig_argv)
     except OSError as exc:
         os.environ.pop(HANDOFF_ENV, None)
-        report.memory["fresh_process"] = False
+        report.memory.fresh_process = False
         log.warning("could not start a fresh process for the trends (%s): building them in this "
                     "one", exc)
 
@@ -63,7 +70,7 @@ def resumed() -> RunReport | None:
     if not raw:
         return None
     try:
-        data = json.loads(raw)
+        data: Handoff = json.loads(raw)
         if data.get("pid") != os.getpid():
             return None
         return RunReport.resume(data["report"])

@@ -31,11 +31,11 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
-from ..core import BotstatsError, LockTimeout, Settings, Shard
-from ..harvester import EXIT_CODES, HarvestReport, ProgressFn, harvest
-from ._lock import TRENDS_SCOPE, Held, Scope, advisory_holder, holder, run_lock
+from ..core import BotstatsError, LockTimeout, RunStatus, Settings, Shard
+from ..harvester import EXIT_CODES, HarvestOptions, HarvestReport, ProgressFn, harvest
+from ._lock import TRENDS_SCOPE, Held, Holder, HolderJson, Scope, advisory_holder, holder, run_lock
 from ._memory import peak_rss_mb
 
 if TYPE_CHECKING:
@@ -44,14 +44,65 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("botstats.run")
 
-RUN_EXIT_CODES = {**EXIT_CODES, "locked": LockTimeout.exit_code}
+class MemoryJson(TypedDict, total=False):
+    """:class:`Memory` in the run report's JSON (a key only once measured or tried)."""
+
+    harvest: float
+    fresh_process: bool
+    trends: float
+
+
+@dataclass
+class Memory:
+    """A run's peak RSS in MB: ``harvest`` at its end; ``trends`` at the run's end (the same
+    process's peak, or that of the fresh process the trends ran in: ``fresh_process``, None
+    when not tried). None: not measured (yet)."""
+
+    harvest: float | None = None
+    trends: float | None = None
+    fresh_process: bool | None = None
+
+    def as_dict(self) -> MemoryJson:
+        out = MemoryJson()
+        if self.harvest is not None:
+            out["harvest"] = self.harvest
+        if self.fresh_process is not None:
+            out["fresh_process"] = self.fresh_process
+        if self.trends is not None:
+            out["trends"] = self.trends
+        return out
+
+    @classmethod
+    def of(cls, data: MemoryJson | None) -> Memory:
+        """From :meth:`as_dict` (read back as JSON)."""
+        data = data or MemoryJson()
+        return cls(data.get("harvest"), data.get("trends"), data.get("fresh_process"))
+
+
+class RunReportJson(TypedDict):
+    """:class:`RunReport` as `botstats run --json` prints it and a hand-off carries it."""
+
+    status: str
+    exit_code: int
+    run_id: str | None
+    message: str
+    lock_wait_seconds: float
+    took_over: HolderJson | None
+    harvest: dict[str, Any] | None
+    trends: dict[str, Any] | None
+    trends_skipped: str | None
+    trends_error: str | None
+    report: dict[str, Any] | None
+    report_error: str | None
+    memory: MemoryJson | None
+    alerts: dict[str, Any] | None
 
 
 @dataclass
 class RunReport:
     """What `botstats run` did: the harvest, the trends (or why not), and the outcome."""
 
-    status: str  # complete | partial | failed | interrupted
+    status: RunStatus
     harvest: HarvestReport | None = None
     trends: TrendsReport | None = None
     trends_skipped: str = ""  # why trends did not run
@@ -59,50 +110,50 @@ class RunReport:
     report: ReportResult | None = None  # the HTML report refreshed after trends ([report].file)
     report_error: str = ""
     lock_wait: float = 0.0
-    took_over: dict[str, Any] | None = None  # the dead holder whose lock this run took over
+    took_over: Holder | None = None  # the dead holder whose lock this run took over
     message: str = ""
     trends_pending: bool = False  # harvested; the trends and report are the caller's (finish_run)
-    # Peak RSS in MB: "harvest" at its end; "trends" at the run's end (the same process's peak,
-    # or that of the fresh process the trends ran in: "fresh_process").
-    memory: dict[str, Any] = field(default_factory=dict)
+    memory: Memory = field(default_factory=Memory)
     alerts: AlertsReport | None = None  # what [alerts] told, after the run's work was committed
 
     @property
     def exit_code(self) -> int:
-        return RUN_EXIT_CODES.get(self.status, 1)
+        return EXIT_CODES.get(self.status, 1)
 
     @property
     def run_id(self) -> str | None:
         return self.harvest.run_id if self.harvest else None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> RunReportJson:
         return {
             "status": self.status,
             "exit_code": self.exit_code,
             "run_id": self.run_id,
             "message": self.message,
             "lock_wait_seconds": round(self.lock_wait, 3),
-            "took_over": self.took_over,
+            "took_over": self.took_over.as_dict() if self.took_over else None,
             "harvest": self.harvest.as_dict() if self.harvest else None,
             "trends": self.trends.as_dict() if self.trends else None,
             "trends_skipped": self.trends_skipped or None,
             "trends_error": self.trends_error or None,
             "report": self.report.as_dict() if self.report else None,
             "report_error": self.report_error or None,
-            "memory": self.memory or None,
+            "memory": self.memory.as_dict() or None,
             "alerts": self.alerts.as_dict() if self.alerts else None,
         }
 
     @classmethod
-    def resume(cls, data: dict[str, Any]) -> RunReport:
+    def resume(cls, data: RunReportJson) -> RunReport:
         """A run handed off after its harvest (its :meth:`as_dict`, read back as JSON), ready
         for :func:`finish_run`."""
         harvested = data.get("harvest")
-        return cls(str(data["status"]), message=str(data.get("message") or ""),
+        return cls(RunStatus(data["status"]), message=str(data.get("message") or ""),
                    lock_wait=float(data.get("lock_wait_seconds") or 0.0),
-                   took_over=data.get("took_over"), memory=dict(data.get("memory") or {}),
+                   took_over=Holder.of(data.get("took_over")),
+                   memory=Memory.of(data.get("memory")),
                    harvest=HarvestReport.from_dict(harvested) if harvested else None,
                    trends_pending=True)
+
 
 
 def _noting(lock: Held, on_progress: ProgressFn | None) -> ProgressFn:
@@ -116,39 +167,45 @@ def _noting(lock: Held, on_progress: ProgressFn | None) -> ProgressFn:
     return progress
 
 
-def run(
-    settings: Settings,
-    *,
-    full: bool = False,
-    accept_removals: bool = False,
-    full_trends: bool = False,
-    lock_timeout: float | None = None,
-    stop: threading.Event | None = None,
-    on_progress: ProgressFn | None = None,
-    shard: Shard | None = None,
-    hand_off: bool = False,
-) -> RunReport:
-    """Lock, harvest, then trends (``full_trends``: recomputed from the whole archive). Raises
-    LockTimeout (exit 75) when another run holds the lock. ``shard``: harvest only that shard
-    (the trends, of the whole archive, under the trends lock: one build at a time).
-    ``hand_off``: return after the harvest with ``trends_pending`` set when the trends are due,
-    for :func:`finish_run`."""
-    stop = stop or threading.Event()
+@dataclass(frozen=True)
+class RunOptions:
+    """What a run is asked to do: its harvest's options (full, believing removals, of a shard);
+    ``full_trends``, recompute the trends from the whole archive; ``lock_timeout``, how long to
+    wait for the lock (default ``[run].lock_timeout``); ``hand_off``, return after the harvest
+    with ``trends_pending`` set when the trends are due, for :func:`finish_run`."""
+
+    harvest: HarvestOptions = field(default_factory=HarvestOptions)
+    full_trends: bool = False
+    lock_timeout: float | None = None
+    hand_off: bool = False
+
+
+def run(settings: Settings, options: RunOptions | None = None, *,
+        stop: threading.Event | None = None,
+        on_progress: ProgressFn | None = None) -> RunReport:
+    """Lock, harvest, then trends, as ``options`` ask. Raises LockTimeout (exit 75) when
+    another run holds the lock. A run of a shard harvests only that shard; the trends, of the
+    whole archive, under the trends lock (one build at a time)."""
+    stop, options = stop or threading.Event(), options or RunOptions()
     started = time.monotonic()
-    scope = Scope.harvest(shard)
+    scope = Scope.harvest(options.harvest.shard)
     try:
-        with run_lock(settings, "run", scope=scope, timeout=lock_timeout, stop=stop) as lock:
-            report = RunReport("running", lock_wait=time.monotonic() - started,
+        with run_lock(settings, "run", scope=scope, timeout=options.lock_timeout,
+                      stop=stop) as lock:
+            report = RunReport(RunStatus.RUNNING, lock_wait=time.monotonic() - started,
                                took_over=lock.previous if lock.took_over else None)
-            _harvest_then_trends(settings, report, lock, scope.shard, full, full_trends,
-                                 accept_removals, stop, on_progress, hand_off)
+            report.harvest = harvest(settings, options.harvest, stop=stop, dead=lock.dead,
+                                     on_progress=_noting(lock, on_progress))
+            lock.note(run_id=report.harvest.run_id)
+            _after_harvest(settings, options, report, lock, stop)
             if not report.trends_pending and not stop.is_set():
                 _tell(settings, report, lock)
     except LockTimeout:
         if not stop.is_set():
             _tell_blocked(settings, scope.shard)
             raise
-        report = RunReport("interrupted", message="stopped while waiting for the archive lock")
+        report = RunReport(RunStatus.INTERRUPTED,
+                           message="stopped while waiting for the archive lock")
     if not report.trends_pending:
         _log_end(report)
     return report
@@ -177,33 +234,29 @@ def finish_run(settings: Settings, report: RunReport, *, full_trends: bool = Fal
 
 def _log_end(report: RunReport) -> None:
     if report.trends is not None:
-        report.memory["trends"] = peak_rss_mb()
+        report.memory.trends = peak_rss_mb()
     log.info("run %s %s (exit %d)", report.run_id, report.status, report.exit_code,
              extra={"run": {k: v for k, v in report.as_dict().items() if k not in ("harvest", "trends")}})
 
 
-def _harvest_then_trends(settings: Settings, report: RunReport, lock: Held,
-                         shard: Shard, full: bool, full_trends: bool, accept_removals: bool,
-                         stop: threading.Event, on_progress: ProgressFn | None,
-                         hand_off: bool) -> None:
-    report.harvest = harvest(settings, full=full, accept_removals=accept_removals,
-                             on_progress=_noting(lock, on_progress), stop=stop, shard=shard,
-                             dead=lock.dead)
-    lock.note(run_id=report.harvest.run_id)
-    report.memory["harvest"] = peak_rss_mb()
+def _after_harvest(settings: Settings, options: RunOptions, report: RunReport, lock: Held,
+                   stop: threading.Event) -> None:
+    """The run's outcome from its harvest, then the trends when they are due (or handed off)."""
+    assert report.harvest is not None
+    report.memory.harvest = peak_rss_mb()
     report.status, report.message = report.harvest.status, report.harvest.message
-    if report.harvest.status not in ("complete", "partial"):
+    if report.harvest.status not in (RunStatus.COMPLETE, RunStatus.PARTIAL):
         report.trends_skipped = f"the harvest ended {report.harvest.status}"
         return
     if stop.is_set():
         report.trends_skipped = "stopped on request"
         return
-    if hand_off:
+    if options.hand_off:
         report.trends_pending = True
         return
     try:
         with lock.also(TRENDS_SCOPE):
-            _trends_then_report(settings, report, full_trends)
+            _trends_then_report(settings, report, options.full_trends)
     except LockTimeout as exc:
         report.trends_skipped = ("stopped on request" if stop.is_set()
                                  else f"another job kept building them: {exc}")
@@ -250,7 +303,7 @@ def _trends_then_report(settings: Settings, report: RunReport, full_trends: bool
         report.trends = _build_trends(settings, report.harvest.run_id, full=full_trends)
     except BotstatsError as exc:
         report.trends_error = str(exc)
-        report.status = "failed"
+        report.status = RunStatus.FAILED
         report.message = f"the harvest ended {report.harvest.status}, then trends failed: {exc}"
         log.error("trends after harvest %s failed: %s", report.harvest.run_id, exc)
         return
@@ -287,19 +340,17 @@ def _log_trends(trends: TrendsReport) -> None:
              len(trends.datasets), trends.written, trends.unchanged, trends.seconds)
 
 
-def locked_harvest(settings: Settings, *, full: bool = False, accept_removals: bool = False,
+def locked_harvest(settings: Settings, options: HarvestOptions | None = None, *,
                    stop: threading.Event | None = None,
-                   on_progress: ProgressFn | None = None,
-                   shard: Shard | None = None) -> HarvestReport:
-    """One harvest (of ``shard``: default every bot) under the run lock, its run id written
-    where waiting jobs read who holds it."""
-    stop = stop or threading.Event()
-    scope = Scope.harvest(shard)
+                   on_progress: ProgressFn | None = None) -> HarvestReport:
+    """One harvest (as ``options`` ask: of a shard, default every bot) under the run lock, its
+    run id written where waiting jobs read who holds it."""
+    stop, options = stop or threading.Event(), options or HarvestOptions()
+    scope = Scope.harvest(options.shard)
     try:
         with run_lock(settings, "harvest", scope=scope, stop=stop) as lock:
-            report = harvest(settings, full=full, accept_removals=accept_removals, stop=stop,
-                             on_progress=_noting(lock, on_progress), shard=scope.shard,
-                             dead=lock.dead)
+            report = harvest(settings, options, stop=stop,
+                             on_progress=_noting(lock, on_progress), dead=lock.dead)
             lock.note(run_id=report.run_id)
     except LockTimeout:
         if not stop.is_set():
@@ -312,7 +363,7 @@ def tell_harvest(settings: Settings, report: HarvestReport) -> AlertsReport | No
     """What a harvest on its own (`botstats harvest`, the scheduler's harvest job) calls for,
     told as after `botstats run` (its status, a recovery, the exports' events and milestones),
     under the trends lock once the harvest is committed. None when no destination is set."""
-    if not settings.alerts.destinations or report.status == "interrupted":
+    if not settings.alerts.destinations or report.status == RunStatus.INTERRUPTED:
         return None
     from ..alerts import AlertsReport, RunOutcome, notify_run
 

@@ -19,11 +19,19 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from ..core import BotstatsError, ConfigError, Settings, cron_trigger, next_fire_times
+from ..core import (
+    BotstatsError,
+    ConfigError,
+    ScheduleSettings,
+    Settings,
+    cron_trigger,
+    next_fire_times,
+)
 from ._children import Children, in_child
 from ._lock import prepare_archive_place
 from ._signals import stop_on_signals
@@ -64,21 +72,31 @@ def _default_jobs(children: Children) -> dict[str, JobFn]:
     return {"harvest": in_child("harvest", children), "trends": in_child("trends", children)}
 
 
-def build_scheduler(
-    settings: Settings,
-    stop: threading.Event,
-    *,
-    harvest_cron: str | None = None,
-    trends_cron: str | None = None,
-    jobs: dict[str, JobFn] | None = None,
-    running: _Running | None = None,
-    children: Children | None = None,
-) -> Any:
+@dataclass(frozen=True)
+class Crons:
+    """The jobs' crontab expressions typed as flags (``--harvest-cron``, ``--trends-cron``;
+    6 fields = seconds first), over [schedule]'s: None when not typed, '' disables the job."""
+
+    harvest: str | None = None
+    trends: str | None = None
+
+    def exprs(self, sch: ScheduleSettings) -> dict[str, tuple[str, str]]:
+        """Each job's expression and where it was set."""
+        return {
+            "harvest": (sch.harvest if self.harvest is None else self.harvest,
+                        "[schedule].harvest" if self.harvest is None else "--harvest-cron"),
+            "trends": (sch.trends if self.trends is None else self.trends,
+                       "[schedule].trends" if self.trends is None else "--trends-cron"),
+        }
+
+
+def build_scheduler(settings: Settings, stop: threading.Event, *, crons: Crons | None = None,
+                    jobs: dict[str, JobFn] | None = None,
+                    running: _Running | None = None) -> Any:
     """A BlockingScheduler with the harvest and trends jobs and the listeners that log them.
 
-    ``harvest_cron``/``trends_cron`` override [schedule] (6 fields = seconds first); "" disables.
-    ``jobs`` replaces the jobs, run in the daemon's own process (tests); by default each runs
-    in a child process (``children`` keeps track of them).
+    ``crons`` override [schedule]. ``jobs`` replaces the jobs, run in the daemon's own process
+    (tests); by default each runs in a child process.
     """
     from apscheduler.events import (
         EVENT_JOB_ERROR,
@@ -90,14 +108,9 @@ def build_scheduler(
     from apscheduler.schedulers.blocking import BlockingScheduler
 
     sch = settings.schedule
-    jobs = jobs or _default_jobs(children or Children())
+    jobs = jobs or _default_jobs(Children())
     running = running or _Running()
-    exprs = {
-        "harvest": (sch.harvest if harvest_cron is None else harvest_cron,
-                    "[schedule].harvest" if harvest_cron is None else "--harvest-cron"),
-        "trends": (sch.trends if trends_cron is None else trends_cron,
-                   "[schedule].trends" if trends_cron is None else "--trends-cron"),
-    }
+    exprs = (crons or Crons()).exprs(sch)
     scheduler = BlockingScheduler(
         timezone=ZoneInfo(sch.timezone),
         executors={"default": ThreadPoolExecutor(max_workers=len(jobs))},
@@ -164,22 +177,16 @@ def _wrap(name: str, fn: JobFn, settings: Settings, stop: threading.Event,
     return job
 
 
-def run_scheduler(
-    settings: Settings,
-    *,
-    harvest_cron: str | None = None,
-    trends_cron: str | None = None,
-    jobs: dict[str, JobFn] | None = None,
-) -> int:
+def run_scheduler(settings: Settings, *, crons: Crons | None = None,
+                  jobs: dict[str, JobFn] | None = None) -> int:
     """Run the daemon until SIGTERM/SIGINT; return the exit code (0 after a clean stop)."""
     # An archive path no job could write fails every job at every fire time: say so now.
     prepare_archive_place(settings)
     stop = threading.Event()
     running = _Running()
     children = Children()
-    scheduler = build_scheduler(settings, stop, harvest_cron=harvest_cron,
-                                trends_cron=trends_cron, jobs=jobs, running=running,
-                                children=children)
+    scheduler = build_scheduler(settings, stop, crons=crons,
+                                jobs=jobs or _default_jobs(children), running=running)
     if not scheduler.get_jobs():
         raise ConfigError("nothing to schedule: [schedule].harvest and [schedule].trends are "
                           "both empty. Set at least one crontab expression.")
@@ -216,21 +223,17 @@ def _abort_with(children: Children) -> Callable[[int, Any], None]:
     return abort
 
 
-def describe_schedule(settings: Settings, *, harvest_cron: str | None = None,
-                      trends_cron: str | None = None, count: int = 5,
+def describe_schedule(settings: Settings, *, crons: Crons | None = None, count: int = 5,
                       now: datetime | None = None) -> list[tuple[str, str, list[datetime]]]:
     """(job, expression, next run times) for `botstats schedule --dry-run`."""
     sch = settings.schedule
     zone = ZoneInfo(sch.timezone)
     now = now or datetime.now(zone)
     out: list[tuple[str, str, list[datetime]]] = []
-    for name, expr, where in (
-        ("harvest", sch.harvest if harvest_cron is None else harvest_cron, "[schedule].harvest"),
-        ("trends", sch.trends if trends_cron is None else trends_cron, "[schedule].trends"),
-    ):
+    for name, (expr, _) in (crons or Crons()).exprs(sch).items():
         if not expr:
             out.append((name, "(disabled)", []))
             continue
-        trigger = cron_trigger(expr, sch.timezone, where=where)
+        trigger = cron_trigger(expr, sch.timezone, where=f"[schedule].{name}")
         out.append((name, expr, next_fire_times(trigger, count, now)))
     return out

@@ -6,6 +6,8 @@ from dataclasses import asdict, astuple, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import duckdb
+
 from .. import archive
 from ..alerts import Row, undelivered
 from ..archive import NewFields, drift_since
@@ -173,7 +175,7 @@ def archive_status(settings: Settings, *, runs: int = 10,
         max_age_s=None if max_age is None else max_age.total_seconds(), stale=stale)
 
 
-def _published(con: Any, paths: Any) -> str:
+def _published(con: duckdb.DuckDBPyConnection, paths: archive.ArchivePaths) -> str:
     """When the archive was last written: its newest snapshot's time (a PostgreSQL catalog),
     the catalog file's time (SQLite)."""
     if paths.shared:
@@ -183,7 +185,7 @@ def _published(con: Any, paths: Any) -> str:
         timespec="seconds")
 
 
-def _shards(con: Any) -> list[ShardLast]:
+def _shards(con: duckdb.DuckDBPyConnection) -> list[ShardLast]:
     """When the latest run was one of N shards: the last run of each of the N (None for a
     shard with no run yet), and when each last completed."""
     ((n,),) = con.execute("SELECT coalesce(max_by(shards, started_at), 1) FROM harvest_runs"
@@ -210,7 +212,7 @@ def _shards_freshness(shards: list[ShardLast], max_age: timedelta,
     return "; ".join(f"shard {shard}: {why}" for shard, why in late)
 
 
-def _latest_run(con: Any, run_id: str) -> LatestRun:
+def _latest_run(con: duckdb.DuckDBPyConnection, run_id: str) -> LatestRun:
     """Why the latest run ended as it did: its message, its errors (how many, the latest few)
     and the reasons of the records it kept aside, so a partial run needs no query to explain."""
     ((status, message),) = con.execute(

@@ -13,7 +13,7 @@ config file, keeping its comments (tomlkit round-trips TOML).
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote, urlencode
 
 from ..core import ApiError, ConfigError, Settings, first_line
@@ -226,8 +226,17 @@ async def _probe_stats(p: _Prober, settings: Settings, report: ProbeReport,
 
 
 # The user's lists: (path, [fields] key of their id, kind of record the id rules read).
-_USER_LISTS = (("bots", "bot_id", "bot"), ("servers", "server_id", "server"),
-               ("webhooks", "webhook_id", "webhook"))
+class UserList(NamedTuple):
+    """A list of the user's: its path under ``/users/<id>/``, the [fields] key of its records'
+    id, and the kind of record it holds."""
+
+    what: str
+    key: str
+    kind: str
+
+
+_USER_LISTS = (UserList("bots", "bot_id", "bot"), UserList("servers", "server_id", "server"),
+               UserList("webhooks", "webhook_id", "webhook"))
 
 
 async def _probe_user(p: _Prober, settings: Settings, report: ProbeReport) -> None:
@@ -277,7 +286,8 @@ async def _probe_user(p: _Prober, settings: Settings, report: ProbeReport) -> No
     async def get(path: str, params: dict[str, Any] | None) -> Reply:
         return await p.get(path, params, auth="user")
 
-    for what, key, kind in _USER_LISTS:
+    for user_list in _USER_LISTS:
+        what, key, kind = user_list
         path = f"/users/{quote(user_id, safe='@')}/{what}"
         whole = await p.get(path, auth="user")
         listed = items(whole)
@@ -286,7 +296,8 @@ async def _probe_user(p: _Prober, settings: Settings, report: ProbeReport) -> No
             p.ids["bot"].update(str(r[fields.bot_id]) for r in listed
                                 if isinstance(r, dict) and fields.bot_id in r)
         else:
-            report.proposals.append(_list_id(what, key, kind, whole, listed, p, fields))
+            report.proposals.append(_list_id(user_list, whole, listed, p.ids["bot"] | p.ids["user"],
+                                             getattr(fields, key)))
         if decided is not None:
             continue
         paging = await probe_paging(get, "user_lists", path, whole)
@@ -302,17 +313,17 @@ async def _probe_user(p: _Prober, settings: Settings, report: ProbeReport) -> No
     report.proposals += chosen.proposals()
 
 
-def _list_id(what: str, key: str, kind: str, whole: Reply, listed: list[Any], p: _Prober,
-             fields: Any) -> Proposal:
+def _list_id(user_list: UserList, whole: Reply, listed: list[Any], foreign: set[str],
+             current: str) -> Proposal:
     """The id of a user's servers or webhooks: botstats' id rules over the list (references to
-    the bots and the user read are not ids)."""
-    current = getattr(fields, key)
+    the bots and the user read, ``foreign``, are not ids); ``current``: the setting's value."""
+    what, key, kind = user_list
     if failed(whole):
         return Proposal(f"fields.{key}", None, f"a read failed ({brief(whole)})", current)
     if len(listed) < 2:
         return Proposal(f"fields.{key}", None, f"fewer than two {what} read: too few to tell "
                         f"an id", current)
-    found = id_candidates(listed, kind, foreign=p.ids["bot"] | p.ids["user"])
+    found = id_candidates(listed, kind, foreign=foreign)
     chosen = decided_id(found, kind)
     if chosen is not None:
         return Proposal(f"fields.{key}", chosen.field, chosen.why, current)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, TypedDict
 
 DEFAULT_MAX_REQUESTS = 60
 
@@ -62,6 +62,33 @@ class Proposal:
         return self.decided and self.value != self.current
 
 
+class FindingJson(TypedDict):
+    topic: str
+    what: str
+    result: str
+    evidence: list[str]
+
+
+class ProposalJson(TypedDict):
+    key: str
+    value: object
+    why: str
+    current: object
+    decided: bool
+    changes: bool
+
+
+class ProbeJson(TypedDict):
+    """:class:`ProbeReport` as `botstats probe --json` prints it (with what it wrote)."""
+
+    base_url: str
+    requests: int
+    rate_limited: int
+    stopped: str | None
+    findings: list[FindingJson]
+    proposals: list[ProposalJson]
+
+
 @dataclass
 class ProbeReport:
     base_url: str
@@ -71,12 +98,14 @@ class ProbeReport:
     rate_limited: int = 0
     stopped: str = ""  # why probing stopped early, if it did
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> ProbeJson:
         return {"base_url": self.base_url, "requests": self.requests,
                 "rate_limited": self.rate_limited, "stopped": self.stopped or None,
-                "findings": [asdict(f) for f in self.findings],
-                "proposals": [{**asdict(p), "decided": p.decided, "changes": p.changes}
-                              for p in self.proposals]}
+                "findings": [FindingJson(topic=f.topic, what=f.what, result=f.result,
+                                         evidence=list(f.evidence)) for f in self.findings],
+                "proposals": [ProposalJson(key=p.key, value=p.value, why=p.why,
+                                           current=p.current, decided=p.decided,
+                                           changes=p.changes) for p in self.proposals]}
 
     def lines(self) -> list[str]:
         """The report for a terminal: findings by topic with their evidence, then settings."""
