@@ -233,12 +233,14 @@ def test_schedule_dry_run_lists_the_next_runs(tmp_path: Path, monkeypatch: pytes
     assert "trends: (disabled)" in result.output
 
 
-def test_schedule_refuses_a_bad_override_with_exit_2(tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]])
+def test_schedule_refuses_a_bad_override_with_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     dry_run: list[str]) -> None:
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(cli, ["schedule", "--harvest-cron", "0 9 * * 8"])
+    result = CliRunner().invoke(cli, ["schedule", *dry_run, "--harvest-cron", "0 9 * * 8"])
     assert result.exit_code == 2
     assert "--harvest-cron" in result.output and "out of range" in result.output
+    assert "[schedule]" not in result.output  # the flag is to blame, not the config file
 
 
 def test_schedule_refuses_an_archive_it_could_never_write_before_starting(

@@ -230,10 +230,10 @@ def describe_schedule(settings: Settings, *, crons: Crons | None = None, count: 
     zone = ZoneInfo(sch.timezone)
     now = now or datetime.now(zone)
     out: list[tuple[str, str, list[datetime]]] = []
-    for name, (expr, _) in (crons or Crons()).exprs(sch).items():
+    for name, (expr, where) in (crons or Crons()).exprs(sch).items():
         if not expr:
             out.append((name, "(disabled)", []))
             continue
-        trigger = cron_trigger(expr, sch.timezone, where=f"[schedule].{name}")
+        trigger = cron_trigger(expr, sch.timezone, where=where)
         out.append((name, expr, next_fire_times(trigger, count, now)))
     return out
