@@ -223,6 +223,20 @@ def test_a_three_day_spike_is_a_spike_and_a_later_jump_its_own_event() -> None:
     assert rows[0]["evidence"].startswith("x3.0 against its usual ")
 
 
+def test_a_spike_of_two_days_is_judged_on_both() -> None:
+    """Near the floor, neither day of a two-day spike is 5 usual spreads off on its own; the
+    mean of the two, back the day after, is (its noise is that of two days, not one)."""
+    guilds = noisy(5000, 60, sd=0.04)
+    users = [g * 50 for g in guilds]
+    spiked = [u * 1.25 if i in (40, 41) else u for i, u in enumerate(users)]
+    (row,) = found(series("s", guilds, users=spiked))
+    assert (row["kind"], row["day"], row["days"]) == ("spike", d(40), 2)
+    assert row["score"] > T.anomaly_threshold and row["summary"].endswith("for 2 days")
+    for day in (40, 41):  # either day alone is not an event
+        alone = [u * 1.25 if i == day else u for i, u in enumerate(users)]
+        assert found(series("s", guilds, users=alone)) == []
+
+
 def test_a_spike_at_the_end_is_open_and_settles_later() -> None:
     guilds = noisy(1000, 60)
     guilds[58:] = [g * 2.5 for g in guilds[58:]]

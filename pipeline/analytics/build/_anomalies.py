@@ -15,14 +15,19 @@ For each bot and metric (users, guilds, commands per day), on y = log(1 + value)
 - a day **jumps** when it is more than ``anomaly_threshold`` spreads off its usual level and the
   change passes the floors: ``anomaly_min_pct`` up or down, and ``anomaly_min_guilds`` /
   ``anomaly_min_users`` in absolute terms (commands per day, noisier, must double or halve,
-  and are not read on a reset day, the day after one or the day after a gap). A day **holds**
+  and are not read on a reset day, the day after one or the day after a gap). A day that
+  does not jump still **runs** when it and the next day or two are all on one side of its
+  usual level, each at least half the relative floor off, and the day after them is back by
+  half: a spike or a drop of 2 or 3 days, judged on the mean of its days (its score is the
+  mean's, x sqrt of the days; its change, the mean, must pass the floors), so a near-floor
+  event is not missed for one day's noise. A day **holds**
   when it and the ``HOLD_DAYS`` days after are all on one side of its usual level (projected),
   each at least half the relative floor off and half the step, with a mean score x 2 above the
   threshold and a median change past the floors: a step too small for one day's noise, but
-  lasting. Either test wants the change to happen on its day (``STEP_SHARE`` of it since the
+  lasting. Each test wants the change to happen on its day (``STEP_SHARE`` of it since the
   median of the ``STEP_DAYS`` days before): a turn or a levelling off parts from the usual level
   a little every day;
-- an **event** starts on a day that jumps or holds, of any metric, with none in the ``RUN_GAP``
+- an **event** starts on a day that jumps, runs or holds, of any metric, with none in the ``RUN_GAP``
   days before: one row, led by the metric that moved most (the others, the cpu load and a
   restart are in ``also``; what the judgement rests on in ``evidence``). It is a
   ``level_shift`` when it holds, else a ``spike`` or a ``drop`` lasting its consecutive days
@@ -335,7 +340,7 @@ def _packed(values: np.ndarray, days: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 def _test(m: _Metric, key: np.ndarray, one_guild: np.ndarray, floors: _Floors,
           t: TrendSettings, needed: np.ndarray) -> None:
-    """Fill in the jump and hold tests of one ``needed`` metric. The spread is computed only
+    """Fill in the jump (or run: :func:`_run`) and hold tests of one ``needed`` metric. The spread is computed only
     for rows at least half a floor off their usual level: no other row can pass a test.
 
     Either test also wants the change to happen on the day: the day is off the median of the
@@ -371,6 +376,8 @@ def _test(m: _Metric, key: np.ndarray, one_guild: np.ndarray, floors: _Floors,
                     break
                 m.size[i] = max(m.size[i], d) if sign > 0 else min(m.size[i], d)
                 m.off[i] = k + 1
+        else:
+            _run(m, int(i), later[j], float(step[j]), float(base[i]), floors, t.anomaly_threshold)
         four = np.concatenate([[r], later[j]])
         if np.isnan(four).any() or not np.all(np.sign(four) == sign) or not np.all(
                 floors.half(four)):
@@ -386,6 +393,28 @@ def _test(m: _Metric, key: np.ndarray, one_guild: np.ndarray, floors: _Floors,
             continue
         if abs(z4) > t.anomaly_threshold and floors.passed(middle, base[i] * math.expm1(middle)):
             m.hold[i], m.score[i], m.size[i] = True, z4, middle
+
+
+def _run(m: _Metric, i: int, later: np.ndarray, step: float, base: float, floors: _Floors,
+         threshold: float) -> None:
+    """The run test of row ``i`` (a day that did not jump): a spike or a drop of 2 to
+    HOLD_DAYS days, back by half on the day after, judged on the mean of its days."""
+    r, s = m.resid[i], m.spread[i]
+    sign = 1.0 if r > 0 else -1.0
+    for k in range(1, HOLD_DAYS):
+        run = np.concatenate([[r], later[:k]])
+        if np.isnan(run).any() or not np.all(np.sign(run) == sign) or not np.all(
+                floors.half(run)):
+            return
+        mean, back = float(np.mean(run)), later[k]
+        if np.isnan(back) or sign * back >= abs(mean) / 2:
+            continue
+        z = mean / s * math.sqrt(k + 1)
+        if abs(z) > threshold and floors.passed(mean, base * math.expm1(mean)) and (
+                np.isnan(step) or sign * step >= STEP_SHARE * abs(mean)):
+            m.jump[i], m.score[i], m.off[i] = True, z, k
+            m.size[i] = float(run.max() if sign > 0 else run.min())
+        return
 
 
 def _step(key: np.ndarray, m: _Metric, rows: np.ndarray) -> np.ndarray:
