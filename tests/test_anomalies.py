@@ -185,6 +185,18 @@ def test_a_young_bots_usual_life_is_not_an_event(what: str, guilds: list[float])
     assert found(series("young", guilds)) == [], what
 
 
+def test_a_young_bots_spike_does_not_make_its_noise() -> None:
+    """A spike on a new bot's second day is two outlying day-to-day changes among a few: the
+    noise its next days are judged by is that of its other changes, so a step of +25% on its
+    10th day is seen."""
+    guilds = noisy(20000, 20, sd=0.01)
+    guilds[1] *= 3.0
+    guilds[9:] = [g * 1.25 for g in guilds[9:]]
+    rows = found(series("y", guilds))
+    assert [(r["kind"], r["day"]) for r in rows] == [("spike", d(1)), ("level_shift", d(9))]
+    assert rows[1]["evidence"] == "+25% on day 10 of its history"
+
+
 def test_a_young_bot_judges_a_fall_from_its_third_day() -> None:
     # Its first day may have been a spike: the second day's fall from it is not judged.
     guilds = noisy(1000, 30, sd=0.005)

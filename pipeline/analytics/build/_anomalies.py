@@ -69,6 +69,7 @@ MIN_SPREAD = 0.005  # the smallest usual spread, in log units (half a percent)
 # (5%, in log units), as if seen on YOUNG_PRIOR_DAYS more days.
 YOUNG_SPREAD = 0.05
 YOUNG_PRIOR_DAYS = 3
+YOUNG_CLIP = 4.0  # a change counts at most this many sigmas (of the changes' MAD) in its noise
 # Its slope: from YOUNG_SLOPE_DAYS days on, when more than YOUNG_SLOPE_SE standard errors.
 YOUNG_SLOPE_DAYS = 4
 YOUNG_SLOPE_SE = 3.0
@@ -259,8 +260,9 @@ def _young(m: _Metric, key: np.ndarray, t: TrendSettings, needed: np.ndarray) ->
       one's zigzag is not taken for a slope;
     - the **level** is the median of the days of the last ``YOUNG_LEVEL_DAYS`` (all of them
       when none is that recent), each carried to the row's day along the slope;
-    - the **spread** of a day is the mean absolute deviation of the day-to-day changes
-      (scaled to one day's noise), pulled towards ``YOUNG_SPREAD`` as if that had been seen on
+    - the **spread** of a day is the mean absolute deviation of the day-to-day changes from
+      their median, each change at most ``YOUNG_CLIP`` sigmas of their MAD (a routine spike
+      among a few days is two outlying changes), scaled to one day's noise, pulled towards ``YOUNG_SPREAD`` as if that had been seen on
       ``YOUNG_PRIOR_DAYS`` more days: a few days say little about a bot's noise. A median of
       k days is itself uncertain, and so is a slope carried over days: the spread of the
       row's distance from the level is sqrt(1 + pi / 2k) wider, plus the slope's.
@@ -285,16 +287,20 @@ def _young(m: _Metric, key: np.ndarray, t: TrendSettings, needed: np.ndarray) ->
     if len(rows) == 0:
         return
     # One day's noise, from the changes between consecutive days with a value (per day: a
-    # gap's change is spread over it): their mean absolute deviation, which a few changes
-    # give more steadily than a MAD, scaled to a normal sigma of one day.
+    # gap's change is spread over it): their mean absolute deviation from their median, which
+    # a few changes give more steadily than a MAD, scaled to a normal sigma of one day. Each
+    # change counts at most YOUNG_CLIP times their MAD's sigma: a routine spike among a few
+    # days makes two changes of its size, and would make the noise for weeks.
     if (np.isnan(prior) & (np.arange(prior.shape[1])[None, :] < seen[:, None])).any():
         prior, days = _packed(prior, days)  # a day without a value amid the others
     with np.errstate(invalid="ignore", divide="ignore"):
         changes = (prior[:, :-1] - prior[:, 1:]) / (days[:, :-1] - days[:, 1:])
     count = np.count_nonzero(~np.isnan(changes), axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.nansum(changes, axis=1) / count
-        spread_of = np.nansum(np.abs(changes - mean[:, None]), axis=1) / count
+        dev = np.abs(changes - _median(changes, count)[:, None])
+        cap = YOUNG_CLIP * MAD_SIGMA * _median(dev, count)
+        cap = np.where(cap > 0, cap, np.inf)  # (most changes alike: no cap)
+        spread_of = np.nansum(np.minimum(dev, cap[:, None]), axis=1) / count
     noise = np.where(count > 1, MEAN_AD_SIGMA * spread_of / math.sqrt(2), 0.0)
     day_sd = np.sqrt((count * noise**2 + YOUNG_PRIOR_DAYS * YOUNG_SPREAD**2)
                      / (count + YOUNG_PRIOR_DAYS))
