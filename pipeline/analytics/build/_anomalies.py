@@ -382,8 +382,6 @@ def _test(m: _Metric, key: np.ndarray, one_guild: np.ndarray, floors: _Floors,
                     break
                 m.size[i] = max(m.size[i], d) if sign > 0 else min(m.size[i], d)
                 m.off[i] = k + 1
-        else:
-            _run(m, int(i), later[j], float(step[j]), float(base[i]), floors, t.anomaly_threshold)
         four = np.concatenate([[r], later[j]])
         if np.isnan(four).any() or not np.all(np.sign(four) == sign) or not np.all(
                 floors.half(four)):
@@ -399,28 +397,46 @@ def _test(m: _Metric, key: np.ndarray, one_guild: np.ndarray, floors: _Floors,
             continue
         if abs(z4) > t.anomaly_threshold and floors.passed(middle, base[i] * math.expm1(middle)):
             m.hold[i], m.score[i], m.size[i] = True, z4, middle
+    _runs(m, tried, later, step, base[tried], floors, t.anomaly_threshold)
 
 
-def _run(m: _Metric, i: int, later: np.ndarray, step: float, base: float, floors: _Floors,
-         threshold: float) -> None:
-    """The run test of row ``i`` (a day that did not jump): a spike or a drop of 2 to
-    HOLD_DAYS days, back by half on the day after, judged on the mean of its days."""
-    r, s = m.resid[i], m.spread[i]
-    sign = 1.0 if r > 0 else -1.0
-    for k in range(1, HOLD_DAYS):
-        run = np.concatenate([[r], later[:k]])
-        if np.isnan(run).any() or not np.all(np.sign(run) == sign) or not np.all(
-                floors.half(run)):
-            return
-        mean, back = float(np.mean(run)), later[k]
-        if np.isnan(back) or sign * back >= abs(mean) / 2:
-            continue
-        z = mean / s * math.sqrt(k + 1)
-        if abs(z) > threshold and floors.passed(mean, base * math.expm1(mean)) and (
-                np.isnan(step) or sign * step >= STEP_SHARE * abs(mean)):
-            m.jump[i], m.score[i], m.off[i] = True, z, k
-            m.size[i] = float(run.max() if sign > 0 else run.min())
-        return
+def _runs(m: _Metric, tried: np.ndarray, later: np.ndarray, step: np.ndarray,
+          base: np.ndarray, floors: _Floors, threshold: float) -> None:
+    """The run test of the ``tried`` rows that did not jump (``later``, ``step`` and ``base``
+    are theirs): a spike or a drop of 2 to HOLD_DAYS days, all on the side of the first, each
+    at least half the relative floor off, back by half on the day after, judged on the mean
+    of its days. (A row that also holds keeps the hold's score and size.)"""
+    r, s = m.resid[tried], m.spread[tried]
+    sign = np.sign(r)
+    open_ = ~m.jump[tried]  # not decided yet: a longer run may still be one
+    found = np.zeros(len(tried), bool)
+    mean = np.zeros(len(tried))
+    days = np.zeros(len(tried), np.int64)
+    with np.errstate(invalid="ignore"):
+        for k in range(1, HOLD_DAYS):
+            run = np.column_stack([r, later[:, :k]])
+            open_ &= ~np.isnan(run).any(axis=1) & (np.sign(run) == sign[:, None]).all(axis=1)
+            open_ &= floors.half(run).all(axis=1)
+            now = run.mean(axis=1)
+            back = open_ & (sign * later[:, k] < np.abs(now) / 2)
+            relative = np.where(now > 0, now >= floors.up, -now >= floors.down)
+            passed = (back & (np.abs(now / s) * math.sqrt(k + 1) > threshold) & relative
+                      & (np.abs(base * np.expm1(now)) >= floors.absolute)
+                      & (np.isnan(step) | (sign * step >= STEP_SHARE * np.abs(now))))
+            found |= passed
+            mean = np.where(passed, now, mean)
+            days = np.where(passed, k, days)
+            open_ &= ~back
+    rows = tried[found]
+    m.jump[rows], m.off[rows] = True, days[found]
+    # The peak of the run's own days (those after it are back, or not part of it).
+    k_cols = np.arange(HOLD_DAYS + 1)[None, :] <= days[:, None]
+    whole = np.column_stack([r, later])
+    peak = np.where(sign > 0, np.nanmax(np.where(k_cols, whole, -np.inf), axis=1),
+                    np.nanmin(np.where(k_cols, whole, np.inf), axis=1))
+    score = np.abs(mean / s) * np.sqrt(days + 1) * sign
+    keep = found & ~m.hold[tried]
+    m.score[tried[keep]], m.size[tried[keep]] = score[keep], peak[keep]
 
 
 def _step(key: np.ndarray, m: _Metric, rows: np.ndarray) -> np.ndarray:
