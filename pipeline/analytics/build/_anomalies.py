@@ -6,8 +6,9 @@ For each bot and metric (users, guilds, commands per day), on y = log(1 + value)
   the bot's usual distance from that median (``center``: the median of that distance over the
   ``anomaly_window`` days before). A growing bot is usually above its recent median by its
   growth, so growth, decline and slow drifts are not events;
-- the **usual spread** is 1.4826 x the MAD of that distance over the same window (a normal
-  sigma), never below one guild of the bot (users and commands come in guild-sized lumps) nor
+- the **usual spread** is 1.4826 x the MAD of that distance over ``SPREAD_WINDOWS`` such windows
+  (a normal sigma; a MAD of 28 days misjudges a bot's noise by a fifth or more either way, and
+  a near-floor event is missed when it is judged too wide), never below one guild of the bot (users and commands come in guild-sized lumps) nor
   half a percent, so every score is finite and a flat series is not "infinitely" surprised;
 - a day with fewer than ``anomaly_min_days`` days of that distance (a bot's first weeks, or one
   that reports now and then) is judged on the days it has instead (:func:`_young`: users and
@@ -38,8 +39,8 @@ bot that had reported the two days before it, dated on the day it reported again
 it known); a ``counter_reset`` is a restart of the command counter that is neither part of
 another event nor routine (the bot did not restart in the window before).
 
-The row of an event on day t reads only days t - window - LEVEL_DAYS - HOLD_DAYS .. t +
-HOLD_DAYS: an incremental run recomputes from HOLD_DAYS before its first changed day and looks
+The row of an event on day t reads only days t - SPREAD_WINDOWS x window - LEVEL_DAYS -
+HOLD_DAYS .. t + HOLD_DAYS: an incremental run recomputes from HOLD_DAYS before its first changed day and looks
 back :func:`lookback_days` (see _plan), and its rows equal a full build's.
 """
 
@@ -59,6 +60,7 @@ from ._jobs import MAD_SIGMA, MEAN_AD_SIGMA, MEDIAN_SE, bot_day_key
 METRICS = ("users", "guilds", "commands_executed")
 KINDS = ("spike", "drop", "level_shift", "outage", "counter_reset")
 LEVEL_DAYS = 7  # the usual level is the median of this many days before
+SPREAD_WINDOWS = 2  # the usual spread is that of this many anomaly windows before
 HOLD_DAYS = 3  # days after the first that tell a spike from a level shift
 # Commands per day swing with weekdays and bursts of use: only a doubling or a halving is an
 # event of their own.
@@ -91,7 +93,7 @@ ANOMALY_SCHEMA = pl.Schema({
 
 def lookback_days(t: TrendSettings) -> int:
     """Days before an event's first day that its row reads."""
-    return t.anomaly_window + LEVEL_DAYS + HOLD_DAYS
+    return SPREAD_WINDOWS * t.anomaly_window + LEVEL_DAYS + HOLD_DAYS
 
 
 def anomalies(daily: pl.LazyFrame, t: TrendSettings, *, since: date | None = None) -> pl.LazyFrame:
@@ -346,10 +348,11 @@ def _packed(values: np.ndarray, days: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 def _test(m: _Metric, key: np.ndarray, one_guild: np.ndarray, floors: _Floors,
           t: TrendSettings, needed: np.ndarray) -> None:
-    """Fill in the jump (or run: :func:`_run`) and hold tests of one ``needed`` metric. The spread is computed only
-    for rows at least half a floor off their usual level: no other row can pass a test.
+    """Fill in the jump (or run: :func:`_runs`) and hold tests of one ``needed`` metric. The
+    spread is computed only for rows at least half a floor off their usual level: no other row
+    can pass a test.
 
-    Either test also wants the change to happen on the day: the day is off the median of the
+    Each test also wants the change to happen on the day: the day is off the median of the
     ``STEP_DAYS`` days before it (carried along the slope) by at least half the change. A
     turn from growth to decline, or a drift, parts from the usual level a little every day,
     never in one step."""
@@ -362,7 +365,8 @@ def _test(m: _Metric, key: np.ndarray, one_guild: np.ndarray, floors: _Floors,
                            & floors.half(m.resid))
     spread = np.where(young[tried], m.young[tried], np.nan)
     grown = np.flatnonzero(mature[tried])
-    spread[grown] = MAD_SIGMA * _mad(m.distance, key, tried[grown], t.anomaly_window)
+    spread[grown] = MAD_SIGMA * _mad(m.distance, key, tried[grown],
+                                     SPREAD_WINDOWS * t.anomaly_window)
     m.spread[tried] = np.maximum(np.maximum(spread, one_guild[tried]), MIN_SPREAD)
     later, later_value, later_usual = _ahead(key, m, tried)
     step = _step(key, m, tried)
