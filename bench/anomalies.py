@@ -42,7 +42,7 @@ alarms per 1,000 quiet bot-days, no infinite score. Nothing is asserted here: te
 holds a smaller run to them, on the seed that was never used while tuning the detector.
 
     python bench/anomalies.py                          # 2,000 bots x 90 days, 10% with events
-    python bench/anomalies.py --bots 300 --days 60 --events 0.2 --seed 47 --json out.json
+    python bench/anomalies.py --bots 300 --days 60 --events 0.2 --seed 83 --json out.json
 """
 
 from __future__ import annotations
@@ -80,10 +80,10 @@ TARGETS = {"precision": 0.9, "recall": 0.9, "recall_near_floor": 0.8, "recall_yo
 HOLD_DAYS = 3  # a shipped level shift is told from a spike by its first 4 days
 YOUNG_DAYS = 21  # "a bot's first weeks": events this many days or fewer after its first day
 WINDOW_DAYS = 28  # [trends].anomaly_window: a restart within it makes the next one routine
-# The seeds the detector was tuned on (29 was held out first, then its misses were looked
-# at: it tuned too), and the one it never saw while tuning (the smoke test's).
+# The seeds the detector was tuned on (1 and 29; 29 and then 47 were held out first, and
+# their figures seen), and the one it never saw while tuning (the smoke test's).
 TUNING_SEED = 1
-HELD_OUT_SEED = 47
+HELD_OUT_SEED = 83
 
 
 def archive(directory: Path, bots: int, days: int, per_day: int, share: float,

@@ -185,6 +185,18 @@ def test_a_young_bots_usual_life_is_not_an_event(what: str, guilds: list[float])
     assert found(series("young", guilds)) == [], what
 
 
+def test_a_young_bots_spike_does_not_make_its_noise() -> None:
+    """A spike on a new bot's second day is two outlying day-to-day changes among a few: the
+    noise its next days are judged by is that of its other changes, so a step of +25% on its
+    10th day is seen."""
+    guilds = noisy(20000, 20, sd=0.01)
+    guilds[1] *= 3.0
+    guilds[9:] = [g * 1.25 for g in guilds[9:]]
+    rows = found(series("y", guilds))
+    assert [(r["kind"], r["day"]) for r in rows] == [("spike", d(1)), ("level_shift", d(9))]
+    assert rows[1]["evidence"] == "+25% on day 10 of its history"
+
+
 def test_a_young_bot_judges_a_fall_from_its_third_day() -> None:
     # Its first day may have been a spike: the second day's fall from it is not judged.
     guilds = noisy(1000, 30, sd=0.005)
@@ -221,6 +233,20 @@ def test_a_three_day_spike_is_a_spike_and_a_later_jump_its_own_event() -> None:
     assert [(r["kind"], r["day"], r["days"]) for r in rows] == [
         ("spike", d(40), 3), ("spike", d(47), 1)]
     assert rows[0]["evidence"].startswith("x3.0 against its usual ")
+
+
+def test_a_spike_of_two_days_is_judged_on_both() -> None:
+    """Near the floor, neither day of a two-day spike is 5 usual spreads off on its own; the
+    mean of the two, back the day after, is (its noise is that of two days, not one)."""
+    guilds = noisy(5000, 60, sd=0.04)
+    users = [g * 50 for g in guilds]
+    spiked = [u * 1.25 if i in (40, 41) else u for i, u in enumerate(users)]
+    (row,) = found(series("s", guilds, users=spiked))
+    assert (row["kind"], row["day"], row["days"]) == ("spike", d(40), 2)
+    assert row["score"] > T.anomaly_threshold and row["summary"].endswith("for 2 days")
+    for day in (40, 41):  # either day alone is not an event
+        alone = [u * 1.25 if i == day else u for i, u in enumerate(users)]
+        assert found(series("s", guilds, users=alone)) == []
 
 
 def test_a_spike_at_the_end_is_open_and_settles_later() -> None:

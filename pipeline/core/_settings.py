@@ -177,7 +177,7 @@ class TrendSettings:
 
     movers_min_guilds: int = 100  # a bot smaller than this at the window start is not a mover
     movers_top: int = 10  # gainers and losers kept per window and measure
-    anomaly_window: int = 28  # days before a day that tell its usual level and spread
+    anomaly_window: int = 28  # days before a day that tell its usual level (spread: twice)
     anomaly_threshold: float = 5.0  # an event is this many usual spreads off the usual level
     anomaly_min_days: int = 14  # fewer days of history than this: no event yet
     health_threshold: float = 80.0  # percent cpu/memory load that counts as a hot day

@@ -7,7 +7,8 @@ six-fold for a few days, guilds a little, commands with them, cpu load rises), a
 **outage** (no records for some days; the bot restarts when it comes back) and a
 **counter_reset** (``commands_executed`` starts over). A share of the spikes, drops and level
 shifts are **near the floor**: their size is 1 to 1.5 times the smallest change botstats'
-detector can report on that bot that day with its default settings (see :func:`floor`); the
+detector can report on that bot that day with its default settings (see :func:`floor`), the
+bot's size being what its earlier level shifts and drift left it at (:func:`moved`); the
 others are at least 1.5 times it, and a bot too small for any sensible change to pass its floor
 (a bot of one or two guilds) gets none: a detector must not see those. As
 many bots again drift slowly (a ramp over weeks): a **drift** is served as truth too, with
@@ -125,73 +126,95 @@ def floor(kind: str, up: bool, scale: Scale) -> float | None:
 def plan(seed: int, index: int, first_day: int, last_day: int, share: float,
          scale: Callable[[int], Scale] | None = None) -> tuple[Event, ...]:
     """The events of bot ``index`` whose records run from day ``first_day`` to ``last_day``;
-    ``scale`` gives the bot's size on a day, for the floors (without it, none is minded)."""
+    ``scale`` gives the bot's size on a day, for the floors (without it, none is minded). Each
+    event is sized, in day order, against the bot as the events before it left it (a level
+    shift or a drift moves the floors of the events after it: :func:`moved`)."""
     if share <= 0:
         return ()
     rng = Random(f"{seed}:events:{index}")
     lo, hi = first_day + FIRST_DAY, last_day - END_MARGIN_DAYS
-    events: list[Event] = []
+    drawn: list[_Draw] = []
     if rng.random() < share and hi - lo >= APART_DAYS:
-        taken: list[int] = []
         for _ in range(rng.choice((1, 1, 2, 3))):
             day = rng.randint(lo, hi)
-            if any(abs(day - other) < APART_DAYS for other in taken):
+            if any(abs(day - other.day) < APART_DAYS for other in drawn):
                 continue
             near = rng.random() < NEAR_FLOOR_SHARE
-            event = _event(rng, rng.choices(KINDS, KIND_WEIGHTS)[0], day,
-                           None if scale is None else scale(day), near)
-            if event is not None:
-                taken.append(day)
-                events.append(event)
+            drawn.append(_draw(rng, rng.choices(KINDS, KIND_WEIGHTS)[0], day, near))
+    events: list[Event] = []
     if rng.random() < share and last_day - first_day > 2 * SETTLE_DAYS:
         factor = rng.uniform(1.25, 1.7) if rng.random() < 0.5 else rng.uniform(0.6, 0.8)
         start = rng.randint(first_day + 7, last_day - SETTLE_DAYS)
         events.append(Event(DRIFT, start, rng.randint(20, 40), factor, factor, 0.0))
+    for d in sorted(drawn, key=lambda d: d.day):
+        event = _event(d, None if scale is None else moved(scale(d.day), tuple(events), d.day))
+        if event is not None:
+            events.append(event)
     return tuple(sorted(events, key=lambda e: (e.first_day, e.kind)))
 
 
-def _event(rng: Random, kind: str, day: int, scale: Scale | None, near: bool) -> Event | None:
-    """An event of ``kind`` on ``day`` of a bot of ``scale``: near its floor (1 to
-    NEAR_FLOOR_MAX times it) when ``near``, else of its drawn size but never nearer the floor
-    than that. None when no change of a sensible size (at most MAX_FACTOR) passes the floor:
-    a detector must not see those."""
+def moved(scale: Scale, events: tuple[Event, ...], day: int) -> Scale:
+    """The bot of ``scale`` on ``day`` as ``events`` (those before it) left it."""
+    now = effect(events, day)
+    return Scale(scale.guilds * now.guilds, scale.users * now.users, scale.noise)
+
+
+@dataclass(frozen=True)
+class _Draw:
+    """What an event draws from the bot's stream, before its size is set against the floor."""
+
+    kind: str
+    day: int
+    near: bool
+    factor: float = 1.0
+    days: int = 1
+    cpu: float = 0.0
+    draw: float = 1.0  # where in the near-floor band (1 to NEAR_FLOOR_MAX)
+
+
+def _draw(rng: Random, kind: str, day: int, near: bool) -> _Draw:
     if kind == "spike":
-        drawn = rng.uniform(2.0, 6.0)
-        days, cpu = rng.randint(1, 3), rng.uniform(10, 25)
-        users = _sized(rng, kind, drawn, scale, near)
-        if users is None:
-            return None
-        return Event(kind, day, days, users, 1 + 0.15 * (users - 1), cpu, near)
+        factor, days, cpu = rng.uniform(2.0, 6.0), rng.randint(1, 3), rng.uniform(10, 25)
+        return _Draw(kind, day, near, factor, days, cpu, rng.uniform(1.0, NEAR_FLOOR_MAX))
     if kind == "drop":
-        factor = rng.uniform(0.25, 0.6)
-        days = rng.randint(1, 2)
-        sized = _sized(rng, kind, factor, scale, near)
-        return None if sized is None else Event(kind, day, days, sized, sized, 0.0, near)
+        factor, days = rng.uniform(0.25, 0.6), rng.randint(1, 2)
+        return _Draw(kind, day, near, factor, days, draw=rng.uniform(1.0, NEAR_FLOOR_MAX))
     if kind == "level_shift":
-        up = rng.random() < 0.5
-        factor = rng.uniform(1.3, 2.2) if up else rng.uniform(0.45, 0.77)
-        sized = _sized(rng, kind, factor, scale, near)
-        if sized is None:
-            return None
-        return Event(kind, day, 1, sized, sized, 12 * math.log2(sized), near)
+        factor = rng.uniform(1.3, 2.2) if rng.random() < 0.5 else rng.uniform(0.45, 0.77)
+        return _Draw(kind, day, near, factor, draw=rng.uniform(1.0, NEAR_FLOOR_MAX))
     if kind == "outage":
-        return Event(kind, day, rng.randint(2, 6), 1.0, 1.0, 0.0)
-    return Event(kind, day, 1, 1.0, 1.0, 0.0)
+        return _Draw(kind, day, near, days=rng.randint(2, 6))
+    return _Draw(kind, day, near)
 
 
-def _sized(rng: Random, kind: str, factor: float, scale: Scale | None,
-           near: bool) -> float | None:
-    """``factor`` (a multiplier of users) against the floor of a bot of ``scale``: 1 to
-    NEAR_FLOOR_MAX times the floor away from 1 when ``near``, else at least NEAR_FLOOR_MAX times
+def _event(d: _Draw, scale: Scale | None) -> Event | None:
+    """The event ``d`` drew, on a bot of ``scale``: near its floor (1 to NEAR_FLOOR_MAX times
+    it) when ``d.near``, else of its drawn size but never nearer the floor than that. None when
+    no change of a sensible size (at most MAX_FACTOR) passes the floor: a detector must not see
+    those."""
+    if d.kind in ("outage", "counter_reset"):
+        return Event(d.kind, d.day, d.days, 1.0, 1.0, 0.0)
+    users = _sized(d, scale)
+    if users is None:
+        return None
+    if d.kind == "spike":
+        return Event(d.kind, d.day, d.days, users, 1 + 0.15 * (users - 1), d.cpu, d.near)
+    if d.kind == "drop":
+        return Event(d.kind, d.day, d.days, users, users, 0.0, d.near)
+    return Event(d.kind, d.day, 1, users, users, 12 * math.log2(users), d.near)
+
+
+def _sized(d: _Draw, scale: Scale | None) -> float | None:
+    """``d.factor`` (a multiplier of users) against the floor of a bot of ``scale``: 1 to
+    NEAR_FLOOR_MAX times the floor away from 1 when near, else at least NEAR_FLOOR_MAX times
     it; None when that is beyond MAX_FACTOR either way."""
-    draw = rng.uniform(1.0, NEAR_FLOOR_MAX)  # drawn always, so the stream does not depend on it
     if scale is None:
-        return factor
-    up = factor > 1
-    least = floor(kind, up, scale)
+        return d.factor
+    up = d.factor > 1
+    least = floor(d.kind, up, scale)
     if least is None or least * NEAR_FLOOR_MAX > math.log(MAX_FACTOR):
         return None
-    size = least * draw if near else max(abs(math.log(factor)), least * NEAR_FLOOR_MAX)
+    size = least * d.draw if d.near else max(abs(math.log(d.factor)), least * NEAR_FLOOR_MAX)
     return math.exp(size if up else -size)
 
 

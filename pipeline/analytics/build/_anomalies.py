@@ -6,8 +6,9 @@ For each bot and metric (users, guilds, commands per day), on y = log(1 + value)
   the bot's usual distance from that median (``center``: the median of that distance over the
   ``anomaly_window`` days before). A growing bot is usually above its recent median by its
   growth, so growth, decline and slow drifts are not events;
-- the **usual spread** is 1.4826 x the MAD of that distance over the same window (a normal
-  sigma), never below one guild of the bot (users and commands come in guild-sized lumps) nor
+- the **usual spread** is 1.4826 x the MAD of that distance over ``SPREAD_WINDOWS`` such windows
+  (a normal sigma; a MAD of 28 days misjudges a bot's noise by a fifth or more either way, and
+  a near-floor event is missed when it is judged too wide), never below one guild of the bot (users and commands come in guild-sized lumps) nor
   half a percent, so every score is finite and a flat series is not "infinitely" surprised;
 - a day with fewer than ``anomaly_min_days`` days of that distance (a bot's first weeks, or one
   that reports now and then) is judged on the days it has instead (:func:`_young`: users and
@@ -15,14 +16,19 @@ For each bot and metric (users, guilds, commands per day), on y = log(1 + value)
 - a day **jumps** when it is more than ``anomaly_threshold`` spreads off its usual level and the
   change passes the floors: ``anomaly_min_pct`` up or down, and ``anomaly_min_guilds`` /
   ``anomaly_min_users`` in absolute terms (commands per day, noisier, must double or halve,
-  and are not read on a reset day, the day after one or the day after a gap). A day **holds**
+  and are not read on a reset day, the day after one or the day after a gap). A day that
+  does not jump still **runs** when it and the next day or two are all on one side of its
+  usual level, each at least half the relative floor off, and the day after them is back by
+  half: a spike or a drop of 2 or 3 days, judged on the mean of its days (its score is the
+  mean's, x sqrt of the days; its change, the mean, must pass the floors), so a near-floor
+  event is not missed for one day's noise. A day **holds**
   when it and the ``HOLD_DAYS`` days after are all on one side of its usual level (projected),
   each at least half the relative floor off and half the step, with a mean score x 2 above the
   threshold and a median change past the floors: a step too small for one day's noise, but
-  lasting. Either test wants the change to happen on its day (``STEP_SHARE`` of it since the
+  lasting. Each test wants the change to happen on its day (``STEP_SHARE`` of it since the
   median of the ``STEP_DAYS`` days before): a turn or a levelling off parts from the usual level
   a little every day;
-- an **event** starts on a day that jumps or holds, of any metric, with none in the ``RUN_GAP``
+- an **event** starts on a day that jumps, runs or holds, of any metric, with none in the ``RUN_GAP``
   days before: one row, led by the metric that moved most (the others, the cpu load and a
   restart are in ``also``; what the judgement rests on in ``evidence``). It is a
   ``level_shift`` when it holds, else a ``spike`` or a ``drop`` lasting its consecutive days
@@ -33,8 +39,8 @@ bot that had reported the two days before it, dated on the day it reported again
 it known); a ``counter_reset`` is a restart of the command counter that is neither part of
 another event nor routine (the bot did not restart in the window before).
 
-The row of an event on day t reads only days t - window - LEVEL_DAYS - HOLD_DAYS .. t +
-HOLD_DAYS: an incremental run recomputes from HOLD_DAYS before its first changed day and looks
+The row of an event on day t reads only days t - SPREAD_WINDOWS x window - LEVEL_DAYS -
+HOLD_DAYS .. t + HOLD_DAYS: an incremental run recomputes from HOLD_DAYS before its first changed day and looks
 back :func:`lookback_days` (see _plan), and its rows equal a full build's.
 """
 
@@ -54,6 +60,7 @@ from ._jobs import MAD_SIGMA, MEAN_AD_SIGMA, MEDIAN_SE, bot_day_key
 METRICS = ("users", "guilds", "commands_executed")
 KINDS = ("spike", "drop", "level_shift", "outage", "counter_reset")
 LEVEL_DAYS = 7  # the usual level is the median of this many days before
+SPREAD_WINDOWS = 2  # the usual spread is that of this many anomaly windows before
 HOLD_DAYS = 3  # days after the first that tell a spike from a level shift
 # Commands per day swing with weekdays and bursts of use: only a doubling or a halving is an
 # event of their own.
@@ -64,6 +71,7 @@ MIN_SPREAD = 0.005  # the smallest usual spread, in log units (half a percent)
 # (5%, in log units), as if seen on YOUNG_PRIOR_DAYS more days.
 YOUNG_SPREAD = 0.05
 YOUNG_PRIOR_DAYS = 3
+YOUNG_CLIP = 4.0  # a change counts at most this many sigmas (of the changes' MAD) in its noise
 # Its slope: from YOUNG_SLOPE_DAYS days on, when more than YOUNG_SLOPE_SE standard errors.
 YOUNG_SLOPE_DAYS = 4
 YOUNG_SLOPE_SE = 3.0
@@ -85,7 +93,7 @@ ANOMALY_SCHEMA = pl.Schema({
 
 def lookback_days(t: TrendSettings) -> int:
     """Days before an event's first day that its row reads."""
-    return t.anomaly_window + LEVEL_DAYS + HOLD_DAYS
+    return SPREAD_WINDOWS * t.anomaly_window + LEVEL_DAYS + HOLD_DAYS
 
 
 def anomalies(daily: pl.LazyFrame, t: TrendSettings, *, since: date | None = None) -> pl.LazyFrame:
@@ -254,8 +262,9 @@ def _young(m: _Metric, key: np.ndarray, t: TrendSettings, needed: np.ndarray) ->
       one's zigzag is not taken for a slope;
     - the **level** is the median of the days of the last ``YOUNG_LEVEL_DAYS`` (all of them
       when none is that recent), each carried to the row's day along the slope;
-    - the **spread** of a day is the mean absolute deviation of the day-to-day changes
-      (scaled to one day's noise), pulled towards ``YOUNG_SPREAD`` as if that had been seen on
+    - the **spread** of a day is the mean absolute deviation of the day-to-day changes from
+      their median, each change at most ``YOUNG_CLIP`` sigmas of their MAD (a routine spike
+      among a few days is two outlying changes), scaled to one day's noise, pulled towards ``YOUNG_SPREAD`` as if that had been seen on
       ``YOUNG_PRIOR_DAYS`` more days: a few days say little about a bot's noise. A median of
       k days is itself uncertain, and so is a slope carried over days: the spread of the
       row's distance from the level is sqrt(1 + pi / 2k) wider, plus the slope's.
@@ -280,16 +289,20 @@ def _young(m: _Metric, key: np.ndarray, t: TrendSettings, needed: np.ndarray) ->
     if len(rows) == 0:
         return
     # One day's noise, from the changes between consecutive days with a value (per day: a
-    # gap's change is spread over it): their mean absolute deviation, which a few changes
-    # give more steadily than a MAD, scaled to a normal sigma of one day.
+    # gap's change is spread over it): their mean absolute deviation from their median, which
+    # a few changes give more steadily than a MAD, scaled to a normal sigma of one day. Each
+    # change counts at most YOUNG_CLIP times their MAD's sigma: a routine spike among a few
+    # days makes two changes of its size, and would make the noise for weeks.
     if (np.isnan(prior) & (np.arange(prior.shape[1])[None, :] < seen[:, None])).any():
         prior, days = _packed(prior, days)  # a day without a value amid the others
     with np.errstate(invalid="ignore", divide="ignore"):
         changes = (prior[:, :-1] - prior[:, 1:]) / (days[:, :-1] - days[:, 1:])
     count = np.count_nonzero(~np.isnan(changes), axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.nansum(changes, axis=1) / count
-        spread_of = np.nansum(np.abs(changes - mean[:, None]), axis=1) / count
+        dev = np.abs(changes - _median(changes, count)[:, None])
+        cap = YOUNG_CLIP * MAD_SIGMA * _median(dev, count)
+        cap = np.where(cap > 0, cap, np.inf)  # (most changes alike: no cap)
+        spread_of = np.nansum(np.minimum(dev, cap[:, None]), axis=1) / count
     noise = np.where(count > 1, MEAN_AD_SIGMA * spread_of / math.sqrt(2), 0.0)
     day_sd = np.sqrt((count * noise**2 + YOUNG_PRIOR_DAYS * YOUNG_SPREAD**2)
                      / (count + YOUNG_PRIOR_DAYS))
@@ -335,10 +348,11 @@ def _packed(values: np.ndarray, days: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 def _test(m: _Metric, key: np.ndarray, one_guild: np.ndarray, floors: _Floors,
           t: TrendSettings, needed: np.ndarray) -> None:
-    """Fill in the jump and hold tests of one ``needed`` metric. The spread is computed only
-    for rows at least half a floor off their usual level: no other row can pass a test.
+    """Fill in the jump (or run: :func:`_runs`) and hold tests of one ``needed`` metric. The
+    spread is computed only for rows at least half a floor off their usual level: no other row
+    can pass a test.
 
-    Either test also wants the change to happen on the day: the day is off the median of the
+    Each test also wants the change to happen on the day: the day is off the median of the
     ``STEP_DAYS`` days before it (carried along the slope) by at least half the change. A
     turn from growth to decline, or a drift, parts from the usual level a little every day,
     never in one step."""
@@ -351,7 +365,8 @@ def _test(m: _Metric, key: np.ndarray, one_guild: np.ndarray, floors: _Floors,
                            & floors.half(m.resid))
     spread = np.where(young[tried], m.young[tried], np.nan)
     grown = np.flatnonzero(mature[tried])
-    spread[grown] = MAD_SIGMA * _mad(m.distance, key, tried[grown], t.anomaly_window)
+    spread[grown] = MAD_SIGMA * _mad(m.distance, key, tried[grown],
+                                     SPREAD_WINDOWS * t.anomaly_window)
     m.spread[tried] = np.maximum(np.maximum(spread, one_guild[tried]), MIN_SPREAD)
     later, later_value, later_usual = _ahead(key, m, tried)
     step = _step(key, m, tried)
@@ -386,6 +401,46 @@ def _test(m: _Metric, key: np.ndarray, one_guild: np.ndarray, floors: _Floors,
             continue
         if abs(z4) > t.anomaly_threshold and floors.passed(middle, base[i] * math.expm1(middle)):
             m.hold[i], m.score[i], m.size[i] = True, z4, middle
+    _runs(m, tried, later, step, base[tried], floors, t.anomaly_threshold)
+
+
+def _runs(m: _Metric, tried: np.ndarray, later: np.ndarray, step: np.ndarray,
+          base: np.ndarray, floors: _Floors, threshold: float) -> None:
+    """The run test of the ``tried`` rows that did not jump (``later``, ``step`` and ``base``
+    are theirs): a spike or a drop of 2 to HOLD_DAYS days, all on the side of the first, each
+    at least half the relative floor off, back by half on the day after, judged on the mean
+    of its days. (A row that also holds keeps the hold's score and size.)"""
+    r, s = m.resid[tried], m.spread[tried]
+    sign = np.sign(r)
+    open_ = ~m.jump[tried]  # not decided yet: a longer run may still be one
+    found = np.zeros(len(tried), bool)
+    mean = np.zeros(len(tried))
+    days = np.zeros(len(tried), np.int64)
+    with np.errstate(invalid="ignore"):
+        for k in range(1, HOLD_DAYS):
+            run = np.column_stack([r, later[:, :k]])
+            open_ &= ~np.isnan(run).any(axis=1) & (np.sign(run) == sign[:, None]).all(axis=1)
+            open_ &= floors.half(run).all(axis=1)
+            now = run.mean(axis=1)
+            back = open_ & (sign * later[:, k] < np.abs(now) / 2)
+            relative = np.where(now > 0, now >= floors.up, -now >= floors.down)
+            passed = (back & (np.abs(now / s) * math.sqrt(k + 1) > threshold) & relative
+                      & (np.abs(base * np.expm1(now)) >= floors.absolute)
+                      & (np.isnan(step) | (sign * step >= STEP_SHARE * np.abs(now))))
+            found |= passed
+            mean = np.where(passed, now, mean)
+            days = np.where(passed, k, days)
+            open_ &= ~back
+    rows = tried[found]
+    m.jump[rows], m.off[rows] = True, days[found]
+    # The peak of the run's own days (those after it are back, or not part of it).
+    k_cols = np.arange(HOLD_DAYS + 1)[None, :] <= days[:, None]
+    whole = np.column_stack([r, later])
+    peak = np.where(sign > 0, np.nanmax(np.where(k_cols, whole, -np.inf), axis=1),
+                    np.nanmin(np.where(k_cols, whole, np.inf), axis=1))
+    score = np.abs(mean / s) * np.sqrt(days + 1) * sign
+    keep = found & ~m.hold[tried]
+    m.score[tried[keep]], m.size[tried[keep]] = score[keep], peak[keep]
 
 
 def _step(key: np.ndarray, m: _Metric, rows: np.ndarray) -> np.ndarray:
