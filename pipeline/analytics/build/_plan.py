@@ -25,8 +25,9 @@ from ._slices import BOTS_SQL, read_slice
 from ._window import FULL, Window
 
 # Part of the fingerprint of an export: a version of the datasets' columns and meaning. A run
-# whose fingerprint differs from the previous export's rebuilds everything.
-TRENDS_FORMAT = 4
+# whose fingerprint differs from the previous export's rebuilds everything (a change of what a
+# detector or a model finds counts: exports of two detectors would read as one).
+TRENDS_FORMAT = 5
 
 
 def lookback_days(t: TrendSettings) -> int:
