@@ -130,7 +130,7 @@ async def _harvest(
         finally:
             report.requests = client.stats.requests
             report.retries = client.stats.retries
-            await buffer.flush()
+            await buffer.flush(last=True)
     if buffer.refused is not None:
         raise buffer.refused
     refused = ""
