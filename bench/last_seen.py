@@ -176,7 +176,7 @@ def main() -> None:
             for how in LISTING:
                 r = {"bots": bots, "candidate": how, **measure(how, bots, args.hours, root)}
                 rows.append(r)
-                print(f"{bots:>8,} {how:<8} hourly: files {r['files_mb']:7.2f} MB, kernel "
+                print(f"{bots:>8,} {how:<11} hourly: files {r['files_mb']:7.2f} MB, kernel "
                       f"{r['kernel_mb']:7.2f} MB, {r['seconds']:5.2f} s; after {args.hours} h: "
                       f"read {r['read_after_s']:.3f} s, on disk {r['on_disk_mb']:7.1f} MB",
                       flush=True)
