@@ -10,8 +10,12 @@ the time to read every bot's `last_seen_at` once the archive has seen ``--hours`
 (before any compaction).
 
 - ``rewrite``: one `bots` table, every listed bot's row merged in each hour (botstats <= 0.3);
-- ``narrow`` (shipped): `bot_listing` rewritten only where the record changed, and
-  `bot_last_seen` (bot, time, run) merged each hour; `bots` a view that joins them;
+- ``narrow``: `bot_listing` rewritten only where the record changed, and `bot_last_seen` (bot,
+  time, run) merged with each batch; `bots` a view that joins them;
+- ``narrow-once`` (shipped): the same tables, the sightings merged once for the whole listing
+  (one commit and one file of ids instead of one a batch);
+- ``narrow-v2``: as ``narrow-once``, the files written in Parquet's format version 2 (delta
+  encodings: DuckLake's ``parquet_version`` option);
 - ``append``: `bot_listing` as above and a sighting row appended per bot and hour; `bots` a view
   taking each bot's newest sighting (until a compaction would fold them).
 
@@ -61,6 +65,12 @@ SCHEMAS = {
         "USING (bot_id)"],
 }
 
+SEEN_MERGE = ("MERGE INTO bot_last_seen AS t USING {source} AS n ON t.bot_id = n.bot_id WHEN "
+              "MATCHED THEN UPDATE SET last_seen_at = n.seen_at, run_id = n.run_id WHEN NOT "
+              "MATCHED THEN INSERT VALUES (n.bot_id, n.seen_at, n.run_id)")
+
+SCHEMA_OF = {"narrow-once": "narrow", "narrow-v2": "narrow"}
+
 # One batch of listed bots, each candidate's way (the harvester's MERGEs, as _writes has them).
 LISTING = {
     "rewrite": [
@@ -74,9 +84,7 @@ LISTING = {
         "t.bot_id = n.bot_id WHEN MATCHED THEN UPDATE SET raw = n.raw WHEN NOT MATCHED THEN "
         "INSERT (bot_id, name, raw, first_seen_at, run_id) VALUES (n.bot_id, n.name, n.raw, "
         "n.seen_at, n.run_id)",
-        "MERGE INTO bot_last_seen AS t USING batch AS n ON t.bot_id = n.bot_id WHEN MATCHED THEN "
-        "UPDATE SET last_seen_at = n.seen_at, run_id = n.run_id WHEN NOT MATCHED THEN INSERT "
-        "VALUES (n.bot_id, n.seen_at, n.run_id)"],
+        SEEN_MERGE.format(source="batch")],
     "append": [
         "MERGE INTO bot_listing AS t USING (SELECT n.* FROM batch n LEFT JOIN bot_listing o USING "
         "(bot_id) WHERE o.bot_id IS NULL OR o.raw::VARCHAR IS DISTINCT FROM n.raw) AS n ON "
@@ -85,6 +93,11 @@ LISTING = {
         "n.seen_at, n.run_id)",
         "INSERT INTO bot_seen SELECT bot_id, seen_at, run_id FROM batch"],
 }
+LISTING["narrow-once"] = LISTING["narrow-v2"] = LISTING["narrow"][:1]
+# After the listing's last batch, over every bot it listed (``listed``), in one transaction.
+AFTER = {"narrow-once": [SEEN_MERGE.format(source="listed")],
+         "narrow-v2": [SEEN_MERGE.format(source="listed")]}
+OPTIONS = {"narrow-v2": ["CALL archive.set_option('parquet_version', '2')"]}
 
 
 def written() -> int:
@@ -111,12 +124,16 @@ def directory(bots: int) -> pl.DataFrame:
 
 def listing(con: object, how: str, bots: pl.DataFrame, hour: int) -> None:
     seen = pl.datetime(2026, 10, 26, time_zone="UTC") + pl.duration(hours=hour)
+    listed = bots.with_columns(seen_at=seen, run_id=pl.lit(f"run-{hour:04d}"))
     for lo in range(0, bots.height, BATCH):
-        batch = bots.slice(lo, BATCH).with_columns(seen_at=seen,
-                                                   run_id=pl.lit(f"run-{hour:04d}"))
         con.execute("BEGIN TRANSACTION")  # type: ignore[attr-defined]
         for sql in LISTING[how]:
-            run_with_frames(con, sql, batch=batch)  # type: ignore[arg-type]
+            run_with_frames(con, sql, batch=listed.slice(lo, BATCH))  # type: ignore[arg-type]
+        con.execute("COMMIT")  # type: ignore[attr-defined]
+    if how in AFTER:
+        con.execute("BEGIN TRANSACTION")  # type: ignore[attr-defined]
+        for sql in AFTER[how]:
+            run_with_frames(con, sql, listed=listed.select("bot_id", "seen_at", "run_id"))  # type: ignore[arg-type]
         con.execute("COMMIT")  # type: ignore[attr-defined]
 
 
@@ -128,7 +145,7 @@ def measure(how: str, bots: int, hours: int, root: Path) -> dict[str, float]:
     listed = directory(bots)
     with store.holding_catalog(paths):
         con.execute("CALL archive.set_option('parquet_compression', 'zstd')")
-        for sql in SCHEMAS[how]:
+        for sql in OPTIONS.get(how, []) + SCHEMAS[SCHEMA_OF.get(how, how)]:
             con.execute(sql)
         listing(con, how, listed, 0)  # the first listing: every bot new
         files, kernel, started = files_bytes(paths.data), written(), time.perf_counter()
@@ -156,15 +173,14 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="botstats-last-seen-"))
     try:
         for bots in (int(b) for b in args.bots.split(",")):
-            for how in SCHEMAS:
+            for how in LISTING:
                 r = {"bots": bots, "candidate": how, **measure(how, bots, args.hours, root)}
                 rows.append(r)
-                print(f"{bots:>8,} {how:<8} hourly: files {r['files_mb']:7.2f} MB, kernel "
+                print(f"{bots:>8,} {how:<11} hourly: files {r['files_mb']:7.2f} MB, kernel "
                       f"{r['kernel_mb']:7.2f} MB, {r['seconds']:5.2f} s; after {args.hours} h: "
                       f"read {r['read_after_s']:.3f} s, on disk {r['on_disk_mb']:7.1f} MB",
                       flush=True)
-            shutil.rmtree(root / "rewrite", ignore_errors=True)
-            for how in SCHEMAS:
+            for how in LISTING:
                 shutil.rmtree(root / how, ignore_errors=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -147,16 +147,24 @@ def commits(settings: Settings) -> int:
 
 
 @pytest.mark.parametrize("advance", [0, 1], ids=["nothing new", "one new record a bot"])
-def test_a_run_commits_its_bots_in_batches_bounded_by_rows_not_by_the_directory(
+def test_a_run_commits_in_batches_bounded_by_rows_and_its_sightings_once(
         harvested: Harvested, monkeypatch: pytest.MonkeyPatch, advance: int) -> None:
     # An hourly run adds a record a bot or none: a bound on stat rows alone kept every bot's
-    # row until the run's end. 30 bots in batches of at most 8 bot rows: 4 commits at least.
+    # record until the run's end. 30 bots in batches of at most 8 bots with records: 4 commits
+    # at least when each has one. Bots listed as they were are only seen: their sightings are
+    # written together (one file of ids), and nothing new is one commit of them.
     monkeypatch.setattr(batch_module, "BATCH_BOT_ROWS", 8)
     harvested.svc.directory.advance(advance)
     before = commits(harvested.settings)
     report, _ = harvested.run()
     assert (report.status, report.stats_added) == ("complete", advance * BOTS)
-    assert commits(harvested.settings) - before >= 4
+    # Besides its batches a run commits its start, the fields it saw and its end (and its
+    # removals when a bot left: none here).
+    batches = commits(harvested.settings) - before - 3
+    assert batches >= 4 if advance else batches == 1
+    files = query(harvested.settings, "SELECT count(*) FROM ducklake_list_files("
+                  f"'{store.ALIAS}', 'bot_last_seen')")
+    assert files == [(1,)]
     assert_archive_equals_service(harvested.settings, harvested.svc.directory)
     assert_archive_has_no_duplicates(harvested.settings)
     seen = query(harvested.settings, "SELECT count(*) FROM bots WHERE run_id = ? AND "

@@ -21,7 +21,15 @@ from ._store import (
     writer,
 )
 from ._upkeep import Compaction, backup, compact, disk_bytes, restore
-from ._writes import CUSTOM_SCHEMA, STAT_SCHEMA, BotRow, Frames, held_rejects, write_batch
+from ._writes import (
+    CUSTOM_SCHEMA,
+    STAT_SCHEMA,
+    BotRow,
+    Frames,
+    held_rejects,
+    listing_changed,
+    write_batch,
+)
 
 __all__ = [
     "AdvisoryLocks",
@@ -50,6 +58,7 @@ __all__ = [
     "is_busy",
     "literal",
     "last_commit",
+    "listing_changed",
     "live_bots",
     "mark_removed",
     "Newest",

@@ -56,11 +56,15 @@ class Frames:
     snapshots: dict[str, list[dict[str, Any]]]
     distinct: bool = False  # no stat key twice (custom field names are unique per record)
     listed: dict[str, int] = field(default_factory=dict)
+    # Sightings (bot_id, last_seen_at) of bots listed by this and earlier batches of the run,
+    # written with this one (see _write_bots).
+    seen: pl.DataFrame | None = None
 
     @property
     def empty(self) -> bool:
         return not (self.stats.height or self.bots or self.rejects or self.errors or self.users
-                    or self.snapshots or self.listed)
+                    or self.snapshots or self.listed or (self.seen is not None
+                                                         and self.seen.height))
 
 
 def write_batch(con: duckdb.DuckDBPyConnection, f: Frames, report: RunCounts,
@@ -85,6 +89,8 @@ def _write(con: duckdb.DuckDBPyConnection, f: Frames, report: RunCounts, new_onl
     run_id = report.run_id
     if f.bots:
         report.bots_new += _write_bots(con, f.bots, run_id, now)
+    if f.seen is not None and f.seen.height:
+        _write_seen(con, f.seen, run_id)
     if f.stats.height or f.listed:
         added, updated = _write_stats(con, f, run_id, now, new_only and not retried, retried)
         report.stats_added += added
@@ -113,20 +119,15 @@ def _insert_snapshot(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict
 
 def _write_bots(con: duckdb.DuckDBPyConnection, rows: list[BotRow], run_id: str,
                 now: datetime) -> int:
-    """The listed bots: each one's sighting (``bot_last_seen``, one narrow row a bot), and its
-    record (``bot_listing``) only when it is new, changed, or back after a removal; how many
-    are new. ``bots`` is the view that joins the two (migration 009)."""
+    """The listed bots' records (``bot_listing``) where a bot is new, changed, or back after a
+    removal, with those bots' sightings (``bot_last_seen``, one narrow row a bot); how many are
+    new. ``bots`` is the view that joins the two (migration 009). The other bots' sightings
+    come later in :attr:`Frames.seen`: the run writes them together, in one file and one
+    commit rather than one a batch (docs/design.md, "Writes proportional to what is new"),
+    and a bot that is new or back is in ``bots`` as soon as its batch is."""
     # Frames are named apart from tables, so no SQL reads a frame where it means a table.
-    bots_in = pl.DataFrame(
-        {"bot_id": [r.bot_id for r in rows], "name": [r.name for r in rows],
-         "raw": [r.raw for r in rows]},
-        schema={"bot_id": pl.String, "name": pl.String, "raw": pl.String},
-    ).unique(subset="bot_id", keep="last")
-    changed = pl.DataFrame(run_with_frames(
-        con, "SELECT n.bot_id, o.bot_id IS NULL FROM bots_in AS n LEFT JOIN bot_listing AS o "
-        "USING (bot_id) WHERE o.bot_id IS NULL OR o.removed_at IS NOT NULL "
-        "OR o.name IS DISTINCT FROM n.name OR o.raw::VARCHAR IS DISTINCT FROM n.raw",
-        bots_in=bots_in), schema={"bot_id": pl.String, "new": pl.Boolean}, orient="row")
+    bots_in = _bots_frame(rows)
+    changed = _changed(con, bots_in)
     if changed.height:
         run_with_frames(
             con,
@@ -135,14 +136,44 @@ def _write_bots(con: duckdb.DuckDBPyConnection, rows: list[BotRow], run_id: str,
             "run_id = n.run_id WHEN NOT MATCHED THEN INSERT BY NAME",
             listing_in=bots_in.join(changed.select("bot_id"), on="bot_id", how="semi")
             .with_columns(first_seen_at=pl.lit(now), run_id=pl.lit(run_id)))
+        _write_seen(con, changed.select("bot_id").with_columns(last_seen_at=pl.lit(now)), run_id)
+    return int(changed["new"].sum())
+
+
+def listing_changed(con: duckdb.DuckDBPyConnection, rows: list[BotRow]) -> set[str]:
+    """Which of the listed bots ``rows`` a write would record in ``bot_listing``: new, changed,
+    or back after a removal (a read: the harvester keeps only those bots' rows to write)."""
+    return set(_changed(con, _bots_frame(rows))["bot_id"])
+
+
+def _bots_frame(rows: list[BotRow]) -> pl.DataFrame:
+    """Listed bots as a frame (bot_id, name, raw), each bot's last row."""
+    return pl.DataFrame(
+        {"bot_id": [r.bot_id for r in rows], "name": [r.name for r in rows],
+         "raw": [r.raw for r in rows]},
+        schema={"bot_id": pl.String, "name": pl.String, "raw": pl.String},
+    ).unique(subset="bot_id", keep="last")
+
+
+def _changed(con: duckdb.DuckDBPyConnection, bots_in: pl.DataFrame) -> pl.DataFrame:
+    """Of the listed bots ``bots_in`` (bot_id, name, raw), those ``bot_listing`` does not hold
+    as they are (bot_id, and whether it is new)."""
+    return pl.DataFrame(run_with_frames(
+        con, "SELECT n.bot_id, o.bot_id IS NULL FROM bots_in AS n LEFT JOIN bot_listing AS o "
+        "USING (bot_id) WHERE o.bot_id IS NULL OR o.removed_at IS NOT NULL "
+        "OR o.name IS DISTINCT FROM n.name OR o.raw::VARCHAR IS DISTINCT FROM n.raw",
+        bots_in=bots_in), schema={"bot_id": pl.String, "new": pl.Boolean}, orient="row")
+
+
+def _write_seen(con: duckdb.DuckDBPyConnection, seen: pl.DataFrame, run_id: str) -> None:
+    """Each bot's newest sighting (``seen``: bot_id, last_seen_at) by run ``run_id``; a row
+    this run wrote already (with its bot's record) is not written again."""
     run_with_frames(
         con,
         "MERGE INTO bot_last_seen AS t USING seen_in AS n ON t.bot_id = n.bot_id "
-        "WHEN MATCHED THEN UPDATE SET last_seen_at = n.last_seen_at, run_id = n.run_id "
-        "WHEN NOT MATCHED THEN INSERT BY NAME",
-        seen_in=bots_in.select("bot_id").with_columns(last_seen_at=pl.lit(now),
-                                                      run_id=pl.lit(run_id)))
-    return int(changed["new"].sum())
+        "WHEN MATCHED AND t.run_id IS DISTINCT FROM n.run_id THEN UPDATE SET "
+        "last_seen_at = n.last_seen_at, run_id = n.run_id WHEN NOT MATCHED THEN INSERT BY NAME",
+        seen_in=seen.unique(subset="bot_id", keep="last").with_columns(run_id=pl.lit(run_id)))
 
 
 def _write_stats(con: duckdb.DuckDBPyConnection, f: Frames, run_id: str, now: datetime,

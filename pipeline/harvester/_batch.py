@@ -6,6 +6,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from itertools import repeat
 from typing import Any, TypeVar
 
@@ -55,6 +56,11 @@ ERROR_CHARS = 300
 # bound on stat rows alone kept every bot's row until the run's end (docs/design.md).
 BATCH_BOT_ROWS = 8_192
 
+# Sightings of listed bots (an id and a time each) a run holds before it writes them with a
+# batch: every bot is seen every hour, and written a batch at a time their ids cost a data file
+# and a catalog commit per batch (docs/design.md, "Writes proportional to what is new").
+SEEN_ROWS = 131_072
+
 # The StatPage columns a batch takes as they are (bot_id is added, the same for a whole page).
 STAT_COLUMNS = [c for c in archive.STAT_SCHEMA if c != "bot_id"]
 
@@ -85,6 +91,10 @@ class Batch:
         # setting that fails the run (the message of its verdict).
         self.refused: IdsNotUnique | None = None
         self.dropped_for = ""
+        # Sightings (bot_id, last_seen_at) of listed bots whose rows were written or dropped,
+        # waiting for a write: see flush.
+        self._seen: list[pl.DataFrame] = []
+        self._seen_rows = 0
         self._reset()
 
     @property
@@ -122,10 +132,13 @@ class Batch:
 
     @property
     def full(self) -> bool:
-        """A buffer reached its bound in rows: stat rows ``batch_rows``, or bot rows, rejects
-        and errors ``BATCH_BOT_ROWS``."""
+        """A buffer reached its bound in rows: stat rows ``batch_rows``; listed bots, bots
+        with records, or those with rejects and errors ``BATCH_BOT_ROWS`` (of the listed bots
+        :meth:`flush` first keeps only those to write); or sightings ``SEEN_ROWS``."""
         return (len(self.stats["stat_id"]) >= self.batch_rows
-                or len(self.bots) + len(self.rejects) + len(self.errors) >= BATCH_BOT_ROWS)
+                or len(self.bots) >= BATCH_BOT_ROWS
+                or len(self._bot_ids) + len(self.rejects) + len(self.errors) >= BATCH_BOT_ROWS
+                or self._seen_rows >= SEEN_ROWS)
 
     def add_page(self, endpoint: str, bot_id: str, page: StatPage, *, checked: bool = True,
                  listed: int | None = None, again: bool = False) -> None:
@@ -184,7 +197,14 @@ class Batch:
         log.warning("%s failed: %s", endpoint, said)
         self.errors.append({"endpoint": endpoint, "bot_id": bot_id, "error": said})
 
-    async def flush(self) -> None:
+    async def flush(self, *, last: bool = False) -> None:
+        """Write what waits, in one transaction, unless it is only listed bots: of those the
+        ones whose listing changed are kept, the others become sightings (an hourly listing
+        shows every bot, and most are as they were), and what waits is written once a bound
+        is reached again. Sightings are written with a batch once they are ``SEEN_ROWS``, and
+        with the run's ``last`` one: one file of ids and one commit for a whole listing in
+        most runs, rather than one a batch (docs/design.md, "Writes proportional to what is
+        new")."""
         async with self._lock:
             await self.settle()
             if self.fields is not None and not self.halted:
@@ -194,15 +214,39 @@ class Batch:
                     self.dropped_for = verdict.message
             if self.halted:
                 self.drop_rows()
+                self._seen, self._seen_rows = [], 0
+            elif not last and len(self.bots) >= BATCH_BOT_ROWS:
+                await self._keep_changed_bots()
+                if not self.full:
+                    return
+            self._saw([r.bot_id for r in self.bots])
+            seen = None
+            if self._seen and (last or self._seen_rows >= SEEN_ROWS):
+                seen, self._seen, self._seen_rows = pl.concat(self._seen), [], 0
             frames = archive.Frames(
                 stats=frame_of(self.stats, archive.STAT_SCHEMA).with_columns(
                     _check=pl.Series(self.check, dtype=pl.Boolean)),
                 custom=frame_of(self.custom, archive.CUSTOM_SCHEMA),
                 bots=self.bots, rejects=self.rejects, errors=self.errors,
                 users=self.users, snapshots=self.snapshots, distinct=self.distinct,
-                listed=self.listed,
+                listed=self.listed, seen=seen,
             )
             self._reset()
             if frames.empty:
                 return
             await self.db.call(archive.write_batch, frames, self.report, self.new_only)
+
+    async def _keep_changed_bots(self) -> None:
+        """Of the listed bots waiting, keep the rows of those whose listing changed (new,
+        changed, back after a removal); the others are only seen."""
+        rows, self.bots = self.bots, []  # the lister goes on adding meanwhile
+        changed = await self.db.read(archive.listing_changed, rows)
+        self._saw([r.bot_id for r in rows if r.bot_id not in changed])
+        self.bots[:0] = [r for r in rows if r.bot_id in changed]
+
+    def _saw(self, bot_ids: list[str]) -> None:
+        """Listed bots, seen now: sightings to write."""
+        if bot_ids:
+            self._seen.append(pl.DataFrame({"bot_id": bot_ids}, schema={"bot_id": pl.String})
+                              .with_columns(last_seen_at=pl.lit(datetime.now(UTC))))
+            self._seen_rows += len(bot_ids)

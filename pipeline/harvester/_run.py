@@ -130,20 +130,19 @@ async def _harvest(
         finally:
             report.requests = client.stats.requests
             report.retries = client.stats.retries
-            await buffer.flush()
+            await buffer.flush(last=True)
     if buffer.refused is not None:
         raise buffer.refused
     refused = ""
     if report.listing_complete and not stop.is_set() and not buffer.halted:
-        verdict = judge_removals(known_live, await db.call(archive.live_bots, report.shard,
-                                                           report.started_at),
-                                 report.bots_seen, settings.harvest.max_removed_share,
-                                 options.accept_removals)
-        if verdict.believed:
-            report.bots_removed = await db.call(archive.mark_removed, report)
-        else:
+        removing = await db.call(archive.live_bots, report.shard, report.started_at)
+        verdict = judge_removals(known_live, removing, report.bots_seen,
+                                 settings.harvest.max_removed_share, options.accept_removals)
+        if not verdict.believed:
             refused = verdict.message
             log.warning("removals not believed: %s", refused)
+        elif removing:  # none: no commit (about 100 KB of catalog)
+            report.bots_removed = await db.call(archive.mark_removed, report)
     # A run that wrote no record (failed for a setting) saw the fields of records it refused.
     seen = {} if buffer.halted else buffer.tally.fields
     drift = await db.call(note_fields, report, seen, datetime.now(UTC))
