@@ -269,8 +269,8 @@ class ExportBatch:
         """Write one partition aside unless its bytes equal ``old``'s (then None); its
         manifest entry otherwise."""
         target = self.export_dir / relpath
+        level = WEEK_ZSTD_LEVEL if time_column == "week" else None
         if isinstance(part, pl.DataFrame):
-            level = WEEK_ZSTD_LEVEL if time_column == "week" else None
             data = _parquet_bytes(part, self.compression, where=where, level=level)
             digest, size = hashlib.sha256(data).hexdigest(), len(data)
             if _same(old, target, digest, size):
@@ -278,7 +278,7 @@ class ExportBatch:
             self._write_aside(target, data)
             rows, (lo, hi) = part.height, _date_range(part, time_column)
         else:
-            tmp = self._sink_aside(target, part, where=where)
+            tmp = self._sink_aside(target, part, where=where, level=level)
             digest, size = _file_digest(tmp)
             if _same(old, target, digest, size):
                 self._discard(target)
@@ -288,14 +288,15 @@ class ExportBatch:
                 "sha256": digest, "bytes": size, "run_id": self.run_id,
                 "written_at": self.written_at.isoformat()}
 
-    def _sink_aside(self, target: Path, part: pl.LazyFrame, *, where: str) -> Path:
+    def _sink_aside(self, target: Path, part: pl.LazyFrame, *, where: str,
+                    level: int | None = None) -> Path:
         tmp = aside(target, self.run_id)
         self._pending.append(_Pending(tmp, target))
         try:
             tmp.parent.mkdir(parents=True, exist_ok=True)
             # [exports].compression is a str the settings check against polars' codec names.
             part.sink_parquet(tmp, compression=self.compression,  # type: ignore[call-overload]
-                              compression_level=_level(self.compression),
+                              compression_level=_zstd_level(self.compression, level),
                               row_group_size=ROW_GROUP_ROWS)
             with tmp.open("rb+") as fh:
                 os.fsync(fh.fileno())
@@ -664,15 +665,20 @@ def _level(compression: str) -> int | None:
     return ZSTD_LEVEL if compression == "zstd" else None
 
 
+def _zstd_level(compression: str, level: int | None) -> int | None:
+    """``level`` where it applies (zstd), else :func:`_level`'s."""
+    return level if level is not None and compression == "zstd" else _level(compression)
+
+
 def _parquet_bytes(frame: pl.DataFrame, compression: str, *, where: str,
                    level: int | None = None) -> bytes:
     """``level``: zstd's, instead of :data:`ZSTD_LEVEL` (other codecs ignore it)."""
     buf = io.BytesIO()
-    zstd_level = _level(compression) if level is None or compression != "zstd" else level
     try:
         # [exports].compression is a str the settings check against polars' codec names.
         frame.write_parquet(buf, compression=compression,  # type: ignore[arg-type]
-                            compression_level=zstd_level, row_group_size=ROW_GROUP_ROWS)
+                            compression_level=_zstd_level(compression, level),
+                            row_group_size=ROW_GROUP_ROWS)
     except pl.exceptions.PolarsError as exc:
         raise ExportError(f"cannot encode {where} as parquet: {exc}") from exc
     return buf.getvalue()
