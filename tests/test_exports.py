@@ -156,6 +156,24 @@ def test_compact_merges_the_days_of_settled_months(trends_built: Settings) -> No
     assert compact_exports(trends_built).months == ()  # and a second run has nothing to do
 
 
+def test_compact_drops_the_forecasts_a_newer_one_superseded(trends_built: Settings) -> None:
+    # alpha reports again on 20 March: its forecast as of then is written beside the one as of
+    # 3 February, which stays until February (settled by then) is merged.
+    write_trend_archive(trends_built, [
+        ("alpha", "2025-03-20 12:00:00+00", 3100, 310, 1, 50.0, 40.0, 400)])
+    build_trends(trends_built)
+
+    def as_of() -> dict[str, list[str]]:
+        frame = load_dataset(trends_built, "bot_forecast")
+        return {bot: sorted({str(d) for d in frame.filter(pl.col("bot_id") == bot)["as_of"]})
+                for bot in ("alpha", "beta")}
+
+    assert as_of() == {"alpha": ["2025-02-03", "2025-03-20"], "beta": ["2025-02-03"]}
+    done = compact_exports(trends_built)
+    assert "bot_forecast/month=2025-02" in done.months
+    assert as_of() == {"alpha": ["2025-03-20"], "beta": ["2025-02-03"]}
+
+
 def test_a_crash_while_exporting_leaves_the_previous_export(
     trends_built: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -240,6 +240,9 @@ class ExportBatch:
             entry = self._stage_part(rows, _relpath(name, month), None, time_column,
                                      where=f"{name}/{month}")
             assert entry is not None
+            if not entry["rows"]:  # every row of it was superseded: no file for the month
+                self._discard(self.export_dir / _relpath(name, month))
+                continue
             entries.append({"partition": month, **entry})
             written.append(month)
         return self._record(name, previous, entries, written,
