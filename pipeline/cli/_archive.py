@@ -22,6 +22,7 @@ from ._base import (
 from ._options import common_options, settings_from_flags, shard_option
 
 if TYPE_CHECKING:
+    from ..alerts import AlertsReport
     from ..core import Shard
 
 
@@ -55,10 +56,15 @@ def harvest_cmd(full: bool, accept_removals: bool, progress: bool, as_json: bool
     options = HarvestOptions(full=full, accept_removals=accept_removals, shard=shard)
     report = harvesting(progress, lambda stop, on_progress: locked_harvest(
         settings, options, stop=stop, on_progress=on_progress))
-    told = tell_harvest(settings, report)
-    if told is not None and told.summary():
-        click.echo(told.summary(), err=True)
+    _say_told(tell_harvest(settings, report))
     report_and_exit(report, as_json, lambda r: stderr_console().print(harvest_summary(r)))
+
+
+def _say_told(told: AlertsReport | None) -> None:
+    """What a job's alerts delivered or not, on stderr (nothing when there was nothing)."""
+    line = told.summary() if told is not None else ""
+    if line:
+        click.echo(line, err=True)
 
 
 def _age_option(_ctx: click.Context, _param: click.Parameter,
@@ -215,9 +221,7 @@ def trends_cmd(out_dir: str | None, full: bool, as_json: bool) -> None:
     settings = settings_from_flags(**{"exports.dir": out_dir})
     setup_logging(settings)
     report = locked_trends(settings, full=full)
-    told = tell_trends(settings)
-    if told is not None and told.summary():
-        click.echo(told.summary(), err=True)
+    _say_told(tell_trends(settings))
     print_result(report, as_json, report.summary)
 
 

@@ -30,6 +30,7 @@ import dataclasses
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -363,29 +364,35 @@ def tell_harvest(settings: Settings, report: HarvestReport) -> AlertsReport | No
     """What a harvest on its own (`botstats harvest`, the scheduler's harvest job) calls for,
     told as after `botstats run` (its status, a recovery, the exports' events and milestones),
     under the trends lock once the harvest is committed. None when no destination is set."""
-    if not settings.alerts.destinations or report.status == RunStatus.INTERRUPTED:
+    if report.status == RunStatus.INTERRUPTED:
         return None
-    from ..alerts import AlertsReport, RunOutcome, notify_run
+    from ..alerts import RunOutcome, notify_run
 
     outcome = RunOutcome(report.run_id, report.status, report.message, report.started_at,
                          report.shard)
-    try:
-        with run_lock(settings, "alerts", scope=TRENDS_SCOPE, run_id=report.run_id):
-            return notify_run(settings, settings.alerts, outcome)
-    except LockTimeout as exc:
-        return AlertsReport(error=f"another job kept the trends lock: {exc}")
+    return _tell_alone(settings, lambda: notify_run(settings, settings.alerts, outcome),
+                       report.run_id)
 
 
 def tell_trends(settings: Settings) -> AlertsReport | None:
     """What a trends build on its own (`botstats trends`, the scheduler's trends job) calls
     for: the events and milestones of the exports it wrote. None when no destination is set."""
+    from ..alerts import notify_data
+
+    return _tell_alone(settings, lambda: notify_data(settings, settings.alerts))
+
+
+def _tell_alone(settings: Settings, tell: Callable[[], AlertsReport],
+                run_id: str | None = None) -> AlertsReport | None:
+    """``tell()`` under the trends lock, the one every run's alerts take (a job on its own
+    holds none by then); None when no destination is set."""
     if not settings.alerts.destinations:
         return None
-    from ..alerts import AlertsReport, notify_data
+    from ..alerts import AlertsReport
 
     try:
-        with run_lock(settings, "alerts", scope=TRENDS_SCOPE):
-            return notify_data(settings, settings.alerts)
+        with run_lock(settings, "alerts", scope=TRENDS_SCOPE, run_id=run_id):
+            return tell()
     except LockTimeout as exc:
         return AlertsReport(error=f"another job kept the trends lock: {exc}")
 

@@ -663,14 +663,12 @@ def _day(text: str) -> date:
     return date.fromisoformat(text[:10])
 
 
-def _level(compression: str) -> int | None:
-    # zstd level 1 rather than the default 3, for write speed (bench/micro.py measures both).
-    return ZSTD_LEVEL if compression == "zstd" else None
-
-
-def _zstd_level(compression: str, level: int | None) -> int | None:
-    """``level`` where it applies (zstd), else :func:`_level`'s."""
-    return level if level is not None and compression == "zstd" else _level(compression)
+def _zstd_level(compression: str, level: int | None = None) -> int | None:
+    """zstd's level: ``level`` when given, else :data:`ZSTD_LEVEL`, level 1 rather than the
+    default 3 for write speed (bench/micro.py measures both); None for the other codecs."""
+    if compression != "zstd":
+        return None
+    return ZSTD_LEVEL if level is None else level
 
 
 def _parquet_bytes(frame: pl.DataFrame, compression: str, *, where: str,
