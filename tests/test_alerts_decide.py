@@ -6,9 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 
-from pipeline.alerts._alert import Alert, LockHolder, RunOutcome, event
+from pipeline.alerts._alert import Alert, Anomaly, Bot, LockHolder, RunOutcome, Runs, event
 from pipeline.alerts._decide import Facts, Plan, decide
-from pipeline.alerts._facts import Runs
 from pipeline.alerts._ledger import Entry, Memory
 from pipeline.core import AlertSettings, Destination, Shard
 
@@ -111,7 +110,8 @@ def test_a_partial_run_then_a_failed_one_is_one_condition_told_as_it_gets_worse(
 
 def test_each_destination_gets_only_the_kinds_it_takes() -> None:
     cron = Cron()
-    spike = event("42", "MegaMusic", date(2026, 11, 23), "spike", "users x4.1 for 1 day", 4.3, None)
+    spike = event(Bot("42", "MegaMusic"),
+                  Anomaly(date(2026, 11, 23), "spike", "users x4.1 for 1 day", 4.3, None))
     plan = cron.run("failed", events=(spike,))
     assert told(plan) == {"ops": ["botstats run failed"],
                           "analysts": ["MegaMusic: users x4.1 for 1 day"]}
@@ -122,26 +122,31 @@ def test_each_destination_gets_only_the_kinds_it_takes() -> None:
 
 def test_events_of_one_run_are_one_alert_each_told_once() -> None:
     cron = Cron()
-    events = tuple(event(str(i), f"Bot{i}", date(2026, 11, 23), "drop", "guilds -40% for 1 day",
-                         4.0 + i / 10, None) for i in range(5))
+    events = tuple(event(Bot(str(i), f"Bot{i}"),
+                         Anomaly(date(2026, 11, 23), "drop", "guilds -40% for 1 day",
+                                 4.0 + i / 10, None))
+                   for i in range(5))
     plan = cron.run("complete", events=events)
     assert [a.key for a in plan.sends["analysts"]] == [f"event:{i}:2026-11-23" for i in range(5)]
     assert told(cron.run("complete", events=events)) == {}
-    new = event("9", "Bot9", date(2026, 11, 24), "spike", "users x3.0 for 1 day", 5.0, None)
+    new = event(Bot("9", "Bot9"),
+                Anomaly(date(2026, 11, 24), "spike", "users x3.0 for 1 day", 5.0, None))
     assert told(cron.run("complete", events=(*events, new))) == {
         "analysts": ["Bot9: users x3.0 for 1 day"]}
 
 
 def test_a_destination_down_is_tried_again_by_the_next_runs_then_given_up() -> None:
     cron = Cron()
-    spike = event("42", "MegaMusic", date(2026, 11, 23), "spike", "users x4.1 for 1 day", 4.3, None)
+    spike = event(Bot("42", "MegaMusic"),
+                  Anomaly(date(2026, 11, 23), "spike", "users x4.1 for 1 day", 4.3, None))
     plan = cron.run("complete", events=(spike,), down=("analysts",))
     assert told(plan) == {"analysts": ["MegaMusic: users x4.1 for 1 day"]}
     assert told(cron.run("complete", events=(spike,))) == {
         "analysts": ["MegaMusic: users x4.1 for 1 day"]}  # delivered by the next run
     assert told(cron.run("complete", events=(spike,))) == {}
     # Down for longer than [alerts].give_up_after: tried every run, then given up, once.
-    other = event("7", "Other", date(2026, 11, 24), "drop", "users -50% for 1 day", 4.5, None)
+    other = event(Bot("7", "Other"),
+                  Anomaly(date(2026, 11, 24), "drop", "users -50% for 1 day", 4.5, None))
     for _ in range(72):
         assert told(cron.run("complete", events=(other,), down=("analysts",))) == {
             "analysts": ["Other: users -50% for 1 day"]}

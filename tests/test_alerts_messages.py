@@ -9,7 +9,16 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from pipeline.alerts._alert import Alert, RunOutcome, event, failure, reached
+from pipeline.alerts._alert import (
+    Alert,
+    Anomaly,
+    Bot,
+    Milestone,
+    RunOutcome,
+    event,
+    failure,
+    reached,
+)
 from pipeline.alerts._messages import discord, email, headline, render, slack, webhook
 
 NOW = datetime(2026, 11, 24, 10, 0, tzinfo=UTC)
@@ -18,8 +27,9 @@ HOSTILE = "@everyone **Free Nitro** [click](http://evil.example) <@&123> `x` > q
 
 
 def events(n: int, name: str = "MegaMusic") -> list[Alert]:
-    return [event(str(i), f"{name} {i}", date(2026, 11, 23), "spike",
-                  f"users x{2 + i % 7}.1 for 1 day", 4.0 + i / 100, "guilds +20%, cpu +15 points")
+    return [event(Bot(str(i), f"{name} {i}"),
+                  Anomaly(date(2026, 11, 23), "spike", f"users x{2 + i % 7}.1 for 1 day",
+                          4.0 + i / 100, "guilds +20%, cpu +15 points"))
             for i in range(n)]
 
 
@@ -80,7 +90,7 @@ def test_a_discord_message_of_one_run() -> None:
 
 
 def test_a_hostile_bot_name_is_shown_literally_and_pings_no_one() -> None:
-    alert = reached("1", HOSTILE, "guilds", 10_000, date(2026, 11, 23), 10_250)
+    alert = reached(Bot("1", HOSTILE), Milestone("guilds", 10_000), date(2026, 11, 23), 10_250)
     (d,) = discord([alert], PLACE, NOW)
     assert d.body is not None
     text = d.body["content"] + d.body["embeds"][0]["description"]

@@ -4,14 +4,16 @@ An :class:`Alert` is one thing to tell: a run that failed, a condition that goes
 event of a bot, a milestone. Its ``key`` names the thing, the same on every run that sees it,
 so the ledger can tell each thing once; its ``title`` and ``lines`` are the words, in bot names,
 that every destination's format lays out its own way. The functions below write those words
-from the facts (``_facts``); they do no I/O and decide nothing.
+from the facts (``_facts`` reads them into the values here: a run's outcome, the lock's holder,
+the shard's runs, a bot's anomaly, a milestone and a forecast's pace); they do no I/O and decide
+nothing.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 from datetime import date, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..core import Shard
 
@@ -88,6 +90,55 @@ class LockHolder:
                 f"{self.host or '?'}")
 
 
+@dataclass(frozen=True)
+class Runs:
+    """The shard's runs as far as alerts care: the latest complete one (its id and end), the
+    first failed or partial one after it (its id and start), how many failed or partial runs
+    there have been since, the first run of all, and the latest run in words."""
+
+    last_complete: tuple[str, datetime] | None = None
+    first_failing: tuple[str, datetime] | None = None
+    failing_runs: int = 0
+    first_run_at: datetime | None = None
+    latest: str = ""
+
+
+class Bot(NamedTuple):
+    """A bot as its alerts name it: its id, and its name (the id when it has none)."""
+
+    bot_id: str
+    name: str
+
+
+class Anomaly(NamedTuple):
+    """One event of a bot in the anomaly export: its day, kind, summary, severity, and what
+    else moved with it (None: nothing)."""
+
+    day: date
+    kind: str
+    summary: str
+    severity: float
+    also: str | None
+
+
+class Milestone(NamedTuple):
+    """A size of a metric that a watched bot is told about reaching ([alerts].milestones)."""
+
+    metric: str
+    size: int
+
+
+class Pace(NamedTuple):
+    """A forecast that a bot reaches a milestone: the median path's day, the 80% band's first
+    and last days (None: beyond the forecast), and the value it goes from, on ``as_of``."""
+
+    day: date
+    earliest: date | None
+    latest: date | None
+    value: float
+    as_of: date
+
+
 def span(delta: timedelta) -> str:
     """'2d 3h', '5h 12m', '40m', '12s': the two largest units."""
     seconds = max(0, int(delta.total_seconds()))
@@ -134,18 +185,20 @@ def failure(run: RunOutcome, since: datetime, first_run: str, failing_runs: int,
                  facts={"run_id": run.run_id, "status": run.status, "failing_runs": failing_runs})
 
 
-def stale(shard: Shard, last_complete: tuple[str, datetime] | None, since: datetime,
-          limit: timedelta, latest: str, now: datetime) -> Alert:
-    """No complete harvest within ``limit`` (``[alerts].stale_after``)."""
+def stale(shard: Shard, runs: Runs, since: datetime, limit: timedelta, now: datetime) -> Alert:
+    """No complete harvest of ``shard`` within ``limit`` (``[alerts].stale_after``): none since
+    ``since`` (the latest complete run's end, else the first run's start)."""
+    last_complete = runs.last_complete
     if last_complete is None:
-        ref, first = "never", f"no harvest has completed in this archive (runs since {stamp(since)})"
+        ref = "never"
+        first = f"no harvest has completed in this archive (runs since {stamp(since)})"
     else:
         ref, first = last_complete[0], (f"the latest complete harvest finished "
                                         f"{stamp(last_complete[1])}, {span(now - since)} ago")
     title = (f"botstats archive stale{_shard_note(shard)}: no complete harvest for "
              f"{span(now - since)}")
     lines = [first, f"limit: [alerts].stale_after = {span(limit)}",
-             f"latest run: {latest}" if latest else "",
+             f"latest run: {runs.latest}" if runs.latest else "",
              "fix: check that cron runs `botstats run`; `botstats status` shows why runs ended"]
     key = scoped(f"stale:{ref}", shard)
     return Alert("stale", key, title, tuple(line for line in lines if line), incident=key,
@@ -184,33 +237,36 @@ def resolved(told: Alert, run_id: str | None, now: datetime) -> Alert:
                         "was": told.kind})
 
 
-def event(bot_id: str, name: str, day: date, kind: str, summary: str, severity: float,
-          also: str | None) -> Alert:
+def event(bot: Bot, anomaly: Anomaly) -> Alert:
     """An anomaly event, in the bot's name: "MegaMusic: users x4.1 for 1 day"."""
+    day, kind, summary, severity, also = anomaly
     detail = f"{day}, {kind.replace('_', ' ')}, severity {severity:.1f}"
     if also:
         detail += f"; also {also}"
-    return Alert("event", f"event:{bot_id}:{day}", f"{name}: {summary}", (clip(detail),),
-                 bot_id=bot_id, name=name, severity=severity,
+    return Alert("event", f"event:{bot.bot_id}:{day}", f"{bot.name}: {summary}", (clip(detail),),
+                 bot_id=bot.bot_id, name=bot.name, severity=severity,
                  facts={"day": str(day), "event": kind, "summary": summary})
 
 
-def reached(bot_id: str, name: str, metric: str, size: int, day: date, value: float) -> Alert:
-    """A watched bot crossed a size."""
-    return Alert("milestone", f"milestone:{bot_id}:{metric}:{size}:reached",
-                 f"{name} reached {size:,} {metric}",
-                 (f"on {day}; {value:,.0f} {metric} now",), bot_id=bot_id, name=name,
+def reached(bot: Bot, mark: Milestone, day: date, value: float) -> Alert:
+    """A watched bot crossed a size on ``day``, and is at ``value`` now."""
+    metric, size = mark
+    return Alert("milestone", f"milestone:{bot.bot_id}:{metric}:{size}:reached",
+                 f"{bot.name} reached {size:,} {metric}",
+                 (f"on {day}; {value:,.0f} {metric} now",), bot_id=bot.bot_id, name=bot.name,
                  facts={"metric": metric, "size": size, "day": str(day), "value": value})
 
 
-def on_pace(bot_id: str, name: str, metric: str, size: int, day: date, earliest: date | None,
-            latest: date | None, value: float, as_of: date) -> Alert:
+def on_pace(bot: Bot, mark: Milestone, pace: Pace) -> Alert:
     """A watched bot forecast to cross a size soon (from ``bot_forecast``)."""
-    band = f"80%: {earliest or '?'} to {latest or 'later'}"
-    return Alert("milestone", f"milestone:{bot_id}:{metric}:{size}:forecast",
-                 f"{name} is on pace to reach {size:,} {metric} around {day}",
-                 (f"{band}; {value:,.0f} {metric} on {as_of}",), bot_id=bot_id, name=name,
-                 facts={"metric": metric, "size": size, "day": str(day), "value": value})
+    metric, size = mark
+    band = f"80%: {pace.earliest or '?'} to {pace.latest or 'later'}"
+    return Alert("milestone", f"milestone:{bot.bot_id}:{metric}:{size}:forecast",
+                 f"{bot.name} is on pace to reach {size:,} {metric} around {pace.day}",
+                 (f"{band}; {pace.value:,.0f} {metric} on {pace.as_of}",), bot_id=bot.bot_id,
+                 name=bot.name,
+                 facts={"metric": metric, "size": size, "day": str(pace.day),
+                        "value": pace.value})
 
 
 def sample(destination: str, now: datetime) -> Alert:

@@ -27,8 +27,7 @@ from datetime import datetime, timedelta
 
 from ..core import AlertSettings, Destination, Shard, parse_duration
 from . import _alert as words
-from ._alert import Alert, LockHolder, RunOutcome
-from ._facts import Runs
+from ._alert import Alert, LockHolder, RunOutcome, Runs
 from ._ledger import Entry, Memory
 
 
@@ -82,8 +81,7 @@ def conditions(facts: Facts, config: AlertSettings) -> list[Alert]:
         shard = run.shard if run is not None else facts.shard
         since = runs.last_complete[1] if runs.last_complete else runs.first_run_at
         if since is not None and now - since >= stale_after:
-            out.append(words.stale(shard, runs.last_complete, since, stale_after, runs.latest,
-                                   now))
+            out.append(words.stale(shard, runs, since, stale_after, now))
     lock_after = _duration(config.lock_after)
     if facts.holder is not None and lock_after is not None \
             and now - facts.holder.since >= lock_after:

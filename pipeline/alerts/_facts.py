@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -22,26 +21,13 @@ import polars as pl
 from .. import analytics
 from ..core import AlertSettings, BotstatsError, Settings, Shard
 from . import _alert as words
-from ._alert import Alert, LockHolder, RunOutcome
+from ._alert import Alert, Anomaly, Bot, LockHolder, Milestone, Pace, RunOutcome, Runs
 
 log = logging.getLogger("botstats.alerts")
 
 # The most events one run tells (the most severe first); the rest are told by the next runs,
 # while they stay within [alerts].event_days.
 MAX_EVENTS = 50
-
-
-@dataclass(frozen=True)
-class Runs:
-    """The shard's runs as far as alerts care: the latest complete one (its id and end), the
-    first failed or partial one after it (its id and start), how many failed or partial runs
-    there have been since, the first run of all, and the latest run in words."""
-
-    last_complete: tuple[str, datetime] | None = None
-    first_failing: tuple[str, datetime] | None = None
-    failing_runs: int = 0
-    first_run_at: datetime | None = None
-    latest: str = ""
 
 
 def read_runs(con: duckdb.DuckDBPyConnection, run: RunOutcome | None, shard: Shard) -> Runs:
@@ -124,8 +110,8 @@ def read_events(settings: Settings, alerts: AlertSettings, today: date) -> list[
         log.debug("no events to tell: %s", exc)
         return []
     names = _names(settings)
-    return [words.event(bot, names.get(bot, bot), day, kind, summary, severity, also)
-            for bot, day, kind, summary, severity, also in frame.iter_rows()]
+    return [words.event(Bot(bot, names.get(bot, bot)), Anomaly(*found))
+            for bot, *found in frame.iter_rows()]
 
 
 def read_milestones(settings: Settings, alerts: AlertSettings, today: date) -> list[Alert]:
@@ -143,40 +129,51 @@ def read_milestones(settings: Settings, alerts: AlertSettings, today: date) -> l
         log.debug("no milestones to tell: %s", exc)
         return []
     names = _names(settings)
+    since = today - timedelta(days=alerts.event_days)
     out = []
-    for bot in watch:
-        mine = daily.filter(pl.col("bot_id") == bot)
+    for bot_id in watch:
+        bot = Bot(bot_id, names.get(bot_id, bot_id))
+        mine = daily.filter(pl.col("bot_id") == bot_id)
         for metric, size in sizes:
-            series = [(d, v) for d, v in mine.select("day", metric).iter_rows() if v is not None]
-            found = _milestone(settings, alerts, bot, names.get(bot, bot), metric, size,
-                               series, today)
+            mark = Milestone(metric, size)
+            series = [(d, v) for d, v in mine.select("day", mark.metric).iter_rows()
+                      if v is not None]
+            if not series:
+                continue
+            # At or above the size now: reached (or always was); below it: maybe on pace.
+            found = (_reached(bot, mark, series, since) if series[-1][1] >= mark.size
+                     else _on_pace(settings, alerts, bot, mark, today))
             if found is not None:
                 out.append(found)
     return out
 
 
-def _milestone(settings: Settings, alerts: AlertSettings, bot: str, name: str, metric: str,
-               size: int, series: list[tuple[date, float]], today: date) -> Alert | None:
-    if not series:
+def _reached(bot: Bot, mark: Milestone, series: list[tuple[date, float]],
+             since: date) -> Alert | None:
+    """``mark`` reached after ``since``: the first day of the series' latest stretch at or
+    above it, after a day below."""
+    below = [i for i, (_, v) in enumerate(series) if v < mark.size]
+    if not below:
+        return None  # at or above it all along: not a crossing this archive saw
+    day = series[below[-1] + 1][0]
+    if day <= since:
         return None
-    if series[-1][1] >= size:
-        below = [i for i, (_, v) in enumerate(series) if v < size]
-        if not below:
-            return None  # at or above it all along: not a crossing this archive saw
-        day = series[below[-1] + 1][0]
-        if day <= today - timedelta(days=alerts.event_days):
-            return None
-        return words.reached(bot, name, metric, size, day, float(series[-1][1]))
+    return words.reached(bot, mark, day, float(series[-1][1]))
+
+
+def _on_pace(settings: Settings, alerts: AlertSettings, bot: Bot, mark: Milestone,
+             today: date) -> Alert | None:
+    """``mark`` forecast to be reached within ``[alerts].forecast_days`` of ``today``."""
     if not alerts.forecast_days:
         return None
     try:
-        reach = analytics.forecast_reach(settings, bot, metric, float(size))
+        reach = analytics.forecast_reach(settings, bot.bot_id, mark.metric, float(mark.size))
     except (BotstatsError, pl.exceptions.PolarsError, OSError) as exc:
-        log.debug("no forecast of bot %s %s: %s", bot, metric, exc)
+        log.debug("no forecast of bot %s %s: %s", bot.bot_id, mark.metric, exc)
         return None
     if reach.status != "on_pace" or reach.day is None:
         return None
     if reach.day > today + timedelta(days=alerts.forecast_days):
         return None
-    return words.on_pace(bot, name, metric, size, reach.day, reach.earliest, reach.latest,
-                         reach.last_value, reach.as_of)
+    return words.on_pace(bot, mark, Pace(reach.day, reach.earliest, reach.latest,
+                                         reach.last_value, reach.as_of))
