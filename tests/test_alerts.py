@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from _alerts_support import Answer, Receiver, free_port, receiver
 
-from pipeline.alerts import RunOutcome, ledger_rows, notify_blocked, notify_run
+from pipeline.alerts import Clock, RunOutcome, ledger_rows, notify_blocked, notify_run
 from pipeline.archive import reader, writer
 from pipeline.core import (
     AlertSettings,
@@ -85,7 +85,7 @@ def titles(receiver: Receiver, who: str) -> list[str]:
 def test_events_and_milestones_of_the_exports_are_told_once_in_bot_names(
         trends_built: Settings, receiver: Receiver) -> None:
     run = add_run(trends_built, "r1", "complete", NOW - HOUR)
-    report = notify_run(trends_built, config(receiver), run, now=NOW)
+    report = notify_run(trends_built, config(receiver), run, clock=Clock(NOW))
     assert report.error == "" and report.undelivered == []
     (body,) = receiver.received(f"/analysts/{TOKEN}")
     assert body["text"] == "botstats: 2 events · 2 milestones"
@@ -107,7 +107,7 @@ def test_events_and_milestones_of_the_exports_are_told_once_in_bot_names(
         ("analysts", "milestone", "milestone:alpha:guilds:200:reached", "delivered")]
     # The next hourly run finds the same exports: nothing new to tell.
     again = notify_run(trends_built, config(receiver), add_run(trends_built, "r2", "complete", NOW),
-                       now=NOW + HOUR)
+                       clock=Clock(NOW + HOUR))
     assert again.entries == [] and len(receiver.received(f"/analysts/{TOKEN}")) == 1
 
 
@@ -116,13 +116,14 @@ def test_a_failure_is_told_once_reminded_and_resolved_with_how_long_it_was_out(
     cfg = config(receiver, repeat_interval="2h")
     why = "GET http://svc/bots could not connect; check the service is up and --base-url is right."
     for i, at in enumerate((NOW, NOW + HOUR, NOW + 2 * HOUR, NOW + 3 * HOUR), start=1):
-        notify_run(archive, cfg, add_run(archive, f"r{i}", "failed", at, why), now=at + HOUR / 6)
+        notify_run(archive, cfg, add_run(archive, f"r{i}", "failed", at, why),
+                   clock=Clock(at + HOUR / 6))
     # A trends failure after a complete harvest: its row says complete, the run says failed.
     trends_failed = replace(add_run(archive, "r5", "complete", NOW + 4 * HOUR), status="failed",
                             message="the harvest ended complete, then trends failed: disk full")
-    notify_run(archive, cfg, trends_failed, now=NOW + 4 * HOUR + HOUR / 6)
+    notify_run(archive, cfg, trends_failed, clock=Clock(NOW + 4 * HOUR + HOUR / 6))
     back = add_run(archive, "r6", "complete", NOW + 5 * HOUR)
-    notify_run(archive, cfg, back, now=NOW + 5 * HOUR + HOUR / 6)
+    notify_run(archive, cfg, back, clock=Clock(NOW + 5 * HOUR + HOUR / 6))
     # Told at r1, reminded every 2 h (r3, and r5 whose trends failed: the same condition), and
     # resolved by r6, 5 h 10 min after r1 began failing.
     assert titles(receiver, "ops") == ["botstats run failed", "Still: botstats run failed",
@@ -148,7 +149,8 @@ def test_a_destination_down_does_not_stop_the_others_and_the_next_run_delivers(
     receiver.always(f"/analysts/{TOKEN}", Answer(503))
     cfg = config(receiver, budget=5.0)
     report = notify_run(trends_built, cfg, add_run(trends_built, "r1", "failed", NOW - HOUR,
-                                                   "listing refused"), now=NOW, sleep=lambda _: None)
+                                                   "listing refused"),
+                        clock=Clock(NOW, lambda _: None))
     assert [(e.destination, e.alert.kind) for e in report.delivered] == [("ops", "failed")]
     assert {(e.destination, e.outcome) for e in report.undelivered} == {("analysts", "failed")}
     assert report.summary() == (
@@ -163,7 +165,7 @@ def test_a_destination_down_does_not_stop_the_others_and_the_next_run_delivers(
     assert sorted((r[0], r[2]) for r in shown) == sorted(("analysts", r.alert_key) for r in waiting)
     receiver.always(f"/analysts/{TOKEN}", None)
     later = notify_run(trends_built, cfg, add_run(trends_built, "r2", "complete", NOW),
-                       now=NOW + HOUR)
+                       clock=Clock(NOW + HOUR))
     assert sorted((e.destination, e.alert.kind) for e in later.delivered) == [
         ("analysts", "event"), ("analysts", "event"), ("analysts", "milestone"),
         ("analysts", "milestone"), ("ops", "resolved")]
@@ -175,14 +177,14 @@ def test_a_run_kept_out_by_the_lock_tells_it_through_the_spool(archive: Settings
     cfg = config(receiver)
     holder = {"job": "run", "run_id": "r-stuck", "pid": 4242, "host": "host1",
               "since": (NOW - 3 * HOUR).isoformat()}
-    report = notify_blocked(archive, cfg, holder, now=NOW)
+    report = notify_blocked(archive, cfg, holder, clock=Clock(NOW))
     assert [e.alert.title for e in report.delivered] == [
         "botstats archive lock held for 3h by run (pid 4242)"]
     spool = Path(str(archive.lock_path) + ".alerts.jsonl")
     assert spool.exists() and ledger_rows(archive) == []  # it cannot write the archive
-    assert notify_blocked(archive, cfg, holder, now=NOW + HOUR).entries == []  # told once
+    assert notify_blocked(archive, cfg, holder, clock=Clock(NOW + HOUR)).entries == []  # told once
     back = notify_run(archive, cfg, add_run(archive, "r1", "complete", NOW + 2 * HOUR),
-                      now=NOW + 2 * HOUR)
+                      clock=Clock(NOW + 2 * HOUR))
     assert [e.alert.title for e in back.delivered] == [
         "Resolved: the archive lock was released after 5h"]
     assert not spool.exists()
@@ -214,9 +216,9 @@ def test_no_secret_is_kept_in_the_ledger_the_spool_the_logs_or_the_summary(
     cfg = config(receiver)
     holder = {"job": "run", "pid": 1, "host": "h", "since": (NOW - 3 * HOUR).isoformat()}
     with caplog.at_level(logging.INFO, logger="botstats.alerts"):
-        blocked = notify_blocked(archive, cfg, holder, now=NOW)
+        blocked = notify_blocked(archive, cfg, holder, clock=Clock(NOW))
         report = notify_run(archive, cfg, add_run(archive, "r1", "failed", NOW, "no"),
-                            now=NOW + HOUR)
+                            clock=Clock(NOW + HOUR))
     assert report.undelivered and "***" in report.undelivered[0].answer
     spool = Path(str(archive.lock_path) + ".alerts.jsonl")
     with reader(archive) as con:
@@ -229,7 +231,8 @@ def test_no_secret_is_kept_in_the_ledger_the_spool_the_logs_or_the_summary(
 def test_telling_never_raises_and_says_why_it_could_not(tmp_path: Path, receiver: Receiver) -> None:
     (tmp_path / "archive.ducklake").write_text("not an archive")
     settings = load_settings(None, env={}, overrides={"store.db": str(tmp_path / "archive.ducklake")})
-    report = notify_run(settings, config(receiver), RunOutcome("r1", "failed", "x", NOW), now=NOW)
+    report = notify_run(settings, config(receiver), RunOutcome("r1", "failed", "x", NOW),
+                        clock=Clock(NOW))
     assert report.entries == [] and "is not a botstats archive" in report.error
     assert report.summary().startswith("alerts: not sent: ")
 

@@ -4,6 +4,7 @@ from ._alert import Alert, RunOutcome
 from ._ledger import Row, undelivered
 from ._notify import (
     AlertsReport,
+    Clock,
     TestResult,
     ledger_rows,
     notify_blocked,
@@ -15,6 +16,7 @@ from ._notify import (
 __all__ = [
     "Alert",
     "AlertsReport",
+    "Clock",
     "ledger_rows",
     "notify_blocked",
     "notify_data",

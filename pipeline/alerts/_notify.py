@@ -97,32 +97,60 @@ def _count(kind: str, n: int) -> str:
     return f"{label} x{n}" if n > 1 else label
 
 
+@dataclass(frozen=True)
+class Clock:
+    """The time telling goes by: the moment it reads (one for all it decides, says and
+    records) and how it waits between tries. Tests fix the moment and record the waits."""
+
+    now: datetime
+    sleep: Sleep = time.sleep
+
+    @classmethod
+    def wall(cls) -> Clock:
+        """The wall clock's time, now, and real waits."""
+        return cls(datetime.now(UTC))
+
+
+@dataclass(frozen=True)
+class _Occasion:
+    """What calls for telling: ``run``, the run that just ended (None for a trends build on its
+    own, and for a run the lock kept out), the ``shard`` it is about, and the lock's ``holder``
+    (known to a run it kept out). ``locked``: the caller holds the lock, so the exports are
+    read and the ledger written (else the rows wait in the spool); ``conditions``: the runs'
+    state is told (a trends build on its own tells what the exports hold, the harvests the
+    rest)."""
+
+    run: RunOutcome | None
+    shard: Shard
+    holder: Mapping[str, object] | None = None
+    locked: bool = True
+    conditions: bool = True
+
+
 def notify_run(settings: Settings, config: AlertSettings, run: RunOutcome, *,
-               now: datetime | None = None, sleep: Sleep = time.sleep) -> AlertsReport:
+               clock: Clock | None = None) -> AlertsReport:
     """Tell what the run that just ended calls for. The caller holds the run lock and has
     committed the run's work; nothing is raised."""
-    return _guarded(lambda: _tell(settings, config, run=run, shard=run.shard, holder=None,
-                                  locked=True, now=now, sleep=sleep))
+    return _guarded(lambda: _tell(settings, config, _Occasion(run, run.shard), clock))
 
 
-def notify_data(settings: Settings, config: AlertSettings, *, now: datetime | None = None,
-                sleep: Sleep = time.sleep) -> AlertsReport:
+def notify_data(settings: Settings, config: AlertSettings, *,
+                clock: Clock | None = None) -> AlertsReport:
     """Tell what the exports call for after a trends build on its own (`botstats trends`, the
     scheduler's trends job): their events and milestones (the harvests tell the runs' state).
     The caller holds the trends lock; nothing is raised."""
-    return _guarded(lambda: _tell(settings, config, run=None, shard=Shard(), holder=None,
-                                  locked=True, now=now, sleep=sleep, conditions=False))
+    return _guarded(lambda: _tell(settings, config, _Occasion(None, Shard(), conditions=False),
+                                  clock))
 
 
 def notify_blocked(settings: Settings, config: AlertSettings,
                    holder: Mapping[str, object] | None,
-                   shard: Shard | None = None, *, now: datetime | None = None,
-                   sleep: Sleep = time.sleep) -> AlertsReport:
+                   shard: Shard | None = None, *, clock: Clock | None = None) -> AlertsReport:
     """Tell what a run that could not get the lock sees: the lock held too long, the archive
     stale. It reads the archive but cannot write it: its rows go to the spool. Nothing is
     raised."""
-    return _guarded(lambda: _tell(settings, config, run=None, shard=shard or Shard(),
-                                  holder=holder, locked=False, now=now, sleep=sleep))
+    occasion = _Occasion(None, shard or Shard(), holder, locked=False)
+    return _guarded(lambda: _tell(settings, config, occasion, clock))
 
 
 def _guarded(tell: Callable[[], AlertsReport]) -> AlertsReport:
@@ -142,12 +170,12 @@ def _archive(settings: Settings, locked: bool) -> Iterator[duckdb.DuckDBPyConnec
         yield con
 
 
-def _tell(settings: Settings, config: AlertSettings, *, run: RunOutcome | None, shard: Shard,
-          holder: Mapping[str, object] | None, locked: bool, now: datetime | None,
-          sleep: Sleep, conditions: bool = True) -> AlertsReport:
+def _tell(settings: Settings, config: AlertSettings, occasion: _Occasion,
+          clock: Clock | None) -> AlertsReport:
     if not config.destinations:
         return AlertsReport()
-    now = now or datetime.now(UTC)
+    clock = clock or Clock.wall()
+    now, run, locked = clock.now, occasion.run, occasion.locked
     spool = Spool(settings.lock_path)
     # One session for the reads, the sending and the writes: the run holds the lock meanwhile.
     with _archive(settings, locked) as con:
@@ -156,14 +184,15 @@ def _tell(settings: Settings, config: AlertSettings, *, run: RunOutcome | None, 
         # The exports are the lock holder's to write meanwhile: only a run that holds it
         # reads them, and only for the kinds some destination takes.
         wanted = {k for d in config.destinations for k in d.kinds} if locked else set()
-        facts = Facts(now, run, read_runs(con, run, shard), shard=shard,
-                      holder=holder_of(holder),
+        facts = Facts(now, run, read_runs(con, run, occasion.shard), shard=occasion.shard,
+                      holder=holder_of(occasion.holder),
                       events=tuple(read_events(settings, config, now.date())
                                    if "event" in wanted else ()),
                       milestones=tuple(read_milestones(settings, config, now.date())
                                        if "milestone" in wanted else ()),
-                      conditions=conditions)
-        entries = _send(decide(facts, memory, config), config, place(settings), now, run, sleep)
+                      conditions=occasion.conditions)
+        entries = _send(decide(facts, memory, config), config, place(settings), clock,
+                        run.run_id if run else None)
         if locked:
             spool.drain(con, now)
             if entries:
@@ -180,14 +209,15 @@ def place(settings: Settings) -> str:
     return f"botstats on {socket.gethostname()} · {redact_url(settings.archive_name)}"
 
 
-def _send(plan: Plan, config: AlertSettings, where: str, now: datetime,
-          run: RunOutcome | None, sleep: Sleep) -> list[Entry]:
+def _send(plan: Plan, config: AlertSettings, where: str, clock: Clock,
+          run_id: str | None) -> list[Entry]:
     by_name = {d.name: d for d in config.destinations}
+    now = clock.now
     messages: dict[Destination, list[Message]] = {
         by_name[name]: render(by_name[name].type, alerts, where, now)
         for name, alerts in plan.sends.items() if alerts}
-    deliveries = send_all(messages, budget=config.budget, timeout=config.timeout, sleep=sleep)
-    run_id = run.run_id if run else None
+    deliveries = send_all(messages, budget=config.budget, timeout=config.timeout,
+                          sleep=clock.sleep)
     entries = list(plan.given_up)
     for dest, msgs in messages.items():
         for message, delivery in zip(msgs, deliveries[dest.name], strict=True):
@@ -228,14 +258,15 @@ class TestResult:
                 "answer": self.delivery.answer}
 
 
-def send_test(settings: Settings, config: AlertSettings, *, sleep: Sleep = time.sleep,
-              now: datetime | None = None) -> list[TestResult]:
+def send_test(settings: Settings, config: AlertSettings, *,
+              clock: Clock | None = None) -> list[TestResult]:
     """A sample alert to every destination (nothing is recorded); what each answered."""
-    now = now or datetime.now(UTC)
-    where = place(settings)
+    clock = clock or Clock.wall()
+    now, where = clock.now, place(settings)
     messages = {d: render(d.type, [words.sample(d.name, now)], where, now)
                 for d in config.destinations}
-    deliveries = send_all(messages, budget=config.budget, timeout=config.timeout, sleep=sleep)
+    deliveries = send_all(messages, budget=config.budget, timeout=config.timeout,
+                          sleep=clock.sleep)
     return [TestResult(d, deliveries[d.name][0]) for d in config.destinations]
 
 
@@ -246,5 +277,5 @@ def ledger_rows(settings: Settings, *, limit: int = 50,
         return ledger.rows(con, limit=limit, undelivered=undelivered)
 
 
-__all__ = ["AlertsReport", "TestResult", "ledger_rows", "notify_blocked",
+__all__ = ["AlertsReport", "Clock", "TestResult", "ledger_rows", "notify_blocked",
            "notify_run", "place", "send_test"]
