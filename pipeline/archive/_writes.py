@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from enum import Enum
 from typing import Any
 
 import duckdb
@@ -43,6 +44,17 @@ CUSTOM_SCHEMA = {
 
 
 ERROR_SCHEMA = {"endpoint": pl.String, "bot_id": pl.String, "error": pl.String}
+
+
+class Lookup(Enum):
+    """Which of a batch's records are looked up in ``bot_stats`` before they are written: none
+    (nothing was archived when the run began, and each bot is read once: every key is new),
+    those the reader could not tell new (flagged ``_check``), or every one (another worker
+    committed since the batch was read: what the reader knew to be new may not be now)."""
+
+    NONE = "none"
+    FLAGGED = "flagged"
+    EVERY = "every"
 
 
 @dataclass
@@ -92,7 +104,8 @@ def _write(con: duckdb.DuckDBPyConnection, f: Frames, report: RunCounts, new_onl
     if f.seen is not None and f.seen.height:
         _write_seen(con, f.seen, run_id)
     if f.stats.height or f.listed:
-        added, updated = _write_stats(con, f, run_id, now, new_only and not retried, retried)
+        lookup = Lookup.EVERY if retried else Lookup.NONE if new_only else Lookup.FLAGGED
+        added, updated = _write_stats(con, f, run_id, now, lookup)
         report.stats_added += added
         report.stats_updated += updated
     if f.rejects:
@@ -177,14 +190,14 @@ def _write_seen(con: duckdb.DuckDBPyConnection, seen: pl.DataFrame, run_id: str)
 
 
 def _write_stats(con: duckdb.DuckDBPyConnection, f: Frames, run_id: str, now: datetime,
-                 new_only: bool = False, recheck: bool = False) -> tuple[int, int]:
+                 lookup: Lookup) -> tuple[int, int]:
     """The batch's records (new ones added, changed ones rewritten, custom fields with them)
-    and each bot's newest archived record; (added, changed). ``recheck``: every record is
-    looked up, none taken as new on the reader's word."""
+    and each bot's newest archived record; (added, changed). ``lookup``: which records are
+    looked up in the archive rather than taken as new on the reader's word."""
     batch_in = _stats_in(f.stats, run_id, now, f.distinct)
-    if recheck:
+    if lookup is Lookup.EVERY:
         batch_in = batch_in.with_columns(_check=pl.lit(True))
-    added, changed = _write_records(con, f, batch_in, run_id, new_only)
+    added, changed = _write_records(con, f, batch_in, run_id, lookup is Lookup.NONE)
     _update_latest(con, batch_in, changed, f.listed)
     return added, changed.height
 
@@ -228,7 +241,6 @@ def _write_records(con: duckdb.DuckDBPyConnection, f: Frames, batch_in: pl.DataF
     Rows the reader knows to be new (newer than their bot's newest archived record, or of a bot
     with nothing archived) are inserted as they are; only the others are looked up in
     ``bot_stats``, so an hourly run never scans the archive."""
-    custom = f.custom
     if new_only:
         # Nothing was archived when the run started and each bot is read once: every key is new.
         checked = batch_in.clear()
@@ -245,9 +257,12 @@ def _write_records(con: duckdb.DuckDBPyConnection, f: Frames, batch_in: pl.DataF
     fresh = fresh.drop("_check")
     if fresh.height:
         run_with_frames(con, "INSERT INTO bot_stats BY NAME SELECT * FROM batch_in", batch_in=fresh)
-    if custom.height:
-        _write_custom(con, custom, run_id, fresh.select("bot_id", "stat_id"), changed,
-                      f.distinct, every=fresh.height == batch_in.height)
+    if f.custom.height:
+        # With every record new, every custom field is written; else those of the records
+        # added or rewritten.
+        written = (None if fresh.height == batch_in.height
+                   else pl.concat([fresh.select("bot_id", "stat_id"), changed]))
+        _write_custom(con, _custom_in(f.custom, run_id, f.distinct, written), changed)
     return fresh.height, changed
 
 
@@ -265,19 +280,11 @@ def _keys(rows: list[tuple[Any, ...]]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={"bot_id": pl.String, "stat_id": pl.String}, orient="row")
 
 
-def _write_custom(con: duckdb.DuckDBPyConnection, custom: pl.DataFrame, run_id: str,
-                  added: pl.DataFrame, changed: pl.DataFrame, distinct: bool, *,
-                  every: bool = False) -> None:
+def _write_custom(con: duckdb.DuckDBPyConnection, custom_in: pl.DataFrame,
+                  changed: pl.DataFrame) -> None:
     """Custom fields belong to their stat record: they are written with a new record and
     replaced with a changed one, never compared on their own (the stat's key already makes
     them exactly-once)."""
-    custom_in = _custom_in(custom, run_id, distinct)
-    if not every:
-        touched = pl.concat([added, changed])
-        if touched.is_empty():
-            return
-        custom_in = custom_in.join(touched, on=["bot_id", "stat_id"], how="semi",
-                                   maintain_order="left")
     if changed.height:
         run_with_frames(con, "DELETE FROM bot_stat_custom WHERE (bot_id, stat_id) IN "
                   "(SELECT bot_id, stat_id FROM changed_in)", changed_in=changed)
@@ -294,11 +301,16 @@ def _stats_in(stats: pl.DataFrame, run_id: str, now: datetime, distinct: bool) -
     return stats.with_columns(run_id=pl.lit(run_id), archived_at=pl.lit(now))
 
 
-def _custom_in(custom: pl.DataFrame, run_id: str, distinct: bool) -> pl.DataFrame:
+def _custom_in(custom: pl.DataFrame, run_id: str, distinct: bool,
+               written: pl.DataFrame | None = None) -> pl.DataFrame:
+    """The custom fields of the records ``written`` (keys; None: of every record)."""
     if not distinct:
         custom = custom.unique(subset=["bot_id", "stat_id", "name"], keep="last",
                                maintain_order=True)
-    return custom.with_columns(run_id=pl.lit(run_id))
+    custom = custom.with_columns(run_id=pl.lit(run_id))
+    if written is None:
+        return custom
+    return custom.join(written, on=["bot_id", "stat_id"], how="semi", maintain_order="left")
 
 
 def _update_changed(con: duckdb.DuckDBPyConnection, checked: pl.DataFrame,
