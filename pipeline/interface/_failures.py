@@ -5,7 +5,7 @@ and the wait a Retry-After asks for."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 
@@ -64,6 +64,15 @@ def reason_of(exc: BaseException | None) -> str:
     return type(exc).__name__ if exc else "?"
 
 
+class Verdict(NamedTuple):
+    """What a status that may pass in time means: the error it is, whether the call is tried
+    again, and what to do if it never passes."""
+
+    error: type[RateLimited] | type[ServerError]
+    retry: bool
+    advice: str
+
+
 class Failures:
     """Words a failed attempt as an error of ours: what was asked, what came back (secrets
     redacted), and what to do. Counts each failure in the client's stats."""
@@ -87,11 +96,11 @@ class Failures:
         if is_rate_limited(status, read_rate_limit(response.headers)):
             # A 429, or a 403 that says the quota is spent (GitHub's): not the credentials.
             self._stats.rate_limited += 1
-            return self.retryable_status(
-                call, response, attempt, RateLimited, retry=True,
+            return self.retryable_status(call, response, attempt, Verdict(
+                RateLimited, retry=True,
                 advice="the service is rate limiting: lower [service].request_budget or "
                 "[service].concurrency, or try again later",
-            )
+            ))
         if status in (401, 403):
             return AuthError(f"{head}. Credentials refused: {call.auth_hint}.", **fields)
         if status == 404:
@@ -109,22 +118,14 @@ class Failures:
                 advice = "the service is failing: try again later or raise [retry].attempts"
             else:
                 advice = call.recheck
-            return self.retryable_status(
-                call, response, attempt, ServerError,
-                retry=call.idempotent and status in RETRY_STATUSES, advice=advice,
-            )
+            return self.retryable_status(call, response, attempt, Verdict(
+                ServerError, retry=call.idempotent and status in RETRY_STATUSES, advice=advice,
+            ))
         return ApiError(f"{head}. Unexpected status; check --base-url.", **fields)
 
-    def retryable_status(
-        self,
-        call: Call,
-        response: httpx.Response,
-        attempt: int,
-        cls: type[RateLimited] | type[ServerError],
-        *,
-        retry: bool,
-        advice: str,
-    ) -> ApiError:
+    def retryable_status(self, call: Call, response: httpx.Response, attempt: int,
+                         verdict: Verdict) -> ApiError:
+        cls, retry, advice = verdict
         status = response.status_code
         head = f"{call.where} answered {status} {response.reason_phrase}"
         said = self.service_said(response)
