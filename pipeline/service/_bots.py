@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from ._conventions import Window, answer, body, tells_total, total_headers, window
+from ._conventions import Items, Window, answer, body, tells_total, total_headers, window
 from ._endpoint import (
     DEFAULT_LIMIT,
     MAX_BODY_BYTES,
@@ -43,7 +43,7 @@ async def list_bots(request: Request) -> Response:
     page = directory.served_page(part.skip, part.limit)
     total = directory.served_length()  # before the request is counted: it may churn
     directory.count_listing_request()
-    return answer(request, config, dumps(page), len(page), total, part)
+    return answer(request, config, Items.of(page), total, part)
 
 
 @_interface
@@ -85,11 +85,12 @@ def _render_stats(directory: Directory, index: int,
     config, count = directory.config, len(listed)
     if directory.is_bad_json(index):
         # A body cut in half: a strict prefix of a JSON array (or object) is never valid JSON.
-        text = body(config, json.dumps(listed, separators=(",", ":")).encode(), count, count)
+        text = body(config, Items(json.dumps(listed, separators=(",", ":")).encode(), count),
+                    count)
         stats: bytes | None = text[: max(1, len(text) // 2)]
     else:
         array = _try_dumps(listed)
-        stats = None if array is None else body(config, array, count, count)
+        stats = None if array is None else body(config, Items(array, count), count)
     last = _try_dumps(records[-1]) if records else None
     bodies = StatsBodies(stats, last, bool(records), count)
     return bodies, len(stats or b"") + len(last or b"") + 200
@@ -129,7 +130,7 @@ async def get_stats(request: Request) -> Response:
     bodies: StatsBodies = directory.rendered_stats(index, _render_stats)
     if bodies.stats is None:
         listed = _in_order(directory, directory.served_stats(index))
-        return answer(request, config, dumps(listed), len(listed), len(listed))
+        return answer(request, config, Items.of(listed), len(listed))
     headers = total_headers(config, bodies.total)
     fault = directory.body_fault(index)
     if fault == "stall":
@@ -152,12 +153,12 @@ def _stats_page(request: Request, directory: Directory, index: int, part: Window
         items = directory.stats_tail(index, part.skip, part.limit,
                                      newest_first=config.stats_order == "newest")
         if items is not None:
-            return _json_body(b"[" + b",".join(items) + b"]")
+            return _json_body(Items.joined(items).array)
     listed: list[bytes] | None = directory.rendered_stats(index, _render_items)
     if listed is None:  # a record that cannot be encoded: fails here as it always did
         listed = [dumps(record) for record in _in_order(directory, directory.served_stats(index))]
     page = listed[part.skip:part.skip + part.limit]
-    return answer(request, config, b"[" + b",".join(page) + b"]", len(page), len(listed), part)
+    return answer(request, config, Items.joined(page), len(listed), part)
 
 
 def _stalling_body(content: bytes, seconds: float, headers: dict[str, str]) -> Response:

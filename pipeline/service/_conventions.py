@@ -61,6 +61,23 @@ class Window:
     limit: int
 
 
+@dataclass(frozen=True, slots=True)
+class Items:
+    """A JSON array as it is sent: its encoded bytes, and how many items it holds."""
+
+    array: bytes
+    count: int
+
+    @classmethod
+    def of(cls, values: list[Any]) -> Items:
+        return cls(dumps(values), len(values))
+
+    @classmethod
+    def joined(cls, encoded: list[bytes]) -> Items:
+        """Items encoded one by one, as one array."""
+        return cls(b"[" + b",".join(encoded) + b"]", len(encoded))
+
+
 def token(position: int) -> str:
     """The opaque token of a list position (a cursor, a next URL's ``after``): the position's
     digits in unpadded base64url (0 -> ``MA``, 20 -> ``MjA``)."""
@@ -128,29 +145,30 @@ def _page_size(request: Request, name: str, default: int, cap: int,
     return cap
 
 
-def answer(request: Request, config: ServiceConfig, array: bytes, count: int, total: int,
+def answer(request: Request, config: ServiceConfig, items: Items, total: int,
            part: Window | None = None) -> Response:
-    """The answer of a list endpoint: ``array`` (a JSON array of ``count`` items, encoded) is
-    the ``part`` of a list of ``total`` items that a request asked for (None: the whole list)."""
+    """The answer of a list endpoint: ``items`` are the ``part`` of a list of ``total`` items
+    that a request asked for (None: the whole list)."""
     keys: dict[str, Any] = {}
     headers = total_headers(config, total)
     if part is not None:
-        more = part.skip + count < total
-        keys = _family_keys(request.url, config.paging, part, part.skip + count if more else None)
+        following = part.skip + items.count
+        more = following < total
+        keys = _family_keys(request.url, config.paging, part, following if more else None)
         if config.paging == "link":
             headers["Link"] = _links(request.url, part, total, more)
-    return Response(body(config, array, count, total, keys), media_type=JSONResponse.media_type,
+    return Response(body(config, items, total, keys), media_type=JSONResponse.media_type,
                     headers=headers)
 
 
-def body(config: ServiceConfig, array: bytes, count: int, total: int,
+def body(config: ServiceConfig, items: Items, total: int,
          keys: dict[str, Any] | None = None) -> bytes:
-    """A list answer's body: ``array`` itself, or with ``list_envelope`` the object holding it
-    beside the total, the count and ``keys`` (a page's family keys)."""
+    """A list answer's body: the array of ``items`` itself, or with ``list_envelope`` the object
+    holding it beside the total, the count and ``keys`` (a page's family keys)."""
     if not config.list_envelope:
-        return array
-    rest = dumps({"total": total, "count": count, **(keys or {})})
-    return b"{" + dumps(config.list_envelope) + b":" + array + b"," + rest[1:]
+        return items.array
+    rest = dumps({"total": total, "count": items.count, **(keys or {})})
+    return b"{" + dumps(config.list_envelope) + b":" + items.array + b"," + rest[1:]
 
 
 def total_headers(config: ServiceConfig, total: int) -> dict[str, str]:

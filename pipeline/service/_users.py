@@ -8,9 +8,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ._conventions import answer, window
+from ._conventions import Items, answer, window
 from ._endpoint import Endpoint, _authenticated_user, _directory, _interface, error
-from ._json import JSONResponse, dumps
+from ._json import JSONResponse
 from .directory._truth import Directory
 
 
@@ -38,12 +38,12 @@ def _user_endpoint(render: Callable[[Directory, int], Any], *, a_list: bool = Fa
         config = directory.config
         cap = config.user_lists_page_size
         if not cap:
-            return answer(request, config, dumps(content), len(content), len(content))
+            return answer(request, config, Items.of(content), len(content))
         part = window(request, config, cap, cap)
         if isinstance(part, Response):
             return part
         page = content[part.skip:part.skip + part.limit]
-        return answer(request, config, dumps(page), len(page), len(content), part)
+        return answer(request, config, Items.of(page), len(content), part)
 
     return endpoint
 
