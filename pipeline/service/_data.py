@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import lru_cache
 from random import Random
-from typing import Any
+from typing import Any, NamedTuple
 
 from ._events import QUIET, ROUTINE_RESTART, ROUTINE_SPIKE, Event, Routine, Scale, effect
 
@@ -239,12 +239,20 @@ def curve_level(shape: str, curve: tuple[float, ...], t: float) -> float:
     return max(1.0, top * math.exp(a * x - b * (math.sqrt(x * x + width * width) - width)))
 
 
-def _curve(seed: int, index: int, shape: str, peak: float, first: float,
-           end: float) -> tuple[float, ...]:
-    """A bending curve's parameters over a history from day ``first`` to day ``end``: a
-    logistic one starts the history at 3-30% of its ceiling and ends it at 50-99% (some have
-    levelled off, some are bending, some have barely begun to); a turning one peaks in the
-    last 70% of the history."""
+class History(NamedTuple):
+    """The part of a bot's life present at start, in days since the timeline's first slot:
+    from its first record (``first``) to the history's last slot (``end``)."""
+
+    first: float
+    end: float
+
+
+def _curve(seed: int, index: int, shape: str, peak: float,
+           history: History) -> tuple[float, ...]:
+    """A bending curve's parameters over ``history``: a logistic one starts the history at
+    3-30% of its ceiling and ends it at 50-99% (some have levelled off, some are bending, some
+    have barely begun to); a turning one peaks in the last 70% of the history."""
+    first, end = history
     span = max(end - first, 1.0)
 
     def draw(name: str) -> float:
@@ -292,8 +300,8 @@ def make_bot(seed: int, index: int, timeline: Timeline, owners: list[str],
     if shape == "growing" and (bend := unit(seed, "curve", index)) < len(CURVES) * CURVE_SHARE:
         # Drawn apart from the bot's random stream, so every other draw stays as it was.
         shape = CURVES[int(bend / CURVE_SHARE)]
-        curve = _curve(seed, index, shape, peak, first_slot / per_day,
-                       (timeline.initial - 1) / per_day)
+        curve = _curve(seed, index, shape, peak,
+                       History(first_slot / per_day, (timeline.initial - 1) / per_day))
         growth = 1.0
         level0 = curve_level(shape, curve, first_slot / per_day)
     noise_sd = rng.uniform(0.02, 0.06) if shape == "flat" else rng.uniform(0.003, 0.02)

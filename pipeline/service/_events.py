@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, timedelta
 from random import Random
-from typing import Any
+from typing import Any, NamedTuple
 
 KINDS = ("spike", "drop", "level_shift", "outage", "counter_reset")
 KIND_WEIGHTS = (40, 10, 30, 12, 8)
@@ -123,14 +123,23 @@ def floor(kind: str, up: bool, scale: Scale) -> float | None:
     return max(relative, absolute, spreads * max(spread, 1 / max(scale.guilds, 1.0)))
 
 
-def plan(seed: int, index: int, first_day: int, last_day: int, share: float,
+class Days(NamedTuple):
+    """The UTC days a bot's records run on, ``first`` to ``last`` (days since the timeline's
+    first UTC day)."""
+
+    first: int
+    last: int
+
+
+def plan(seed: int, index: int, days: Days, share: float,
          scale: Callable[[int], Scale] | None = None) -> tuple[Event, ...]:
-    """The events of bot ``index`` whose records run from day ``first_day`` to ``last_day``;
-    ``scale`` gives the bot's size on a day, for the floors (without it, none is minded). Each
-    event is sized, in day order, against the bot as the events before it left it (a level
-    shift or a drift moves the floors of the events after it: :func:`moved`)."""
+    """The events of bot ``index`` whose records run on ``days``; ``scale`` gives the bot's
+    size on a day, for the floors (without it, none is minded). Each event is sized, in day
+    order, against the bot as the events before it left it (a level shift or a drift moves the
+    floors of the events after it: :func:`moved`)."""
     if share <= 0:
         return ()
+    first_day, last_day = days
     rng = Random(f"{seed}:events:{index}")
     lo, hi = first_day + FIRST_DAY, last_day - END_MARGIN_DAYS
     drawn: list[_Draw] = []

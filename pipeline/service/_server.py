@@ -10,12 +10,11 @@ from __future__ import annotations
 import json
 import os
 import socket
-import sys
 import threading
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TextIO
+from typing import Any
 
 import uvicorn
 
@@ -178,14 +177,12 @@ def _banner(directory: Directory, base_url: str, credentials_file: str | None) -
 
 
 def serve(config: ServiceConfig, host: str = "127.0.0.1", port: int = 8000,
-          credentials_file: str | None = None, *, access_log: bool = False,
-          out: TextIO | None = None) -> None:
+          credentials_file: str | None = None, *, access_log: bool = False) -> None:
     """Run the service in the foreground until Ctrl+C / SIGTERM.
 
-    Prints the base URL and a few credentials to ``out`` (stdout); writes all of them as JSON
-    to ``credentials_file`` first, so a script that waits for the file can start at once.
+    Prints the base URL and a few credentials to stdout; writes all of them as JSON to
+    ``credentials_file`` first, so a script that waits for the file can start at once.
     Raises OSError if the address cannot be bound."""
-    out = out or sys.stdout
     app = create_app(config)
     directory: Directory = app.state.directory
     sock = _bind(host, port)
@@ -196,7 +193,7 @@ def serve(config: ServiceConfig, host: str = "127.0.0.1", port: int = 8000,
     try:
         if credentials_file:
             write_credentials(credentials_file, credentials(directory, base_url))
-        print(_banner(directory, base_url, credentials_file), file=out, flush=True)
+        print(_banner(directory, base_url, credentials_file), flush=True)
         uvicorn.Server(_uvicorn_config(app, access_log, own_logging=True)).run(sockets=[sock])
     finally:
         sock.close()

@@ -20,7 +20,7 @@ from .._data import (
     snowflake_low,
     unit,
 )
-from .._events import plan
+from .._events import Days, plan
 from ._state import Record, State
 
 CO_OWNER_SHARE = 0.10
@@ -46,10 +46,9 @@ class Profiles(State):
         changes: dict[str, Any] = {}
         if self.config.events > 0:
             timeline = self.timeline
-            changes["events"] = plan(
-                self._seed, index, timeline.day(profile.first_slot),
-                timeline.day(timeline.initial - 1), self.config.events,
-                lambda day: profile.scale(day, timeline.per_day))
+            days = Days(timeline.day(profile.first_slot), timeline.day(timeline.initial - 1))
+            changes["events"] = plan(self._seed, index, days, self.config.events,
+                                     lambda day: profile.scale(day, timeline.per_day))
         share = self.config.repeated_times  # of bots posting one record per shard
         if share and unit(self._seed, "per-shard", index) < share:
             changes["per_shard"] = True
