@@ -37,6 +37,17 @@ def test_ci_and_make_test_run_ruff_and_mypy_before_the_suite() -> None:
     assert first(r"\bmypy$") < suite
 
 
+def test_make_lint_holds_the_package_to_five_arguments_a_function() -> None:
+    planned = _make("-n", "lint").stdout.splitlines()
+    assert any(re.search(r"\bruff check --select PLR0913 pipeline$", line) for line in planned)
+    assert PYPROJECT["tool"]["ruff"]["lint"].get("pylint", {}).get("max-args", 5) <= 5
+    six = "def six(a: int, b: int, c: int, d: int, e: int, f: int) -> int:\n    return a\n"
+    found = subprocess.run([str(REPO / ".venv/bin/ruff"), "check", "--select", "PLR0913",
+                            "--stdin-filename", "pipeline/core/_six.py", "-"], input=six,
+                           capture_output=True, text=True, cwd=REPO)
+    assert found.returncode != 0 and "PLR0913" in found.stdout
+
+
 @pytest.mark.parametrize("failing", ["RUFF", "MYPY"])
 def test_a_failing_gate_fails_make_lint(failing: str) -> None:
     tools = {"RUFF": "true", "MYPY": "true"}

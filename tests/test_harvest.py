@@ -482,9 +482,9 @@ def test_a_key_sent_twice_in_one_batch_is_archived_once_with_its_last_copy(
         report = HarvestReport(run_id="r1", mode="full")
         begin_run(con, report)
         batch = Batch(db, report, 1000, new_only=new_only)
-        batch.add_page("GET /bots/b1/stats", "b1",
+        batch.add_page("b1",
                        parse_stats([rec("s1", 1), rec("s2", 7), rec("s1", 2)], "b1", settings.fields))
-        batch.add_page("GET /bots/b1/stats", "b1", parse_stats([rec("s2", 8)], "b1", settings.fields))
+        batch.add_page("b1", parse_stats([rec("s2", 8)], "b1", settings.fields))
         assert not batch.distinct
         await batch.flush()
         db.shutdown()

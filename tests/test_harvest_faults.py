@@ -35,6 +35,7 @@ from conftest import (
 from pipeline.cli import cli
 from pipeline.core._loading import load_settings
 from pipeline.core._settings import Settings
+from pipeline.harvester._paging import Keying
 from pipeline.harvester._report import EXIT_CODES
 from pipeline.harvester._run import harvest
 from pipeline.harvester._tail import OrderHint, stats_pages
@@ -431,7 +432,7 @@ def test_paged_stats_that_only_the_lenient_decoder_reads_come_back_whole(tmp_pat
 
         async def read() -> Any:
             async with Client(settings) as client:
-                return (await stats_pages(client, "b1", settings.fields, None, None,
+                return (await stats_pages(client, Keying("b1", settings.fields), None, None,
                                           OrderHint())).records
 
         records = asyncio.run(read())

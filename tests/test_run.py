@@ -27,7 +27,7 @@ from pipeline.core._settings import Settings
 from pipeline.harvester._run import HarvestReport
 from pipeline.operate import _lock as lock_module
 from pipeline.operate import _runner as runner
-from pipeline.operate._lock import ARCHIVE_SCOPE, TRENDS_SCOPE, Holder, holder, run_lock
+from pipeline.operate._lock import ARCHIVE_SCOPE, TRENDS_SCOPE, Holder, Wait, holder, run_lock
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -450,7 +450,7 @@ def test_a_stop_while_waiting_for_the_lock_is_an_interrupted_run(
     assert waiting.is_set() and stop.is_set()
     assert (report.status, report.exit_code, report.harvest) == ("interrupted", 4, None)
     with pytest.raises(LockTimeout, match="waited 0 s"):
-        with run_lock(settings, "run"), run_lock(settings, "again", timeout=0):
+        with run_lock(settings, "run"), run_lock(settings, "again", wait=Wait(0)):
             pass
 
 

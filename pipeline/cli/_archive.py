@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import functools
 import sys
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import click
 
@@ -19,43 +21,43 @@ from ._base import (
     print_result,
     report_and_exit,
 )
-from ._options import common_options, settings_from_flags, shard_option
+from ._options import common_options, harvest_options, settings_from_flags
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
+    import polars as pl
+
     from ..alerts import AlertsReport
-    from ..core import Shard
+    from ..harvester import HarvestOptions
 
 
 @cli.command("harvest")
 @common_options
-@click.option("--full", is_flag=True, help="Re-read every bot's whole /stats list (default: only "
-              "bots whose newest record is not archived yet).")
-@click.option("--accept-removals", is_flag=True,
-              help="Believe a complete listing however many bots it would mark removed (by "
-                   "default more than [harvest].max_removed_share of them, or an empty listing, "
-                   "ends the run partial with nothing marked).")
+@harvest_options(
+    full_help="Re-read every bot's whole /stats list (default: only bots whose newest record is "
+              "not archived yet).",
+    removals_help="Believe a complete listing however many bots it would mark removed (by "
+                  "default more than [harvest].max_removed_share of them, or an empty listing, "
+                  "ends the run partial with nothing marked).")
 @click.option("--progress/--no-progress", default=True, show_default=True,
               help="Show progress (a bar on a terminal, log lines otherwise).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run report as JSON instead of a table.")
-@shard_option
 @handle_errors
-def harvest_cmd(full: bool, accept_removals: bool, progress: bool, as_json: bool,
-                shard: Shard | None) -> None:
+def harvest_cmd(harvest: HarvestOptions, progress: bool, as_json: bool) -> None:
     """Archive every bot and its statistics records (incrementally, exactly once).
 
     Incremental by default: a bot whose newest record is already archived costs one request.
     Exit codes: 0 complete, 3 partial (some bots failed; the next run retries them),
     1 failed, 4 interrupted, 75 another job holds the archive, 2 usage or config error.
     """
-    from ..harvester import HarvestOptions
     from ..operate import locked_harvest, tell_harvest
     from ._console import harvest_summary, stderr_console
 
     settings = settings_from_flags()
     setup_logging(settings)
-    options = HarvestOptions(full=full, accept_removals=accept_removals, shard=shard)
     report = harvesting(progress, lambda stop, on_progress: locked_harvest(
-        settings, options, stop=stop, on_progress=on_progress))
+        settings, harvest, stop=stop, on_progress=on_progress))
     _say_told(tell_harvest(settings, report))
     report_and_exit(report, as_json, lambda r: stderr_console().print(harvest_summary(r)))
 
@@ -235,6 +237,34 @@ def _params_option(_ctx: click.Context, _param: click.Parameter,
         raise click.BadParameter(str(exc), param_hint="--param") from None
 
 
+class _Output(NamedTuple):
+    """Where and how `botstats sql` gives its result: ``fmt``, the file (None: stdout) and the
+    rows a table shows."""
+
+    fmt: str
+    path: str | None
+    max_rows: int
+
+
+def _output_options(fn: Callable[..., T]) -> Callable[..., T]:
+    """--format, --output and --max-rows, handed to the command as one ``out``: an _Output."""
+
+    @functools.wraps(fn)
+    def command(*args: Any, fmt: str, output: str | None, max_rows: int, **more: Any) -> T:
+        return fn(*args, out=_Output(fmt, output, max_rows), **more)
+
+    options = (
+        click.option("--format", "fmt", type=click.Choice(["table", "csv", "json", "parquet"]),
+                     default="table", show_default=True, help="Output format."),
+        click.option("--output", "-o", type=click.Path(dir_okay=False),
+                     help="Write the result to this file (required for parquet)."),
+        click.option("--max-rows", default=100, show_default=True, type=click.IntRange(1),
+                     help="Rows shown in table format (files always get every row)."))
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
 @cli.command("sql")
 @click.argument("query", required=False)
 @click.option("-f", "--file", "sql_file", type=click.Path(exists=True, dir_okay=False),
@@ -242,56 +272,57 @@ def _params_option(_ctx: click.Context, _param: click.Parameter,
 @click.option("--param", "-p", "variables", multiple=True, metavar="NAME=VALUE",
               callback=_params_option,
               help="Set a DuckDB variable the query reads as getvariable('NAME'); repeatable.")
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json", "parquet"]),
-              default="table", show_default=True, help="Output format.")
-@click.option("--output", "-o", type=click.Path(dir_okay=False),
-              help="Write the result to this file (required for parquet).")
-@click.option("--max-rows", default=100, show_default=True, type=click.IntRange(1),
-              help="Rows shown in table format (files always get every row).")
+@_output_options
 @click.option("--attach", "attach", is_flag=True,
               help="Print the SQL that opens the archive read-only in a DuckDB 1.5 session "
                    "(e.g. duckdb -cmd \"$(botstats sql --attach)\") and exit.")
 @common_options
 @handle_errors
-def sql_cmd(query: str | None, sql_file: str | None, variables: dict[str, str], fmt: str,
-            output: str | None, max_rows: int, attach: bool) -> None:
+def sql_cmd(query: str | None, sql_file: str | None, variables: dict[str, str], out: _Output,
+            attach: bool) -> None:
     """Run SQL against the archive (read-only, as of its last commit): tables and the trend_*
     views.
 
     Give the query as an argument or with -f FILE. Prints a table, or writes csv/json/parquet
     with --format and --output (csv and json go to stdout without --output). SQL errors exit 2.
     """
-    from ..analytics import attach_sql, read_query_file, run_query, to_json, write_frame, write_text
-    from ._console import plain_table
+    from ..analytics import attach_sql, read_query_file, run_query
 
     if attach:
         click.echo(attach_sql(settings_from_flags()))
         return
     if (query is None) == (sql_file is None):
         raise click.UsageError("give a QUERY or -f FILE (one of them).")
-    if fmt == "parquet" and not output:
+    if out.fmt == "parquet" and not out.path:
         raise click.UsageError("--format parquet needs --output FILE.")
     text = read_query_file(sql_file) if sql_file else str(query)
     if not text.strip():
         where = f" in {sql_file}" if sql_file else ""
         raise click.UsageError(f"the query{where} is empty: give a SELECT, e.g. "
                                f"\"SELECT count(*) FROM bot_stats\".")
-    limit = max_rows + 1 if fmt == "table" else None
+    limit = out.max_rows + 1 if out.fmt == "table" else None
     frame = run_query(settings_from_flags(), text, variables, limit=limit)
     if frame is None:
         click.echo("botstats: the query returned no result set (only comments, or a statement "
-                   "such as SET): nothing to show" + (f" or write to {output}" if output else "")
-                   + ".", err=True)
+                   "such as SET): nothing to show"
+                   + (f" or write to {out.path}" if out.path else "") + ".", err=True)
         return
-    if fmt == "table":
-        table = plain_table(frame.head(max_rows), more=frame.height > max_rows)
-        if output:
-            write_text(table + "\n", Path(output))
+    _write_result(frame, out)
+
+
+def _write_result(frame: pl.DataFrame, out: _Output) -> None:
+    from ..analytics import to_json, write_frame, write_text
+    from ._console import plain_table
+
+    if out.fmt == "table":
+        table = plain_table(frame.head(out.max_rows), more=frame.height > out.max_rows)
+        if out.path:
+            write_text(table + "\n", Path(out.path))
         else:
             click.echo(table)
-    elif output:
-        write_frame(frame, Path(output), fmt)
-    elif fmt == "csv":
+    elif out.path:
+        write_frame(frame, Path(out.path), out.fmt)
+    elif out.fmt == "csv":
         click.echo(frame.write_csv(), nl=False)
     else:
         click.echo(to_json(frame))

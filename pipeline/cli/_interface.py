@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import click
 
@@ -36,20 +37,32 @@ def users_group() -> None:
     """
 
 
-def _read_command(group: click.Group, name: str, method: str, help_text: str, *, arg: str | None,
-                  paged: tuple[str, str, str] | None = None, user: bool = False) -> None:
-    """`botstats GROUP NAME [ARG]`: one GET, printed as JSON. ``paged`` = (what one page holds,
-    what is paged, what --skip skips) adds --limit/--skip for a service that pages the list;
-    ``user`` adds --user-token."""
+class _Read(NamedTuple):
+    """A `botstats GROUP NAME [ARG]` command: one GET, printed as JSON. ``method``: the client's
+    method it calls; ``arg``: the id it takes; ``paged`` = (what one page holds, what is paged,
+    what --skip skips) adds --limit/--skip for a service that pages the list; ``user`` adds
+    --user-token."""
+
+    name: str
+    method: str
+    help_text: str
+    arg: str | None
+    paged: tuple[str, str, str] | None = None
+    user: bool = False
+
+
+def _read_command(group: click.Group, read: _Read) -> None:
+    """Add ``read`` to ``group``."""
+    paged = read.paged
 
     def command(limit: int | None = None, skip: int = 0, **args: str) -> None:
         paging = {"limit": limit, "skip": skip} if paged else {}
         print_json(_call_client(settings_from_flags(),
-                                lambda c: getattr(c, method)(*args.values(), **paging)))
+                                lambda c: getattr(c, read.method)(*args.values(), **paging)))
 
-    decorators: list[Callable[[Any], Any]] = [group.command(name, help=help_text)]
-    if arg:
-        decorators.append(click.argument(arg, type=ID))
+    decorators: list[Callable[[Any], Any]] = [group.command(read.name, help=read.help_text)]
+    if read.arg:
+        decorators.append(click.argument(read.arg, type=ID))
     if paged:
         each, what, items = paged
         decorators += [
@@ -59,14 +72,14 @@ def _read_command(group: click.Group, name: str, method: str, help_text: str, *,
             click.option("--skip", type=click.IntRange(min=0), default=0, show_default=True,
                          help=f"{items} to skip (with --limit)."),
         ]
-    decorators += [*([user_token_option] if user else []), common_options, handle_errors]
+    decorators += [*([user_token_option] if read.user else []), common_options, handle_errors]
     for decorate in reversed(decorators):
         command = decorate(command)
 
 
 USER_LIST = ("", "the list", "Items")
-_read_command(users_group, "me", "me", "Print the current user (GET /users/@me).", arg=None,
-              user=True)
+_read_command(users_group, _Read("me", "me", "Print the current user (GET /users/@me).",
+                                 arg=None, user=True))
 for _name, _method, _help, _paged in (
     ("get", "user", "Print the user USER_ID (GET /users/:user_id).", None),
     ("bots", "user_bots", "Print the bots of user USER_ID (GET /users/:user_id/bots).", USER_LIST),
@@ -75,7 +88,7 @@ for _name, _method, _help, _paged in (
     ("webhooks", "user_webhooks",
      "Print the webhooks of user USER_ID (GET /users/:user_id/webhooks).", USER_LIST),
 ):
-    _read_command(users_group, _name, _method, _help, arg="user_id", paged=_paged, user=True)
+    _read_command(users_group, _Read(_name, _method, _help, "user_id", _paged, user=True))
 
 
 @cli.group("bots")
@@ -102,7 +115,7 @@ for _name, _method, _help, _paged in (
     ("stat", "bot_last_stat",
      "Print the most recent stat record of bot BOT_ID (GET /bots/:bot_id/stat).", None),
 ):
-    _read_command(bots_group, _name, _method, _help, arg="bot_id", paged=_paged)
+    _read_command(bots_group, _Read(_name, _method, _help, "bot_id", _paged))
 
 
 def _custom_option(_ctx: click.Context, _param: click.Parameter,
@@ -115,23 +128,43 @@ def _custom_option(_ctx: click.Context, _param: click.Parameter,
         raise click.BadParameter(str(exc)) from None
 
 
+# A stat record's standard fields as post-stat's options: (flag, its range, required, help).
+_METRICS: tuple[tuple[str, click.IntRange, bool, str], ...] = (
+    ("users", click.IntRange(min=0), True, "Count of bot users."),
+    ("guilds", click.IntRange(min=0), True, "Count of bot guilds."),
+    ("shards", click.IntRange(min=0), False, "Count of bot shards."),
+    ("memory-load", click.IntRange(0, 100), False, "Percent of memory in use."),
+    ("cpu-load", click.IntRange(0, 100), False, "Percent of CPU in use."),
+    ("commands-executed", click.IntRange(min=0), False, "Count of executed commands."),
+)
+
+
+def _metric_options(fn: Callable[..., T]) -> Callable[..., T]:
+    """An option per standard field (:data:`_METRICS`), handed to the command as one
+    ``metrics``: each field's name and value (None: not given)."""
+    names = [flag.replace("-", "_") for flag, *_ in _METRICS]
+
+    @functools.wraps(fn)
+    def command(*args: Any, **given: Any) -> T:
+        metrics = {name: given.pop(name) for name in names}
+        return fn(*args, metrics=metrics, **given)
+
+    for flag, kind, required, text in reversed(_METRICS):
+        command = click.option(f"--{flag}", type=kind, required=required, help=text)(command)
+    return command
+
+
 @cli.command("post-stat")
 @click.argument("bot_id", type=ID)
-@click.option("--users", type=click.IntRange(min=0), required=True, help="Count of bot users.")
-@click.option("--guilds", type=click.IntRange(min=0), required=True, help="Count of bot guilds.")
-@click.option("--shards", type=click.IntRange(min=0), help="Count of bot shards.")
-@click.option("--memory-load", type=click.IntRange(0, 100), help="Percent of memory in use.")
-@click.option("--cpu-load", type=click.IntRange(0, 100), help="Percent of CPU in use.")
-@click.option("--commands-executed", type=click.IntRange(min=0), help="Count of executed commands.")
+@_metric_options
 @click.option("--custom", "custom", multiple=True, metavar="NAME=VALUE", callback=_custom_option,
               help="Custom field (repeatable); VALUE is read as integer, number, true/false, "
                    "else text.")
 @click.option("--bot-key", help="The bot's API key (default: $BOTSTATS_BOT_KEY). Sent as-is.")
 @common_options
 @handle_errors
-def post_stat(bot_id: str, users: int, guilds: int, shards: int | None,
-              memory_load: int | None, cpu_load: int | None, commands_executed: int | None,
-              custom: list[tuple[str, Any]], bot_key: str | None) -> None:
+def post_stat(bot_id: str, metrics: dict[str, int | None], custom: list[tuple[str, Any]],
+              bot_key: str | None) -> None:
     """Publish one stat record for bot BOT_ID (POST /bots/:bot_id/stats) and print it.
 
     Not retried on a server error or timeout (the record may have been stored): check with
@@ -140,7 +173,5 @@ def post_stat(bot_id: str, users: int, guilds: int, shards: int | None,
     from ..interface import stat_payload
 
     settings = settings_from_flags(**({"bot_key": bot_key} if bot_key else {}))
-    payload = stat_payload(settings.fields, {
-        "users": users, "guilds": guilds, "shards": shards, "memory_load": memory_load,
-        "cpu_load": cpu_load, "commands_executed": commands_executed}, custom)
+    payload = stat_payload(settings.fields, metrics, custom)
     print_json(_call_client(settings, lambda c: c.post_stat(bot_id, payload)))

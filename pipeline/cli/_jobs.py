@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -15,11 +17,21 @@ from ._base import (
     print_json,
     report_and_exit,
 )
-from ._options import common_options, config_option, settings_from_flags, shard_option, typed
+from ._options import (
+    common_options,
+    config_option,
+    harvest_options,
+    settings_from_flags,
+    shard_option,
+    typed,
+)
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from ..core import Shard
-    from ..operate import RunReport
+    from ..harvester import HarvestOptions
+    from ..operate import DemoOptions, RunReport
 
 
 @cli.command("config")
@@ -65,22 +77,21 @@ def _print_run(report: RunReport) -> None:
 
 @cli.command("run")
 @common_options
-@click.option("--full", is_flag=True, help="Re-read every bot's whole /stats list (see `harvest --full`).")
+@harvest_options(
+    full_help="Re-read every bot's whole /stats list (see `harvest --full`).",
+    removals_help="Believe a complete listing however many bots it would mark removed (see "
+                  "`harvest --accept-removals`).")
 @click.option("--full-trends", is_flag=True, help="Recompute the trends from the whole archive "
               "(see `trends --full`).")
-@click.option("--accept-removals", is_flag=True,
-              help="Believe a complete listing however many bots it would mark removed (see "
-                   "`harvest --accept-removals`).")
 @click.option("--lock-timeout", type=click.FloatRange(min=0), metavar="SECONDS",
               help="Seconds to wait while another job holds the archive lock, then exit 75 "
                    "(overrides [run].lock_timeout).")
 @click.option("--progress/--no-progress", default=True, show_default=True,
               help="Show progress (a bar on a terminal, log lines otherwise).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run report as JSON instead of a summary.")
-@shard_option
 @handle_errors
-def run_cmd(full: bool, full_trends: bool, accept_removals: bool, lock_timeout: float | None,
-            progress: bool, as_json: bool, shard: Shard | None) -> None:
+def run_cmd(harvest: HarvestOptions, full_trends: bool, lock_timeout: float | None,
+            progress: bool, as_json: bool) -> None:
     """Harvest, then build trends: the one command a crontab calls.
 
     Takes the archive's run lock first, so two runs (or a run and `botstats schedule`) never
@@ -88,7 +99,6 @@ def run_cmd(full: bool, full_trends: bool, accept_removals: bool, lock_timeout: 
     Exit codes: 0 complete, 3 partial, 1 failed, 4 interrupted, 75 another run holds the lock
     (the message names it), 2 usage or config error.
     """
-    from ..harvester import HarvestOptions
     from ..operate import (
         RunOptions,
         can_hand_off,
@@ -103,7 +113,7 @@ def run_cmd(full: bool, full_trends: bool, accept_removals: bool, lock_timeout: 
     setup_logging(settings)
     report = resumed()  # this process is the fresh image a harvest handed its run to
     if report is None:
-        options = RunOptions(HarvestOptions(full, accept_removals, shard), full_trends=full_trends,
+        options = RunOptions(harvest, full_trends=full_trends,
                              hand_off=settings.run.fresh_process and typed().entry_point
                              and can_hand_off())
         report = harvesting(progress, lambda stop, on_progress: run(
@@ -172,24 +182,51 @@ def cron_cmd(shard: Shard | None) -> None:
     click.echo(cron_text(settings, typed().config, flags, shard=shard), nl=False)
 
 
+def _divides_a_day(_ctx: click.Context, _param: click.Parameter, value: int) -> int:
+    if 86_400 % value:
+        raise click.BadParameter(f"{value} does not divide 86400 (try 1, 2, 4, 24).")
+    return value
+
+
+def _demo_options(fn: Callable[..., T]) -> Callable[..., T]:
+    """--bots, --days, --stats-per-day, --events and --fresh, handed to the command as one
+    ``options``: :class:`~pipeline.operate.DemoOptions`, with the --config typed."""
+
+    @functools.wraps(fn)
+    def command(*args: Any, bots: int, days: int, stats_per_day: int, events: float,
+                fresh: bool, **more: Any) -> T:
+        from ..operate import DemoOptions
+
+        options = DemoOptions(bots=bots, days=days, stats_per_day=stats_per_day, events=events,
+                              config=typed().config, fresh=fresh)
+        return fn(*args, options=options, **more)
+
+    decorators = (
+        click.option("--bots", type=click.IntRange(1, 100_000), default=200, show_default=True,
+                     help="Bots the embedded service lists."),
+        click.option("--days", type=click.IntRange(1, 3650), default=90, show_default=True,
+                     help="Days of history per bot."),
+        click.option("--stats-per-day", type=click.IntRange(1, 1440), default=2,
+                     show_default=True, callback=_divides_a_day,
+                     help="Stat records per bot per day (must divide 86400)."),
+        click.option("--events", type=click.FloatRange(0, 1), default=0.1, show_default=True,
+                     help="Share of bots the service plants events on (spikes, level shifts, "
+                          "outages, ...; GET /_admin/events has the truth). 0 = none."),
+        click.option("--fresh", is_flag=True,
+                     help="Delete a previous demo's archive and exports in --dir first."))
+    for decorate in reversed(decorators):
+        command = decorate(command)
+    return command
+
+
 @cli.command("demo")
 @click.option("--dir", "directory", default="data", show_default=True, type=click.Path(file_okay=False),
               help="Where the archive (archive.ducklake) and exports (exports/) go.")
-@click.option("--bots", type=click.IntRange(1, 100_000), default=200, show_default=True,
-              help="Bots the embedded service lists.")
-@click.option("--days", type=click.IntRange(1, 3650), default=90, show_default=True,
-              help="Days of history per bot.")
-@click.option("--stats-per-day", type=click.IntRange(1, 1440), default=2, show_default=True,
-              help="Stat records per bot per day (must divide 86400).")
-@click.option("--events", type=click.FloatRange(0, 1), default=0.1, show_default=True,
-              help="Share of bots the service plants events on (spikes, level shifts, outages, "
-                   "...; GET /_admin/events has the truth). 0 = none.")
-@click.option("--fresh", is_flag=True, help="Delete a previous demo's archive and exports in --dir first.")
+@_demo_options
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
 @config_option
 @handle_errors
-def demo_cmd(directory: str, bots: int, days: int, stats_per_day: int, events: float,
-             fresh: bool, as_json: bool) -> None:
+def demo_cmd(directory: str, options: DemoOptions, as_json: bool) -> None:
     """Start the embedded service, run harvest + trends against it, show what was written.
 
     The archive goes to DIR/archive.ducklake (default data/, the default [store].db, so
@@ -197,16 +234,11 @@ def demo_cmd(directory: str, bots: int, days: int, stats_per_day: int, events: f
     """
     from rich.console import Console
 
-    from ..operate import DemoOptions, botstats_command, demo, next_steps
+    from ..operate import botstats_command, demo, next_steps
     from ._console import print_table
 
-    if 86_400 % stats_per_day:
-        raise click.BadParameter(f"{stats_per_day} does not divide 86400 (try 1, 2, 4, 24).",
-                                 param_hint="'--stats-per-day'")
     # Logging follows the user's settings (the demo's own overrides are applied inside).
     setup_logging(settings_from_flags())
-    options = DemoOptions(bots=bots, days=days, stats_per_day=stats_per_day, events=events,
-                          config=typed().config, fresh=fresh)
     report = harvesting(not as_json, lambda stop, on_progress: demo(
         directory, options, stop=stop, on_progress=on_progress))
     if as_json:

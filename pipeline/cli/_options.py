@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from ..core import Settings, Shard, load_settings
+
+if TYPE_CHECKING:
+    from ..harvester import HarvestOptions
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -115,3 +119,29 @@ shard_option = click.option(
     "--shard", type=_ShardType(), metavar="K/N",
     help="Harvest only the bots whose id hashes to shard K of N (K from 0 to N-1), beside "
          "workers harvesting the other shards into the same archive (docs/operating.md).")
+
+
+def harvest_options(full_help: str, removals_help: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """--full, --accept-removals and --shard, handed to the command as one ``harvest``:
+    :class:`~pipeline.harvester.HarvestOptions` (`harvest` and `run` word the first two)."""
+
+    def decorate(fn: Callable[..., T]) -> Callable[..., T]:
+        @functools.wraps(fn)
+        def command(*args: Any, full: bool, accept_removals: bool, shard: Shard | None,
+                    **more: Any) -> T:
+            return fn(*args, harvest=_harvest_options(full, accept_removals, shard), **more)
+
+        options = (click.option("--full", is_flag=True, help=full_help),
+                   click.option("--accept-removals", is_flag=True, help=removals_help),
+                   shard_option)
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return decorate
+
+
+def _harvest_options(full: bool, accept_removals: bool, shard: Shard | None) -> HarvestOptions:
+    from ..harvester import HarvestOptions  # on use: the CLI starts without the harvester
+
+    return HarvestOptions(full=full, accept_removals=accept_removals, shard=shard)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from itertools import repeat
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import duckdb
 import polars as pl
@@ -73,6 +73,16 @@ def frame_of(columns: dict[str, list[Any]], schema: dict[str, Any]) -> pl.DataFr
     series = [pl.Series(name, columns.pop(name), dtype=pl.Int64 if name == "recorded_at" else dtype)
               for name, dtype in schema.items()]
     return pl.DataFrame(series).with_columns(pl.col("recorded_at").cast(schema["recorded_at"]))
+
+
+class Reject(NamedTuple):
+    """A row of table ``rejects``: what was read (``endpoint``, the bot's id if any), why it was
+    kept aside, and its text as received."""
+
+    endpoint: str
+    bot_id: str | None
+    reason: str
+    raw: str
 
 
 class Batch:
@@ -140,7 +150,7 @@ class Batch:
                 or len(self._bot_ids) + len(self.rejects) + len(self.errors) >= BATCH_BOT_ROWS
                 or self._seen_rows >= SEEN_ROWS)
 
-    def add_page(self, endpoint: str, bot_id: str, page: StatPage, *, checked: bool = True,
+    def add_page(self, bot_id: str, page: StatPage, *, checked: bool = True,
                  listed: int | None = None, again: bool = False) -> None:
         """A validated /stats page: its rows extend the columns (C-speed), its rejects are kept.
         ``checked``: its keys may be archived already (else they are new for sure). ``again``:
@@ -163,21 +173,21 @@ class Batch:
         c["name"].extend(page.custom_name)
         c["value_text"].extend(page.custom_text)
         c["value_num"].extend(page.custom_num)
+        endpoint = f"GET /bots/{bot_id}/stats"  # as the tail words it
         for reason, raw in page.rejects:
-            self.reject(endpoint, bot_id, reason, raw, again=again)
+            self.reject(Reject(endpoint, bot_id, reason, raw), again=again)
         if page.raw:
             self.tally.saw_fields("stat", page.raw[-1])  # the newest: one decode per bot
 
-    def reject(self, endpoint: str, bot_id: str | None, reason: str, raw: str,
-               kind: str | None = "stat", *, again: bool = False) -> None:
+    def reject(self, row: Reject, kind: str | None = "stat", *, again: bool = False) -> None:
         """A record (of ``kind``, for the run's verdict; None: a body, not a record) kept aside
         in table rejects with its reason; ``again``: perhaps refused by an earlier run (see
         :meth:`settle`)."""
         if kind is not None:
-            self.tally.reject(kind, reason, raw)
+            self.tally.reject(kind, row.reason, row.raw)
             if again:
                 self._again.append((len(self.rejects), kind))
-        self.rejects.append({"endpoint": endpoint, "bot_id": bot_id, "reason": reason, "raw": raw})
+        self.rejects.append(row._asdict())
 
     async def settle(self) -> None:
         """Take the rejects the archive holds already out of the verdict's tally: a bot whose

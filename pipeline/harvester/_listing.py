@@ -15,7 +15,7 @@ from ..core import (
     ListingUnstable,
     SkipIgnored,
 )
-from ._batch import Batch, Db
+from ._batch import Batch, Db, Reject
 from ._context import Run
 from ._ids import Identities, not_unique, repeated
 from ._paging import FrontPager, shortfall, walk_for
@@ -30,7 +30,7 @@ async def list_directory(run: Run, db: Db,
                          queue: asyncio.Queue[tuple[str, archive.Newest | None] | None]) -> None:
     client, fields, report, buffer, stop = run.client, run.fields, run.report, run.buffer, run.stop
     shape = client.shapes["bots"]
-    pager = walk_for(shape, "GET /bots", "bots", shape.page_size)
+    pager = walk_for(shape, "GET /bots", "bots")
     identities = Identities(fields.bot_id)
     skip = 0
     while not stop.is_set() and not buffer.halted:
@@ -58,8 +58,8 @@ async def list_directory(run: Run, db: Db,
             endpoint = f"GET /bots?skip={skip}"
             if isinstance(exc, BadResponse) and exc.body is not None \
                     and not isinstance(exc, ListingUnstable | SkipIgnored):
-                buffer.reject(endpoint, None, f"page is not a JSON array: {exc}", exc.body,
-                          kind=None)
+                buffer.reject(Reject(endpoint, None, f"page is not a JSON array: {exc}",
+                                     exc.body), kind=None)
             buffer.error(endpoint, None, exc)
             report.message = f"listing stopped early: {exc}"
             if not pager.seen:
@@ -104,7 +104,7 @@ def parse_page(page: list[Any], skip: int, fields: FieldSettings, buffer: Batch,
         except Invalid as exc:
             # A placeholder keeps the page's positions right for the pager.
             placeholder = f"\x00invalid:{skip + position}:{hash(raw_text(record))}"
-            buffer.reject(f"GET /bots?skip={skip}", None, str(exc), raw_text(record),
+            buffer.reject(Reject(f"GET /bots?skip={skip}", None, str(exc), raw_text(record)),
                           kind=None if placeholder in seen else "bot")
             ids.append(placeholder)
             continue

@@ -290,18 +290,19 @@ class FrontPager:
 Walk = Pager | FrontPager
 
 
-def walk_for(shape: ListShape, what: str, items: str, page_size: int, *, start: int = 0,
+def walk_for(shape: ListShape, what: str, items: str, *, start: int = 0,
              reread_head: bool = True) -> Walk:
     """The walk of a list the service pages as ``shape`` says, with the messages of this list:
     the :class:`Pager` where any window can be asked (from ``start``), else from the front."""
     setting = "page_size" if shape.kind == "bots" else f"{shape.kind}_page_size"
     unstable = "Nothing of this list is archived this run; it is read again next run."
     if not shape.positional:
-        return FrontPager(page_size=page_size, what=what, items=items, unstable_advice=unstable)
+        return FrontPager(page_size=shape.page_size, what=what, items=items,
+                          unstable_advice=unstable)
     family = {"offset": f"`{shape.offset_param}`", "page": f"`{shape.page_param}`",
               "link": f"`{shape.page_param}`"}[shape.paging]
     return Pager(
-        page_size=page_size, what=what, items=items, start=start, reread_head=reread_head,
+        page_size=shape.page_size, what=what, items=items, start=start, reread_head=reread_head,
         # Page numbers cannot be asked from the middle of a page: no overlap, whole pages.
         overlap=5 if shape.paging == "offset" else 0,
         skip_advice=f"the list cannot be paged by {family}: set {shape.setting} to how the "
@@ -362,28 +363,36 @@ class Mark:
     at: int | None
 
 
-def mark_of(text: bytes, bot_id: str, fields: FieldSettings) -> Mark:
-    """A record's key and time as the tail reads them; None for what it does not give."""
-    try:
-        record = decode_json(text)
-    except ValueError:
-        return Mark(None, None)
-    try:
-        key: str | None = stat_key(record, bot_id, fields)
-    except Invalid:
-        key = None
-    try:
-        at: int | None = (parse_time(record[fields.stat_time]) - EPOCH) // ONE_US
-    except (Invalid, KeyError, TypeError):
-        at = None
-    return Mark(key, at)
+@dataclass(frozen=True, slots=True)
+class Keying:
+    """How one bot's records are keyed and timed: its id (a record keyed by its time takes the
+    bot's id into its key) and the ``[fields]`` that name the key and the time."""
+
+    bot_id: str
+    fields: FieldSettings
+
+    def mark(self, text: bytes) -> Mark:
+        """A record's key and time as the tail reads them; None for what it does not give."""
+        try:
+            record = decode_json(text)
+        except ValueError:
+            return Mark(None, None)
+        try:
+            key: str | None = stat_key(record, self.bot_id, self.fields)
+        except Invalid:
+            key = None
+        try:
+            at: int | None = (parse_time(record[self.fields.stat_time]) - EPOCH) // ONE_US
+        except (Invalid, KeyError, TypeError):
+            at = None
+        return Mark(key, at)
 
 
 class Marks(Sequence[Mark]):
     """A page's marks, each decoded when first looked at."""
 
-    def __init__(self, texts: list[bytes], bot_id: str, fields: FieldSettings) -> None:
-        self._texts, self._bot_id, self._fields = texts, bot_id, fields
+    def __init__(self, texts: list[bytes], keying: Keying) -> None:
+        self._texts, self._keying = texts, keying
         self._marks: dict[int, Mark] = {}
 
     def __len__(self) -> int:
@@ -399,7 +408,7 @@ class Marks(Sequence[Mark]):
         if index < 0:
             index += len(self._texts)
         if index not in self._marks:
-            self._marks[index] = mark_of(self._texts[index], self._bot_id, self._fields)
+            self._marks[index] = self._keying.mark(self._texts[index])
         return self._marks[index]
 
 

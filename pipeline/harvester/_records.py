@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 import msgspec
 from msgspec.structs import astuple
@@ -434,31 +434,40 @@ def parse_stats_raw(body: bytes, items: Sequence[Any], bot_id: str,
     if decoders is None or not items:
         return _raw_page_by_record(items, bot_id, fields, latest)
     if len(items) <= TYPED_CHUNK:
-        return _usual_page(body, items, bot_id, fields, decoders, latest)
+        return _usual_page(body, items, _Rules(bot_id, fields, latest), decoders)
     # A long page in chunks: the typed records of one chunk at a time live beside the columns
     # (they cost several times the body).
     page = StatPage()
     for start in range(0, len(items), TYPED_CHUNK):
         chunk = items[start:start + TYPED_CHUNK]
-        page.extend(_usual_page(b"[" + b",".join(map(bytes, chunk)) + b"]", chunk, bot_id,
-                                fields, decoders, latest))
+        page.extend(_usual_page(b"[" + b",".join(map(bytes, chunk)) + b"]", chunk,
+                                _Rules(bot_id, fields, latest), decoders))
     return page
 
 
 TYPED_CHUNK = 16_384  # records decoded typed at once
 
 
-def _usual_page(body: bytes, items: Sequence[Any], bot_id: str, fields: FieldSettings,
-                decoders: tuple[msgspec.json.Decoder[Any], msgspec.json.Decoder[Any]],
-                latest: datetime) -> StatPage:
+class _Rules(NamedTuple):
+    """What a page is judged by: whose it is (a record keyed by its time takes the bot's id),
+    the ``[fields]`` it is read by, and the latest time a record may carry."""
+
+    bot_id: str
+    fields: FieldSettings
+    latest: datetime
+
+
+def _usual_page(body: bytes, items: Sequence[Any], rules: _Rules,
+                decoders: tuple[msgspec.json.Decoder[Any], msgspec.json.Decoder[Any]]) -> StatPage:
     try:
-        return _typed_page(decoders[0].decode(body), items, bot_id, fields, latest)
+        records = decoders[0].decode(body)
+        return _typed_page(records, items, rules.bot_id, rules.fields, rules.latest)
     except _NOT_TYPED:
-        return _page_by_run(items, bot_id, fields, decoders[1], latest)
+        return _page_by_run(items, rules, decoders[1])
 
 
-def _page_by_run(items: Sequence[Any], bot_id: str, fields: FieldSettings,
-                 decoder: msgspec.json.Decoder[Any], latest: datetime) -> StatPage:
+def _page_by_run(items: Sequence[Any], rules: _Rules,
+                 decoder: msgspec.json.Decoder[Any]) -> StatPage:
     """The page in runs: each run of records that decode typed goes through the typed path
     together, each record that does not through :func:`parse_stat`, in page order."""
     page = StatPage()
@@ -469,9 +478,9 @@ def _page_by_run(items: Sequence[Any], bot_id: str, fields: FieldSettings,
         if not run:
             return
         try:
-            page.extend(_typed_page(typed, run, bot_id, fields, latest))
+            page.extend(_typed_page(typed, run, rules.bot_id, rules.fields, rules.latest))
         except _NOT_TYPED:  # decodes typed, yet not usual: e.g. a naive time, a future one
-            page.extend(_raw_page_by_record(run, bot_id, fields, latest))
+            page.extend(_raw_page_by_record(run, rules.bot_id, rules.fields, rules.latest))
         typed.clear()
         run.clear()
 
@@ -480,7 +489,7 @@ def _page_by_run(items: Sequence[Any], bot_id: str, fields: FieldSettings,
             typed.append(decoder.decode(item))
         except msgspec.DecodeError:  # ValidationError too
             end_run()
-            page.extend(_raw_page_by_record([item], bot_id, fields, latest))
+            page.extend(_raw_page_by_record([item], rules.bot_id, rules.fields, rules.latest))
             continue
         run.append(item)
     end_run()

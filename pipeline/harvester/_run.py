@@ -27,7 +27,7 @@ import logging
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from .. import archive
 from ..archive import describe_fields, note_fields
@@ -80,8 +80,8 @@ def harvest(
         archive.begin_run(con, report, dead)
         db = Db(con)
         try:
-            asyncio.run(_harvest(settings, options, report, db, on_progress,
-                                 stop or threading.Event()))
+            asyncio.run(_harvest(settings, options, report, db,
+                                 _Hooks(on_progress, stop or threading.Event())))
         except (KeyboardInterrupt, asyncio.CancelledError):
             report.status, report.message = RunStatus.INTERRUPTED, "interrupted by the user"
             raise
@@ -95,14 +95,17 @@ def harvest(
     return report
 
 
-async def _harvest(
-    settings: Settings,
-    options: HarvestOptions,
-    report: HarvestReport,
-    db: Db,
-    on_progress: ProgressFn | None,
-    stop: threading.Event,
-) -> None:
+class _Hooks(NamedTuple):
+    """How the caller follows a run (``on_progress``) and ends it (``stop``: once set, the run
+    ends after its current batch, ``interrupted``)."""
+
+    on_progress: ProgressFn | None
+    stop: threading.Event
+
+
+async def _harvest(settings: Settings, options: HarvestOptions, report: HarvestReport, db: Db,
+                   hooks: _Hooks) -> None:
+    on_progress, stop = hooks
     buffer = Batch(db, report, settings.store.batch_rows,
                     new_only=await db.call(archive.nothing_archived), fields=settings.fields)
     known_live = await db.call(archive.live_bots, report.shard)  # before this run writes any bot

@@ -12,6 +12,7 @@ from ..core import (
     BadResponse,
 )
 from ..interface import Client, ListPage, user_list_path
+from ._batch import Reject
 from ._context import Run
 from ._ids import not_unique, repeated
 from ._paging import FrontPager, Walk, read_paged, shortfall, walk_for
@@ -46,7 +47,7 @@ async def user_list(client: Client, user_id: str, what: str) -> list[Any]:
             page = await client.list_window("user_lists", path, skip, limit)
         return page.records, page
 
-    walk = walk_for(shape, endpoint, what, shape.page_size)
+    walk = walk_for(shape, endpoint, what)
     records = await read_paged(
         fetch, lambda record: json.dumps(record, sort_keys=True, separators=(",", ":")), walk)
     if (short := shortfall(walk)) is not None:
@@ -82,7 +83,7 @@ async def snapshot_user(run: Run) -> None:
     try:
         user_id = entity_id(me, fields.user_id, "user")
     except Invalid as exc:
-        buffer.reject("GET /users/@me", None, str(exc), raw_text(me), kind="user")
+        buffer.reject(Reject("GET /users/@me", None, str(exc), raw_text(me)), kind="user")
         return
     buffer.tally.keep("user", 1)
     buffer.tally.known["user"].add(user_id)
@@ -108,7 +109,7 @@ async def snapshot_user(run: Run) -> None:
             try:
                 rid = entity_id(record, getattr(fields, setting), what)
             except Invalid as exc:
-                buffer.reject(endpoint, None, str(exc), raw_text(record), kind=kind)
+                buffer.reject(Reject(endpoint, None, str(exc), raw_text(record)), kind=kind)
                 continue
             rows.append({"run_id": report.run_id, "user_id": user_id, key: rid,
                          "raw": raw_text(record), "fetched_at": now})

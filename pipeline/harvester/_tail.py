@@ -21,18 +21,18 @@ from ..core import (
     first_line,
 )
 from ..interface import Client, ListPage, RawArray, split_array, stats_path
-from ._batch import ERROR_CHARS, Batch
+from ._batch import ERROR_CHARS, Batch, Reject
 from ._context import Run
 from ._ids import repeated, stat_keys_not_unique
 from ._paging import (
     ANCHOR_WINDOW,
     FrontPager,
+    Keying,
     Marks,
     Order,
     Pager,
     TailRead,
     Walk,
-    mark_of,
     read_paged,
     shortfall,
     walk_for,
@@ -50,6 +50,7 @@ from ._verdict import MISSING_CHECKS, STAT_READ, STATS_READ
 async def harvest_bot(run: Run, bot_id: str, newest: archive.Newest | None,
                       order: OrderHint) -> None:
     client, fields, report, buffer, full = run.client, run.fields, run.report, run.buffer, run.full
+    keying = Keying(bot_id, fields)
     endpoint = f"GET /bots/{bot_id}/stat"
     page_size = client.shapes["stats"].page_size
     last_key = None
@@ -75,7 +76,7 @@ async def harvest_bot(run: Run, bot_id: str, newest: archive.Newest | None,
         endpoint, read = f"GET /bots/{bot_id}/stats", STATS_READ
         buffer.tally.request(read).tried += 1
         if page_size:
-            paged = await stats_pages(client, bot_id, fields, None if full else newest,
+            paged = await stats_pages(client, keying, None if full else newest,
                                       last_key, order)
             records, listed, said = paged.records, paged.listed, paged.said
         else:
@@ -94,8 +95,8 @@ async def harvest_bot(run: Run, bot_id: str, newest: archive.Newest | None,
         buffer.tally.failed(read, type(exc).__name__, first_line(exc, ERROR_CHARS))
         return
     except BadResponse as exc:
-        buffer.reject(endpoint, bot_id, f"not a JSON list of records: {first_line(exc, ERROR_CHARS)}",
-                      exc.body or "", kind=None)
+        why = f"not a JSON list of records: {first_line(exc, ERROR_CHARS)}"
+        buffer.reject(Reject(endpoint, bot_id, why, exc.body or ""), kind=None)
         buffer.tally.failed(read, "a body that is not a JSON list", first_line(exc, ERROR_CHARS))
         return
     except ApiError as exc:
@@ -108,11 +109,11 @@ async def harvest_bot(run: Run, bot_id: str, newest: archive.Newest | None,
     if isinstance(records, RawArray):
         length = len(records.items)
         part = slice(None) if full or newest is None or page_size else \
-            new_part(records.items, newest, last_key, bot_id, fields)
+            new_part(records.items, newest, last_key, keying)
         body, items = (records.body, records.items) if part == slice(None) else \
             subarray(records.items[part])
         if not page_size and newest is not None and not full:
-            cut = cut_newest_first(records.items, part, newest, last_key, bot_id, fields)
+            cut = cut_newest_first(records.items, part, newest, last_key, keying)
         page = parse_stats_raw(body, items, bot_id, fields, received_at=received_at)
         del body, items  # see below
     else:
@@ -152,7 +153,7 @@ async def harvest_bot(run: Run, bot_id: str, newest: archive.Newest | None,
     checked = full or newest is None
     if newest is not None and not full:
         page, checked = newer(page, newest)
-    buffer.add_page(endpoint, bot_id, page, checked=checked,
+    buffer.add_page(bot_id, page, checked=checked,
                     listed=listed if page_size else length, again=newest is not None)
     # The body and the page's objects go as soon as the batch holds them (a bot's /stats may
     # be tens of MB): not kept alive through the batch's write.
@@ -168,8 +169,8 @@ async def newest_key(client: Client, bot_id: str, fields: FieldSettings) -> str 
         return None
 
 
-def new_part(items: Sequence[Any], newest: archive.Newest, last_key: str | None, bot_id: str,
-             fields: FieldSettings) -> slice:
+def new_part(items: Sequence[Any], newest: archive.Newest, last_key: str | None,
+             keying: Keying) -> slice:
     """The records of a whole /stats list newer than the bot's newest archived one (the
     anchor), whichever way the list is ordered: all of them when the anchor is not found. The
     list's length at the last read says where to look (that far from its oldest end), so an
@@ -177,13 +178,13 @@ def new_part(items: Sequence[Any], newest: archive.Newest, last_key: str | None,
     being the newest (``GET /stat``'s) says it is newest first."""
     if not newest.listed or not items:
         return slice(None)
-    if _list_order(items, last_key, bot_id, fields) is Order.NEWEST_FIRST:
+    if _list_order(items, last_key, keying) is Order.NEWEST_FIRST:
         around = len(items) - newest.listed
-        at = _find(items, newest.stat_id, around - ANCHOR_WINDOW, around + ANCHOR_WINDOW,
-                   bot_id, fields)
+        at = _find(items, newest.stat_id, range(around - ANCHOR_WINDOW, around + ANCHOR_WINDOW),
+                   keying)
         return slice(None) if at is None else slice(0, at)
-    at = _find(items, newest.stat_id, newest.listed - ANCHOR_WINDOW,
-               newest.listed + ANCHOR_WINDOW, bot_id, fields)
+    at = _find(items, newest.stat_id,
+               range(newest.listed - ANCHOR_WINDOW, newest.listed + ANCHOR_WINDOW), keying)
     return slice(None) if at is None else slice(at + 1, None)
 
 
@@ -215,40 +216,39 @@ async def look_up(client: Client, buffer: Batch, bot_id: str) -> None:
 
 
 def cut_newest_first(items: Sequence[Any], part: slice, newest: archive.Newest,
-                     last_key: str | None, bot_id: str, fields: FieldSettings) -> str | None:
+                     last_key: str | None, keying: Keying) -> str | None:
     """Why a whole newest-first /stats list looks cut (None: it does not): it lacks the bot's
     newest archived record, and even its last (oldest) record is newer. A service that pages
     newest first sends its first page when asked for the whole list; read so, the records
     between that page and the archive would be lost without a word."""
     if part != slice(None) or len(items) < 2:
         return None
-    if _list_order(items, last_key, bot_id, fields) is not Order.NEWEST_FIRST:
+    if _list_order(items, last_key, keying) is not Order.NEWEST_FIRST:
         return None
-    oldest = mark_of(bytes(items[-1]), bot_id, fields)
+    oldest = keying.mark(bytes(items[-1]))
     if oldest.at is None or oldest.at <= newest.recorded_at or \
-            _find(items, newest.stat_id, 0, len(items), bot_id, fields) is not None:
+            _find(items, newest.stat_id, range(len(items)), keying) is not None:
         return None
-    return (f"GET /bots/{bot_id}/stats lists {len(items)} records newest first, all newer than "
-            f"the bot's newest archived record ({newest.stat_id})")
+    return (f"GET /bots/{keying.bot_id}/stats lists {len(items)} records newest first, all "
+            f"newer than the bot's newest archived record ({newest.stat_id})")
 
 
-def _list_order(items: Sequence[Any], last_key: str | None, bot_id: str,
-                fields: FieldSettings) -> Order:
+def _list_order(items: Sequence[Any], last_key: str | None, keying: Keying) -> Order:
     """Newest first when the list opens with ``GET /stat``'s record and does not end with it."""
     if last_key is None or len(items) < 2:
         return Order.UNKNOWN
-    first = mark_of(bytes(items[0]), bot_id, fields).key
-    last = mark_of(bytes(items[-1]), bot_id, fields).key
+    first = keying.mark(bytes(items[0])).key
+    last = keying.mark(bytes(items[-1])).key
     if first == last_key and last != last_key:
         return Order.NEWEST_FIRST
     return Order.OLDEST_FIRST if last == last_key else Order.UNKNOWN
 
 
-def _find(items: Sequence[Any], key: str, lo: int, hi: int, bot_id: str,
-          fields: FieldSettings) -> int | None:
-    """Where the record keyed ``key`` lies in ``items[lo:hi]`` (bounds clipped); None: not there."""
-    for i in range(max(0, lo), min(len(items), hi)):
-        if mark_of(bytes(items[i]), bot_id, fields).key == key:
+def _find(items: Sequence[Any], key: str, where: range, keying: Keying) -> int | None:
+    """Where the record keyed ``key`` lies among ``items`` at the places ``where`` (clipped to
+    the list); None: not there."""
+    for i in range(max(0, where.start), min(len(items), where.stop)):
+        if keying.mark(bytes(items[i])).key == key:
             return i
     return None
 
@@ -325,9 +325,8 @@ class StatsRead:
     said: str | None = None
 
 
-async def stats_pages(client: Client, bot_id: str, fields: FieldSettings,
-                      newest: archive.Newest | None, last_key: str | None,
-                      order: OrderHint) -> StatsRead:
+async def stats_pages(client: Client, keying: Keying, newest: archive.Newest | None,
+                      last_key: str | None, order: OrderHint) -> StatsRead:
     """A bot's /stats list from a service that pages it, as one list; records are told apart by
     their JSON text, valid or not.
 
@@ -336,7 +335,7 @@ async def stats_pages(client: Client, bot_id: str, fields: FieldSettings,
     orders the list; ``order`` is the run's hint of that order, and learns what this read saw.
     A list paged from the front (a next URL, a cursor) is read whole."""
     shape = client.shapes["stats"]
-    path = stats_path(bot_id)
+    path = stats_path(keying.bot_id)
     what = f"GET {path}"
     totals: list[int] = []
 
@@ -354,12 +353,12 @@ async def stats_pages(client: Client, bot_id: str, fields: FieldSettings,
         return [json.dumps(r, separators=(",", ":")).encode() for r in page.items], page
 
     def walk(start: int, whole: bool) -> Pager:
-        made = walk_for(shape, what, "records", shape.page_size, start=start, reread_head=whole)
+        made = walk_for(shape, what, "records", start=start, reread_head=whole)
         assert isinstance(made, Pager)
         return made
 
     if newest is None or not shape.positional:  # a first read, --full, or from the front
-        whole = walk_for(shape, what, "records", shape.page_size)
+        whole = walk_for(shape, what, "records")
         kept = await read_paged(fetch, _text_key, whole)
         short = shortfall(whole)
         return StatsRead(_joined(kept), len(kept),
@@ -373,7 +372,7 @@ async def stats_pages(client: Client, bot_id: str, fields: FieldSettings,
             skip, limit = request
             items, _ = await fetch(None, skip, limit)
             keys = [_text_key(item) for item in items]
-            new = set(read.feed(skip, keys, Marks(items, bot_id, fields)))
+            new = set(read.feed(skip, keys, Marks(items, keying)))
             for item, item_key in zip(items, keys, strict=True):
                 if item_key in new:
                     new.discard(item_key)  # a record twice in one page is kept once

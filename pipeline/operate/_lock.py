@@ -520,23 +520,26 @@ def _advisory_lock(settings: Settings, ask: _Ask) -> Iterator[AdvisoryHandle]:
 Held = LockHandle | AdvisoryHandle
 
 
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """How long a job waits for the lock: ``seconds`` (None: [run].lock_timeout; negative: for
+    as long as it takes), and only until ``stop`` is set."""
+
+    seconds: float | None = None
+    stop: threading.Event | None = None
+
+
 @contextmanager
-def run_lock(
-    settings: Settings,
-    job: str,
-    *,
-    scope: Scope = ARCHIVE_SCOPE,
-    timeout: float | None = None,
-    run_id: str | None = None,
-    stop: threading.Event | None = None,
-) -> Iterator[Held]:
-    """Hold the archive's run lock for ``job`` and ``scope``; wait up to ``timeout`` (default
-    [run].lock_timeout).
+def run_lock(settings: Settings, job: str, *, scope: Scope = ARCHIVE_SCOPE,
+             wait: Wait = Wait(), run_id: str | None = None) -> Iterator[Held]:
+    """Hold the archive's run lock for ``job`` (of run ``run_id``, once it has one) and
+    ``scope``, waiting as ``wait`` says.
 
     Raises :class:`~pipeline.core.LockTimeout` (exit 75) naming the holder when the wait runs
-    out, or as soon as ``stop`` is set while waiting.
+    out, or as soon as ``wait.stop`` is set while waiting.
     """
-    ask = _Ask(job, scope, settings.run.lock_timeout if timeout is None else timeout, run_id, stop)
+    seconds = settings.run.lock_timeout if wait.seconds is None else wait.seconds
+    ask = _Ask(job, scope, seconds, run_id, wait.stop)
     if settings.shared_catalog:
         with _advisory_lock(settings, ask) as handle:
             yield handle

@@ -36,7 +36,17 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..core import BotstatsError, LockTimeout, RunStatus, Settings, Shard
 from ..harvester import EXIT_CODES, HarvestOptions, HarvestReport, ProgressFn, harvest
-from ._lock import TRENDS_SCOPE, Held, Holder, HolderJson, Scope, advisory_holder, holder, run_lock
+from ._lock import (
+    TRENDS_SCOPE,
+    Held,
+    Holder,
+    HolderJson,
+    Scope,
+    Wait,
+    advisory_holder,
+    holder,
+    run_lock,
+)
 from ._memory import peak_rss_mb
 
 if TYPE_CHECKING:
@@ -191,8 +201,8 @@ def run(settings: Settings, options: RunOptions | None = None, *,
     started = time.monotonic()
     scope = Scope.harvest(options.harvest.shard)
     try:
-        with run_lock(settings, "run", scope=scope, timeout=options.lock_timeout,
-                      stop=stop) as lock:
+        with run_lock(settings, "run", scope=scope,
+                      wait=Wait(options.lock_timeout, stop)) as lock:
             report = RunReport(RunStatus.RUNNING, lock_wait=time.monotonic() - started,
                                took_over=lock.previous if lock.took_over else None)
             report.harvest = harvest(settings, options.harvest, stop=stop, dead=lock.dead,
@@ -221,8 +231,8 @@ def finish_run(settings: Settings, report: RunReport, *, full_trends: bool = Fal
     stop = stop or threading.Event()
     report.trends_pending = False
     try:
-        with run_lock(settings, "run", scope=TRENDS_SCOPE, timeout=lock_timeout,
-                      run_id=report.run_id, stop=stop) as lock:
+        with run_lock(settings, "run", scope=TRENDS_SCOPE, wait=Wait(lock_timeout, stop),
+                      run_id=report.run_id) as lock:
             _trends_then_report(settings, report, full_trends)
             if not stop.is_set():
                 _tell(settings, report, lock)
@@ -349,7 +359,7 @@ def locked_harvest(settings: Settings, options: HarvestOptions | None = None, *,
     stop, options = stop or threading.Event(), options or HarvestOptions()
     scope = Scope.harvest(options.shard)
     try:
-        with run_lock(settings, "harvest", scope=scope, stop=stop) as lock:
+        with run_lock(settings, "harvest", scope=scope, wait=Wait(stop=stop)) as lock:
             report = harvest(settings, options, stop=stop,
                              on_progress=_noting(lock, on_progress), dead=lock.dead)
             lock.note(run_id=report.run_id)
@@ -405,7 +415,7 @@ def locked_trends(settings: Settings, *, full: bool = False,
     archived meanwhile is built right after, still under the lock (``then``)."""
     from ..analytics import build_trends
 
-    with run_lock(settings, "trends", scope=TRENDS_SCOPE, stop=stop):
+    with run_lock(settings, "trends", scope=TRENDS_SCOPE, wait=Wait(stop=stop)):
         report = build_trends(settings, full=full)
         if full and not (stop and stop.is_set()):
             then = build_trends(settings)
