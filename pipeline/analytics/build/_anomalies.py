@@ -47,7 +47,7 @@ back :func:`lookback_days` (see _plan), and its rows equal a full build's.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import date, timedelta
 from functools import partial
 
@@ -89,6 +89,30 @@ ANOMALY_SCHEMA = pl.Schema({
     "baseline_days": pl.Int64, "score": pl.Float64, "ratio": pl.Float64,
     "severity": pl.Float64, "summary": pl.String, "also": pl.String, "evidence": pl.String,
 })
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Event:
+    """One row of the anomalies dataset (its columns: ``ANOMALY_SCHEMA``). The size and the
+    baseline are the leading metric's; an outage and a counter reset have none."""
+
+    bot_id: str
+    day: date
+    kind: str
+    metric: str | None = None
+    first_day: date
+    last_day: date | None
+    days: int | None
+    value: float | None = None
+    baseline_median: float | None = None
+    baseline_mad: float | None = None
+    baseline_days: int | None = None
+    score: float | None = None
+    ratio: float | None = None
+    severity: float
+    summary: str
+    also: str | None = None
+    evidence: str | None = None
 
 
 def lookback_days(t: TrendSettings) -> int:
@@ -137,6 +161,19 @@ class _Floors:
             return np.where(resid > 0, resid >= self.half_up, -resid >= self.half_down)
 
 
+@dataclass(frozen=True)
+class _Batch:
+    """The rows one call of the detector judges (``bot_daily`` of whole bots, sorted by bot and
+    day): each row's bot-day key, whether the bot's command counter restarted that day, and
+    whether the events shown can depend on its tests (the others, an incremental run's
+    lookback, are only the usual of these)."""
+
+    frame: pl.DataFrame
+    key: np.ndarray
+    resets: np.ndarray
+    needed: np.ndarray
+
+
 @dataclass
 class _Metric:
     """One metric of every row: its usual level and the tests' results."""
@@ -157,6 +194,29 @@ class _Metric:
     size: np.ndarray  # log ratio of the event: a spike's peak, a shift's median
     young: np.ndarray  # a young row's usual spread, from the days it has (NaN: not young)
 
+    def ratio(self, i: int) -> float:
+        """Row ``i``'s event as a ratio to its usual level."""
+        return math.exp(self.size[i])
+
+    def usual(self, i: int) -> float:
+        """Row ``i``'s usual level, in the metric's units."""
+        return float(np.expm1(self.level[i]))
+
+
+@dataclass(frozen=True)
+class _Around:
+    """The rows of one metric its tests are tried on, and what the tests read around each: its
+    next HOLD_DAYS days against its usual level projected (log distance ``later``, their
+    ``later_value`` and ``later_usual``), its ``step`` since the days just before, and its
+    usual value ``base``."""
+
+    rows: np.ndarray
+    later: np.ndarray
+    later_value: np.ndarray
+    later_usual: np.ndarray
+    step: np.ndarray
+    base: np.ndarray
+
 
 def _find(daily: pl.DataFrame, *, t: TrendSettings, since: date | None) -> pl.DataFrame:
     frame = daily.with_columns(_key=bot_day_key())
@@ -171,6 +231,7 @@ def _find(daily: pl.DataFrame, *, t: TrendSettings, since: date | None) -> pl.Da
     # the others (an incremental run's lookback) are only the usual of these.
     needed = np.ones(len(key), bool) if since is None else (
         frame["day"] >= since - timedelta(days=max(RUN_GAP, HOLD_DAYS))).to_numpy()
+    batch = _Batch(frame, key, resets, needed)
     metrics: dict[str, _Metric] = {}
     for name in METRICS:
         value = frame[name].cast(pl.Float64).to_numpy().astype(np.float64)
@@ -182,27 +243,30 @@ def _find(daily: pl.DataFrame, *, t: TrendSettings, since: date | None) -> pl.Da
             # commands.
             value = np.where((before == key - 1) & ~resets & ~reset_before & whole, value,
                              np.nan)
-        metrics[name] = _usual(key, value, t, needed, young=name != "commands_executed")
+        metrics[name] = _usual(batch, value, t, young=name != "commands_executed")
     one_guild = 1.0 / (np.expm1(np.nan_to_num(metrics["guilds"].level, nan=0.0)) + 1.0)
     for name, metric in metrics.items():
-        _test(metric, key, one_guild, _Floors.of(name, t), t, needed)
+        _test(metric, batch, one_guild, _Floors.of(name, t), t)
     flagged = np.zeros(len(key), bool)
     for metric in metrics.values():
         flagged |= metric.jump | metric.hold
     outage = _outages(key, before, frame["bot_id"].to_numpy(), t)
     starts = _starts(key, flagged | outage)
     shown = np.ones(len(key), bool) if since is None else (frame["day"] >= since).to_numpy()
-    rows = [row for i in np.flatnonzero(starts & shown).tolist()
-            if (row := _event_row(i, frame, metrics, outage, resets, t))
-            is not None]
-    taken = {(r["bot_id"], r["day"]) for r in rows}
+    events: list[_Event] = []
+    for i in np.flatnonzero(starts & shown).tolist():
+        event = _outage_event(batch, i) if outage[i] else _moved_event(batch, i, metrics, t)
+        if event is not None:
+            events.append(event)
+    taken = {(e.bot_id, e.day) for e in events}
     routine = _routine(key, resets, t.anomaly_window)
     for i in np.flatnonzero(resets & ~routine & shown).tolist():
         if (frame["bot_id"][i], frame["day"][i]) not in taken and not _in_event(i, key, starts):
-            rows.append(_reset_row(frame, i, t.anomaly_window))
-    if not rows:
+            events.append(_reset_event(batch, i, t.anomaly_window))
+    if not events:
         return pl.DataFrame(schema=ANOMALY_SCHEMA)
-    return pl.DataFrame(rows, schema=ANOMALY_SCHEMA, orient="row").sort("day", "bot_id")
+    return pl.DataFrame([asdict(e) for e in events], schema=ANOMALY_SCHEMA,
+                        orient="row").sort("day", "bot_id")
 
 
 def _whole_days(frame: pl.DataFrame, days: int) -> np.ndarray:
@@ -213,14 +277,14 @@ def _whole_days(frame: pl.DataFrame, days: int) -> np.ndarray:
     return (frame["records"].cast(pl.Float64) >= usual.to_series().fill_null(0)).to_numpy()
 
 
-def _usual(key: np.ndarray, value: np.ndarray, t: TrendSettings, needed: np.ndarray, *,
-           young: bool) -> _Metric:
+def _usual(batch: _Batch, value: np.ndarray, t: TrendSettings, *, young: bool) -> _Metric:
     """The usual level of every row of one metric (see the module docstring): over the window
-    of ``anomaly_window`` days, or, with ``young``, for a ``needed`` row with fewer than
+    of ``anomaly_window`` days, or, with ``young``, for a needed row with fewer than
     ``anomaly_min_days`` days of it, over the days it has (:func:`_young`). The tests' columns
     are left empty."""
     window = f"{t.anomaly_window}i"
     y = pl.col("y")
+    key = batch.key
     usual = pl.DataFrame({"key": key, "y": np.log1p(np.clip(value, 0, None))}).with_columns(
         y=pl.col("y").fill_nan(None),
     ).with_columns(
@@ -247,11 +311,11 @@ def _usual(key: np.ndarray, value: np.ndarray, t: TrendSettings, needed: np.ndar
         size=np.full(n, np.nan), young=np.full(n, np.nan),
     )
     if young:
-        _young(m, key, t, needed)
+        _young(m, batch, t)
     return m
 
 
-def _young(m: _Metric, key: np.ndarray, t: TrendSettings, needed: np.ndarray) -> None:
+def _young(m: _Metric, batch: _Batch, t: TrendSettings) -> None:
     """The usual level and spread of the rows with too few days for the window's (a bot's
     first weeks, or one that reports now and then), from the days they have in the window:
 
@@ -269,7 +333,8 @@ def _young(m: _Metric, key: np.ndarray, t: TrendSettings, needed: np.ndarray) ->
       k days is itself uncertain, and so is a slope carried over days: the spread of the
       row's distance from the level is sqrt(1 + pi / 2k) wider, plus the slope's.
     """
-    rows = np.flatnonzero((m.days < t.anomaly_min_days) & ~np.isnan(m.y) & needed)
+    key = batch.key
+    rows = np.flatnonzero((m.days < t.anomaly_min_days) & ~np.isnan(m.y) & batch.needed)
     window = t.anomaly_window
     # The rows of each one's window before it: a run of rows (keys of a bot are sorted, and
     # other bots' lie further apart), as many columns as the longest run needs.
@@ -346,9 +411,9 @@ def _packed(values: np.ndarray, days: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return np.take_along_axis(values, order, axis=1), np.take_along_axis(days, order, axis=1)
 
 
-def _test(m: _Metric, key: np.ndarray, one_guild: np.ndarray, floors: _Floors,
-          t: TrendSettings, needed: np.ndarray) -> None:
-    """Fill in the jump (or run: :func:`_runs`) and hold tests of one ``needed`` metric. The
+def _test(m: _Metric, batch: _Batch, one_guild: np.ndarray, floors: _Floors,
+          t: TrendSettings) -> None:
+    """Fill in the jump (or run: :func:`_runs`) and hold tests of one metric's needed rows. The
     spread is computed only for rows at least half a floor off their usual level: no other row
     can pass a test.
 
@@ -361,28 +426,29 @@ def _test(m: _Metric, key: np.ndarray, one_guild: np.ndarray, floors: _Floors,
     # A young row judges a fall only from YOUNG_FALL_DAYS days on: the first day may have been
     # a spike, and a median of fewer days does not put it aside.
     young = ~np.isnan(m.young) & ((m.resid > 0) | (m.days >= YOUNG_FALL_DAYS))
-    tried = np.flatnonzero((mature | young) & needed & ~np.isnan(m.resid)
+    key = batch.key
+    tried = np.flatnonzero((mature | young) & batch.needed & ~np.isnan(m.resid)
                            & floors.half(m.resid))
     spread = np.where(young[tried], m.young[tried], np.nan)
     grown = np.flatnonzero(mature[tried])
     spread[grown] = MAD_SIGMA * _mad(m.distance, key, tried[grown],
                                      SPREAD_WINDOWS * t.anomaly_window)
     m.spread[tried] = np.maximum(np.maximum(spread, one_guild[tried]), MIN_SPREAD)
-    later, later_value, later_usual = _ahead(key, m, tried)
-    step = _step(key, m, tried)
-    base = np.expm1(m.level)
+    around = _Around(tried, *_ahead(key, m, tried), _step(key, m, tried),
+                     np.expm1(m.level)[tried])
+    later, step, base = around.later, around.step, around.base
     for j, i in enumerate(tried):
         r, s = m.resid[i], m.spread[i]
         sign = 1.0 if r > 0 else -1.0
         m.later[i] = int(np.count_nonzero(~np.isnan(later[j])))
         stepped = np.isnan(step[j]) or sign * step[j] >= STEP_SHARE * abs(r)
         if stepped and abs(r / s) > t.anomaly_threshold and floors.passed(
-                r, m.value[i] - base[i]):
+                r, m.value[i] - base[j]):
             m.jump[i], m.score[i], m.size[i] = True, r / s, r
             for k in range(HOLD_DAYS):
                 d = later[j, k]
                 if np.isnan(d) or sign * d / s <= t.anomaly_threshold or not floors.passed(
-                        d, later_value[j, k] - later_usual[j, k]):
+                        d, around.later_value[j, k] - around.later_usual[j, k]):
                     break
                 m.size[i] = max(m.size[i], d) if sign > 0 else min(m.size[i], d)
                 m.off[i] = k + 1
@@ -399,17 +465,17 @@ def _test(m: _Metric, key: np.ndarray, one_guild: np.ndarray, floors: _Floors,
                 np.isnan(step[j]) or sign * step[j] >= STEP_SHARE * abs(middle)) or (
                 not mature[i] and abs(np.mean(later[j]) - r) > abs(middle) / 2):
             continue
-        if abs(z4) > t.anomaly_threshold and floors.passed(middle, base[i] * math.expm1(middle)):
+        if abs(z4) > t.anomaly_threshold and floors.passed(middle, base[j] * math.expm1(middle)):
             m.hold[i], m.score[i], m.size[i] = True, z4, middle
-    _runs(m, tried, later, step, base[tried], floors, t.anomaly_threshold)
+    _runs(m, around, floors, t.anomaly_threshold)
 
 
-def _runs(m: _Metric, tried: np.ndarray, later: np.ndarray, step: np.ndarray,
-          base: np.ndarray, floors: _Floors, threshold: float) -> None:
-    """The run test of the ``tried`` rows that did not jump (``later``, ``step`` and ``base``
-    are theirs): a spike or a drop of 2 to HOLD_DAYS days, all on the side of the first, each
-    at least half the relative floor off, back by half on the day after, judged on the mean
-    of its days. (A row that also holds keeps the hold's score and size.)"""
+def _runs(m: _Metric, around: _Around, floors: _Floors, threshold: float) -> None:
+    """The run test of the tried rows that did not jump: a spike or a drop of 2 to HOLD_DAYS
+    days, all on the side of the first, each at least half the relative floor off, back by
+    half on the day after, judged on the mean of its days. (A row that also holds keeps the
+    hold's score and size.)"""
+    tried, later, step, base = around.rows, around.later, around.step, around.base
     r, s = m.resid[tried], m.spread[tried]
     sign = np.sign(r)
     open_ = ~m.jump[tried]  # not decided yet: a longer run may still be one
@@ -528,19 +594,27 @@ def _in_event(i: int, key: np.ndarray, starts: np.ndarray) -> bool:
     return bool(np.any(starts[lo:i] & (key[lo:i] >= key[i] - HOLD_DAYS)))
 
 
-def _event_row(i: int, frame: pl.DataFrame, metrics: dict[str, _Metric], outage: np.ndarray,
-               resets: np.ndarray, t: TrendSettings) -> dict[str, object] | None:
-    bot_id, day = frame["bot_id"][i], frame["day"][i]
+def _outage_event(batch: _Batch, i: int) -> _Event:
+    """Row ``i`` ends a silence: the bot is back after the days it said nothing."""
+    frame = batch.frame
+    day = frame["day"][i]
+    gap = int(frame["_key"][i] - frame["_key"][i - 1] - 1)
+    first, last = day - timedelta(days=gap), day - timedelta(days=1)
+    usual = frame["users"][i - 1]
+    return _Event(bot_id=frame["bot_id"][i], day=day, kind="outage", first_day=first,
+                  last_day=last, days=gap, ratio=0.0, severity=_severity(usual, 0.0, gap),
+                  summary=f"no stats for {gap} days ({first} to {last})",
+                  also="counter reset" if batch.resets[i] else None,
+                  evidence=f"no record for {gap} days after reporting daily")
+
+
+def _moved_event(batch: _Batch, i: int, metrics: dict[str, _Metric],
+                 t: TrendSettings) -> _Event | None:
+    """The event that starts on row ``i``, led by the metric that moved most (None: none
+    moved; the row was flagged for an outage only)."""
+    frame = batch.frame
+    day = frame["day"][i]
     users = metrics["users"]
-    if outage[i]:
-        gap = int(frame["_key"][i] - frame["_key"][i - 1] - 1)
-        first, last = day - timedelta(days=gap), day - timedelta(days=1)
-        usual = frame["users"][i - 1]
-        return _row(bot_id, day, "outage", first=first, last=last, days=gap, ratio=0.0,
-                    severity=_severity(usual, 0.0, gap),
-                    summary=f"no stats for {gap} days ({first} to {last})",
-                    also="counter reset" if resets[i] else None,
-                    evidence=f"no record for {gap} days after reporting daily")
     moved = [(name, m) for name, m in metrics.items() if m.jump[i] or m.hold[i]]
     if not moved:
         return None
@@ -551,7 +625,7 @@ def _event_row(i: int, frame: pl.DataFrame, metrics: dict[str, _Metric], outage:
     others = [f"{LABELS[o]} {_change(math.exp(om.resid[i]))}" for o, om in metrics.items()
               if o != name and not np.isnan(om.spread[i])
               and abs(om.resid[i] / om.spread[i]) > t.anomaly_threshold]
-    ratio = math.exp(m.size[i])
+    ratio = m.ratio(i)
     if m.hold[i]:
         kind, last, days = "level_shift", None, None
         said = f"{LABELS[name]} {_change(ratio)} since {day}"
@@ -568,52 +642,37 @@ def _event_row(i: int, frame: pl.DataFrame, metrics: dict[str, _Metric], outage:
     load = _load_change(frame, i)
     if load:
         others.append(load)
-    if resets[i]:
+    if batch.resets[i]:
         others.append("counter reset")
-    usual_users = float(np.expm1(users.level[i])) if not np.isnan(users.level[i]) else None
-    base = float(np.expm1(m.level[i]))
-    return _row(bot_id, day, kind, name, first=day, last=last, days=days,
-                value=float(m.value[i]), base=base,
-                mad=base * math.expm1(float(m.spread[i])), baseline_days=int(m.days[i]),
-                score=float(m.score[i]), ratio=ratio,
-                severity=_severity(usual_users, ratio, lasting), summary=said,
-                also=", ".join(others) or None,
-                evidence=_evidence(i, frame, m, ratio, base, t))
+    usual_users = users.usual(i) if not np.isnan(users.level[i]) else None
+    base = m.usual(i)
+    return _Event(bot_id=frame["bot_id"][i], day=day, kind=kind, metric=name, first_day=day,
+                  last_day=last, days=days, value=float(m.value[i]), baseline_median=base,
+                  baseline_mad=base * math.expm1(float(m.spread[i])),
+                  baseline_days=int(m.days[i]), score=float(m.score[i]), ratio=ratio,
+                  severity=_severity(usual_users, ratio, lasting), summary=said,
+                  also=", ".join(others) or None, evidence=_evidence(batch.key, i, m, t))
 
 
-def _evidence(i: int, frame: pl.DataFrame, m: _Metric, ratio: float, base: float,
-              t: TrendSettings) -> str:
-    """What the judgement rests on: the day of a young bot's history, or the usual level and
-    how many usual spreads off it the change was."""
+def _evidence(key: np.ndarray, i: int, m: _Metric, t: TrendSettings) -> str:
+    """What the judgement of row ``i`` rests on: the day of a young bot's history, or the
+    usual level and how many usual spreads off it the change was."""
+    ratio = m.ratio(i)
     if np.isnan(m.young[i]):
-        return (f"{_change(ratio)} against its usual {base:,.0f}: {abs(m.score[i]):.1f} usual "
-                f"spreads off ({int(m.days[i])} days)")
-    key = frame["_key"].to_numpy()
+        return (f"{_change(ratio)} against its usual {m.usual(i):,.0f}: {abs(m.score[i]):.1f} "
+                f"usual spreads off ({int(m.days[i])} days)")
     first = int(key[np.searchsorted(key, key[i] - t.anomaly_window, side="left")])
     if first > key[i] - t.anomaly_window:
         return f"{_change(ratio)} on day {int(key[i]) - first + 1} of its history"
     return f"{_change(ratio)} against its {int(m.days[i])} reports of the last {t.anomaly_window} days"
 
 
-def _reset_row(frame: pl.DataFrame, i: int, window: int) -> dict[str, object]:
-    day = frame["day"][i]
-    return _row(frame["bot_id"][i], day, "counter_reset", "commands_executed", first=day,
-                last=day, days=1, ratio=1.0, severity=0.0,
-                summary="commands counter reset (the bot restarted)",
-                evidence=f"no other restart in the {window} days before")
-
-
-def _row(bot_id: str, day: date, kind: str, metric: str | None = None, *, first: date,
-         last: date | None, days: int | None, severity: float, summary: str,
-         value: float | None = None, base: float | None = None, mad: float | None = None,
-         baseline_days: int | None = None, score: float | None = None,
-         ratio: float | None = None, also: str | None = None,
-         evidence: str | None = None) -> dict[str, object]:
-    return {"bot_id": bot_id, "day": day, "kind": kind, "metric": metric, "first_day": first,
-            "last_day": last, "days": days, "value": value, "baseline_median": base,
-            "baseline_mad": mad, "baseline_days": baseline_days, "score": score,
-            "ratio": ratio, "severity": severity, "summary": summary, "also": also,
-            "evidence": evidence}
+def _reset_event(batch: _Batch, i: int, window: int) -> _Event:
+    day = batch.frame["day"][i]
+    return _Event(bot_id=batch.frame["bot_id"][i], day=day, kind="counter_reset",
+                  metric="commands_executed", first_day=day, last_day=day, days=1, ratio=1.0,
+                  severity=0.0, summary="commands counter reset (the bot restarted)",
+                  evidence=f"no other restart in the {window} days before")
 
 
 def _severity(usual_users: float | int | None, ratio: float, days: int) -> float:
