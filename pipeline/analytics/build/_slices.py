@@ -145,32 +145,48 @@ MEMORY_ROWS = 200_000
 MEMORY_GROUPS = 8
 
 
+@dataclass(frozen=True)
+class GroupScan:
+    """How a group of slices is read from the archive (``con``): the bot ranges of its
+    ``slices``, their records from UTC day ``since`` on (None: all of them), spread over
+    scratch files in ``folder`` or, ``in_memory``, over buffers."""
+
+    con: duckdb.DuckDBPyConnection
+    slices: list[tuple[str | None, str | None]]
+    folder: Path
+    since: date | None = None
+    in_memory: bool = False
+
+
 class SliceReads:
     """The rows of ``sql`` for each slice of a group, from one scan of the archive (spread over
     a file per slice, :mod:`._keyed`). :meth:`read` gives a slice's rows, the same frame as
     :func:`read_slice`; a group of one slice is read directly, as there is nothing to share.
     """
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, sql: str,
-                 group: list[tuple[str | None, str | None]], folder: Path,
-                 since: date | None = None, *, in_memory: bool = False) -> None:
-        self._con, self._sql, self._group, self._since = con, sql, group, since
+    def __init__(self, scan: GroupScan, sql: str) -> None:
+        self._scan, self._sql = scan, sql
         self._files: KeyedFiles | None = None
+        group = scan.slices
         if len(group) > 1:
-            reader = con.sql(sql + _where(group[0][0], group[-1][1], since)).to_arrow_reader(
-                SCAN_BATCH_ROWS)
+            reader = scan.con.sql(sql + _where(group[0][0], group[-1][1], scan.since)
+                                  ).to_arrow_reader(SCAN_BATCH_ROWS)
             schema = pl.DataFrame(reader.schema.empty_table()).schema
             # Slice k holds the bots from its lo on: a row's slice is how many later los it passed.
             starts = pl.Series([lo for lo, _ in group[1:]], dtype=pl.String)
             self._files = spread(
                 (_frame(batch) for batch in reader),
-                lambda rows: starts.search_sorted(rows["bot_id"], side="right"), folder, schema,
-                in_memory=in_memory)
+                lambda rows: starts.search_sorted(rows["bot_id"], side="right"), scan.folder,
+                schema, in_memory=scan.in_memory)
+
+    @property
+    def slices(self) -> list[tuple[str | None, str | None]]:
+        return self._scan.slices
 
     def read(self, k: int) -> pl.DataFrame:
         if self._files is None:
-            lo, hi = self._group[k]
-            return read_slice(self._con, self._sql, lo, hi, since=self._since)
+            lo, hi = self._scan.slices[k]
+            return read_slice(self._scan.con, self._sql, lo, hi, since=self._scan.since)
         return self._files.take(k)
 
     def close(self) -> None:
@@ -257,9 +273,8 @@ def compute_slices(con: duckdb.DuckDBPyConnection, t: TrendSettings, spill: Spil
     movers merge as they come and stay small. With a ``window``, only its days are computed
     (from its start), and of each dataset only the days it writes are kept.
     """
-    keep = _keeper(spill, window)
-    top: pl.DataFrame | None = None
-    lasts = _Lasts()
+    jobs = _SliceJobs(t, window, _keeper(spill, window))
+    gathered = _Gathered()
     start = window.start
     counts = _bot_counts(con, start, window.lookback_ids())
     slices = _slices_of(counts, max_rows)
@@ -267,37 +282,54 @@ def compute_slices(con: duckdb.DuckDBPyConnection, t: TrendSettings, spill: Spil
     small = int(counts["raw"].sum()) <= MEMORY_ROWS * MEMORY_GROUPS
     groups = _groups_by_rows(slices, counts) if small else slice_groups(slices, GROUP_SLICES)
     for group in groups:
-        stats_reads = SliceReads(con, _STATS_SQL, group, reads, since=start, in_memory=small)
-        custom_reads = SliceReads(con, _CUSTOM_SQL, group, reads, since=start, in_memory=small)
+        scan = GroupScan(con, group, reads, since=start, in_memory=small)
+        stats_reads = SliceReads(scan, _STATS_SQL)
+        custom_reads = SliceReads(scan, _CUSTOM_SQL)
         try:
-            top = _compute_group(group, stats_reads, custom_reads, t, window, keep, top, lasts)
+            _compute_group(stats_reads, custom_reads, jobs, gathered)
         finally:
             stats_reads.close()
             custom_reads.close()
-    assert top is not None  # bot_slices always gives at least one slice
-    return Sliced(top, slices, pl.concat(lasts.bots), pl.concat(lasts.texts))
+    assert gathered.top is not None  # bot_slices always gives at least one slice
+    return Sliced(gathered.top, slices, pl.concat(gathered.bots), pl.concat(gathered.texts))
+
+
+@dataclass(frozen=True)
+class _SliceJobs:
+    """What the jobs of every slice share: the settings, the window they compute, and
+    ``keep``, which spills the rows of a dataset the run writes (:func:`_keeper`)."""
+
+    t: TrendSettings
+    window: Window
+    keep: Callable[[str, pl.LazyFrame | pl.DataFrame], None]
 
 
 @dataclass
-class _Lasts:
-    """Each slice's last rows per bot and per text field (for the next state), as computed."""
+class _Gathered:
+    """What the jobs leave besides their spilled rows, slice after slice: the movers' top so
+    far, and each slice's last rows per bot and per text field (for the next state)."""
 
+    top: pl.DataFrame | None = None
     bots: list[pl.DataFrame] = field(default_factory=list)
     texts: list[pl.DataFrame] = field(default_factory=list)
 
+    def add_movers(self, found: pl.DataFrame, top: int) -> None:
+        """The ``top`` movers of the slices so far and ``found``, a slice's own top."""
+        self.top = detached(found if self.top is None else rank_movers(
+            pl.concat([self.top, found]).lazy(), top=top).collect(engine=IN_MEMORY))
 
-def _compute_group(group: list[tuple[str | None, str | None]], stats_reads: SliceReads,
-                   custom_reads: SliceReads, t: TrendSettings, window: Window,
-                   keep: Callable[[str, pl.LazyFrame | pl.DataFrame], None],
-                   top: pl.DataFrame | None, lasts: _Lasts) -> pl.DataFrame:
-    """The per-bot jobs over each slice of ``group``, their last rows added to ``lasts``; the
-    movers' top so far."""
-    for k, (lo, hi) in enumerate(group):
+
+def _compute_group(stats_reads: SliceReads, custom_reads: SliceReads, jobs: _SliceJobs,
+                   gathered: _Gathered) -> None:
+    """The per-bot jobs over each slice of a group (the slices both reads share), what they
+    leave added to ``gathered``."""
+    t, window, keep = jobs.t, jobs.window, jobs.keep
+    for k, (lo, hi) in enumerate(stats_reads.slices):
         stats = stats_reads.read(k).lazy()
         daily = bot_daily(stats, window.carried_counters(lo, hi)).collect(engine=IN_MEMORY)
         keep("bot_daily", daily)
-        lasts.bots.append(detached(trend_window.last_rows(daily, trend_window.BOT_KEY,
-                                                          BOT_STATE_COLUMNS)))
+        gathered.bots.append(detached(trend_window.last_rows(daily, trend_window.BOT_KEY,
+                                                             BOT_STATE_COLUMNS)))
         health = resource_health(stats, daily.lazy(), threshold=t.health_threshold)
         keep("resource_health", health.collect(engine=STREAMING))
         del stats
@@ -305,23 +337,19 @@ def _compute_group(group: list[tuple[str | None, str | None]], stats_reads: Slic
         growth = window.since(bot_growth(history.lazy()), "day").collect(engine=IN_MEMORY)
         keep("bot_growth", growth)
         found = movers(growth.lazy(), min_guilds=t.movers_min_guilds, top=t.movers_top)
-        top = detached(found.collect(engine=STREAMING) if top is None else rank_movers(
-            pl.concat([top, found.collect(engine=STREAMING)]).lazy(), top=t.movers_top
-        ).collect(engine=IN_MEMORY))
+        gathered.add_movers(found.collect(engine=STREAMING), t.movers_top)
         del growth
         keep("anomalies", anomalies(history.lazy(), t, since=window.emit_from("anomalies")))
         custom = custom_daily(custom_reads.read(k).lazy(), window.carried_texts(lo, hi))
         texts = custom.collect(engine=STREAMING)
         keep("custom_daily", texts)
-        lasts.texts.append(detached(trend_window.last_rows(
+        gathered.texts.append(detached(trend_window.last_rows(
             texts.filter(pl.col("kind") == "text"), trend_window.TEXT_KEY, TEXT_STATE_COLUMNS)))
         del texts
         # bot_forecast: each recomputed bot's model over its last WINDOW_DAYS (the lookback
         # reaches that far), written as of the days this run writes; a bot with nothing new
         # keeps its exported rows.
         keep("bot_forecast", forecast.bot_forecast(history.lazy()))
-    assert top is not None  # a group has at least one slice
-    return top
 
 
 RANKED = "_ranked_days"  # scratch: each day's ranks, a chunk per group of days
