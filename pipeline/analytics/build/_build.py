@@ -184,24 +184,22 @@ def _stage_window(con: duckdb.DuckDBPyConnection, t: TrendSettings, batch: expor
                                    emit_from=emit_from))
     assert batch.source is not None
     batch.source["state"] = {
-        base: _stage_state(batch, window, base, frame, schema, key)
-        for base, frame, schema, key in (
-            (trend_window.BOT_STATE, computed.bot_state, trend_window.BOT_STATE_SCHEMA,
-             trend_window.BOT_KEY),
-            (trend_window.TEXT_STATE, computed.text_state, trend_window.TEXT_STATE_SCHEMA,
-             trend_window.TEXT_KEY))}
+        table.base: _stage_state(batch, window, table, frame)
+        for table, frame in ((trend_window.BOTS, computed.bot_state),
+                             (trend_window.TEXTS, computed.text_state))}
     return results
 
 
-def _stage_state(batch: exports.ExportBatch, window: Window, base: str, frame: pl.DataFrame,
-                 schema: pl.Schema, key: tuple[str, ...]) -> list[str]:
-    """Stage the run's state ``frame``: the keys it changed beside the previous state's files,
-    or the whole state again (a full build; many keys changed); the files it is then in."""
-    files = trend_window.state_files(batch.previous, base)
+def _stage_state(batch: exports.ExportBatch, window: Window, table: trend_window.StateTable,
+                 frame: pl.DataFrame) -> list[str]:
+    """Stage the run's state ``frame`` of ``table``: the keys it changed beside the previous
+    state's files, or the whole state again (a full build; many keys changed); the files it
+    is then in."""
+    files = trend_window.state_files(batch.previous, table.base)
     old = None
     if window.start is not None:  # an incremental run: the previous state is whole and read
-        old = trend_window.read_state(batch.export_dir, files, schema, key)
-    listed, writes = trend_window.changed_state(old, frame, files, base, batch.run_id)
+        old = trend_window.read_state(batch.export_dir, files, table.schema, table.key)
+    listed, writes = trend_window.changed_state(old, frame, files, table.base, batch.run_id)
     for relpath, rows in writes.items():
         batch.stage_file(relpath, rows)
     for relpath in set(files) - set(listed):

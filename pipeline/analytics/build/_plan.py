@@ -95,8 +95,8 @@ def plan_run(con: duckdb.DuckDBPyConnection, t: TrendSettings, export_dir: Path,
     # HOLD_DAYS before the change, the windows of growth, ranks and forecasts), is exported.
     start = trend_window.week_start(first)
     try:
-        window = trend_window.open_window(export_dir, manifest, start, lookback_days(t), emit,
-                                          max(RANK_DAYS))
+        window = trend_window.open_window(trend_window.PreviousExport(export_dir, manifest),
+                                          start, lookback_days(t), emit, max(RANK_DAYS))
     except trend_window.WindowUnavailable as exc:
         return rebuild(f"the previous export cannot be continued: {exc}")
     return Plan(window, changes.watermark, "changes since the last export")

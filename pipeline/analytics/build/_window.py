@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import polars as pl
 
@@ -50,6 +50,28 @@ BOT_STATE_SCHEMA = pl.Schema({"bot_id": pl.String, "first_day": DATE, "last_day"
 TEXT_STATE_SCHEMA = pl.Schema({"bot_id": pl.String(), "name": pl.String(), "first_day": DATE(),
                                "last_day": DATE(), "value_text": pl.String(),
                                "changed_at": pl.Datetime("us", "UTC")})
+
+
+@dataclass(frozen=True)
+class StateTable:
+    """A state the runs carry from one to the next: its base file, its columns, and the key
+    that names each of its rows."""
+
+    base: str
+    schema: pl.Schema
+    key: tuple[str, ...]
+
+
+BOTS = StateTable(BOT_STATE, BOT_STATE_SCHEMA, BOT_KEY)
+TEXTS = StateTable(TEXT_STATE, TEXT_STATE_SCHEMA, TEXT_KEY)
+
+
+class PreviousExport(NamedTuple):
+    """The export an incremental run continues: its directory and the manifest it was
+    written with."""
+
+    export_dir: Path
+    manifest: dict[str, Any]
 
 
 class WindowUnavailable(Exception):
@@ -128,25 +150,23 @@ def _bots_in(frame: pl.LazyFrame, lo: str | None, hi: str | None) -> pl.LazyFram
     return frame
 
 
-def open_window(export_dir: Path, manifest: dict[str, Any], start: date, lookback_days: int,
+def open_window(previous: PreviousExport, start: date, lookback_days: int,
                 emit: Mapping[str, date], rank_days: int) -> Window:
-    """The window from ``start`` over the export described by ``manifest``, writing each
-    dataset from its day in ``emit``; ``rank_days``: how far bot_ranks' changes look back.
+    """The window from ``start`` over the ``previous`` export, writing each dataset from its
+    day in ``emit``; ``rank_days``: how far bot_ranks' changes look back.
 
     Raises :class:`WindowUnavailable` when the export cannot seed it."""
-    bots = read_state(export_dir, state_files(manifest, BOT_STATE), BOT_STATE_SCHEMA, BOT_KEY)
-    texts = read_state(export_dir, state_files(manifest, TEXT_STATE), TEXT_STATE_SCHEMA,
-                       TEXT_KEY)
-    daily_files = partition_files(export_dir, manifest, "bot_daily", before=start)
-    custom_files = partition_files(export_dir, manifest, "custom_daily", before=start)
+    bots, texts = _previous_state(previous, BOTS), _previous_state(previous, TEXTS)
+    daily_files = partition_files(previous, "bot_daily", before=start)
+    custom_files = partition_files(previous, "custom_daily", before=start)
     first = start - timedelta(days=lookback_days)
-    lookback = _rows_between(export_dir, manifest, "bot_daily", "day", first, start)
+    lookback = _rows_between(previous, "bot_daily", "day", first, start)
     counters = carried(bots, BOT_KEY, start, daily_files, "commands_counter")
     carried_texts = carried(texts, TEXT_KEY, start, custom_files,
                             "value_text", "changed_at", where=pl.col("kind") == "text")
     ranked = emit.get("bot_ranks", start)
-    ranks = _rows_between(export_dir, manifest, "bot_ranks", "day",
-                          ranked - timedelta(days=rank_days), ranked)
+    ranks = _rows_between(previous, "bot_ranks", "day", ranked - timedelta(days=rank_days),
+                          ranked)
     return Window(
         start, lookback, counters, carried_texts,
         bots.filter(pl.col("first_day") < start).select(*BOT_KEY, "first_day"),
@@ -157,20 +177,20 @@ def open_window(export_dir: Path, manifest: dict[str, Any], start: date, lookbac
     )
 
 
-def _rows_between(export_dir: Path, manifest: dict[str, Any], name: str, column: str,
-                  first: date, end: date) -> pl.LazyFrame | None:
+def _rows_between(previous: PreviousExport, name: str, column: str, first: date,
+                  end: date) -> pl.LazyFrame | None:
     """The exported rows of ``name`` with ``column`` in ``[first, end)``, from the files that
     can hold them; None when none can."""
-    files = [f for f, lo, hi in _spans(export_dir, manifest, name) if lo < end and hi >= first]
+    files = [f for f, lo, hi in _spans(previous, name) if lo < end and hi >= first]
     if not files:
         return None
     return (pl.scan_parquet(files, hive_partitioning=False)
             .filter(pl.col(column).is_between(first, end, closed="left")))
 
 
-def _spans(export_dir: Path, manifest: dict[str, Any],
-           name: str) -> list[tuple[Path, date, date]]:
+def _spans(previous: PreviousExport, name: str) -> list[tuple[Path, date, date]]:
     """(file, first day, last day) of each partition of ``name`` that has rows."""
+    export_dir, manifest = previous
     entry = manifest.get("datasets", {}).get(name, {})
     return [(export_dir / p["path"], date.fromisoformat(p["date_min"][:10]),
              date.fromisoformat(p["date_max"][:10]))
@@ -183,6 +203,11 @@ def state_files(manifest: dict[str, Any], base: str) -> list[str]:
     (an export that lists none has the base alone)."""
     listed = (manifest.get("source") or {}).get("state", {}).get(base)
     return list(listed) if listed else [base]
+
+
+def _previous_state(previous: PreviousExport, table: StateTable) -> pl.DataFrame:
+    export_dir, manifest = previous
+    return read_state(export_dir, state_files(manifest, table.base), table.schema, table.key)
 
 
 def read_state(export_dir: Path, files: list[str], schema: pl.Schema,
@@ -219,9 +244,9 @@ def changed_state(old: pl.DataFrame | None, new: pl.DataFrame, files: list[str],
     return [*files, delta], {delta: changed}
 
 
-def partition_files(export_dir: Path, manifest: dict[str, Any], name: str,
-                    before: date) -> list[Path]:
+def partition_files(previous: PreviousExport, name: str, before: date) -> list[Path]:
     """The files of the partitions of ``name`` that begin before ``before``, newest first."""
+    export_dir, manifest = previous
     entry = manifest.get("datasets", {}).get(name, {})
     found = [(p["partition"], export_dir / p["path"]) for p in entry.get("partitions", [])
              if p["partition"] != EMPTY_KEY and key_day(p["partition"]) < before]
