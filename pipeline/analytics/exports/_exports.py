@@ -92,6 +92,28 @@ class DatasetExport:
 
 
 @dataclass
+class _Staged:
+    """What a run makes of one dataset's partitions: their manifest entries, the keys it wrote
+    and those it left as they were, and the schema of the rows it wrote (None: it wrote none,
+    the previous export's columns stand)."""
+
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    written: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    schema: pl.Schema | None = None
+
+    def keep(self, entry: dict[str, Any]) -> None:
+        """A partition the previous export has, left as it is."""
+        self.entries.append(entry)
+        self.unchanged.append(entry["partition"])
+
+    def write(self, key: str, entry: dict[str, Any]) -> None:
+        """A partition staged this run (``entry``: :meth:`ExportBatch._stage_part`'s)."""
+        self.entries.append({"partition": key, **entry})
+        self.written.append(key)
+
+
+@dataclass
 class _Pending:
     tmp: Path
     target: Path
@@ -132,49 +154,41 @@ class ExportBatch:
             raise ExportError(f"dataset {name!r} was staged twice in run {self.run_id}.")
         previous = self._previous.get("datasets", {}).get(name, {})
         old_parts = {p["partition"]: p for p in previous.get("partitions", [])}
-        entries: list[dict[str, Any]] = []
-        written: list[str] = []
-        unchanged: list[str] = []
-        schema: pl.Schema | None = None
+        staged = _Staged()
         if emit_from is not None:
             for key, p in sorted(old_parts.items(), key=lambda kv: partition_order(kv[0])):
                 if key == EMPTY_KEY or not p.get("date_min"):
                     continue
                 if _day(p["date_max"]) < emit_from:
-                    entries.append(p)
-                    unchanged.append(key)
+                    staged.keep(p)
                 elif _day(p["date_min"]) < emit_from:  # a month file that spans emit_from
                     kept = pl.scan_parquet(self.export_dir / p["path"], hive_partitioning=False
                                            ).filter(pl.col(time_column) < emit_from)
                     entry = self._stage_part(kept, _relpath(name, key), p, time_column,
                                              where=f"{name}/{key}")
                     if entry is None:
-                        entries.append(p)
-                        unchanged.append(key)
+                        staged.keep(p)
                     elif entry["rows"]:
-                        entries.append({"partition": key, **entry})
-                        written.append(key)
+                        staged.write(key, entry)
                     else:  # every row of it was from emit_from on: the file goes
                         self._discard(self.export_dir / _relpath(name, key))
         for key, part in parts:
-            if key == EMPTY_KEY and entries:
+            if key == EMPTY_KEY and staged.entries:
                 continue
-            schema = schema or part.collect_schema()
+            staged.schema = staged.schema or part.collect_schema()
             entry = self._stage_part(part, _relpath(name, key), old_parts.get(key), time_column,
                                      where=f"{name}/{key}")
             if entry is None:
-                entries.append(old_parts[key])
-                unchanged.append(key)
+                staged.keep(old_parts[key])
             else:
-                entries.append({"partition": key, **entry})
-                written.append(key)
-        return self._record(name, previous, entries, written, unchanged, time_column, schema)
+                staged.write(key, entry)
+        return self._record(name, previous, staged, time_column)
 
-    def _record(self, name: str, previous: dict[str, Any], entries: list[dict[str, Any]],
-                written: list[str], unchanged: list[str], time_column: str,
-                schema: pl.Schema | None) -> DatasetExport:
+    def _record(self, name: str, previous: dict[str, Any], staged: _Staged,
+                time_column: str) -> DatasetExport:
         """The dataset's manifest entry from its partitions' entries; what the run did to it."""
-        entries = sorted(entries, key=lambda e: partition_order(e["partition"]))
+        written, unchanged, schema = staged.written, staged.unchanged, staged.schema
+        entries = sorted(staged.entries, key=lambda e: partition_order(e["partition"]))
         if len(entries) > 1:  # an empty part stands in only for a dataset with no rows
             entries = [e for e in entries if e["partition"] != EMPTY_KEY]
         keep = {self.export_dir / e["path"] for e in entries}
@@ -229,8 +243,9 @@ class ExportBatch:
             everything = pl.scan_parquet([self.export_dir / p["path"]
                                           for p in previous["partitions"]], hive_partitioning=False)
             newest = everything.group_by(latest_by).agg(pl.col(time_column).max())
-        entries = [p for month, ps in months.items() if month not in due for p in ps]
-        written: list[str] = []
+        staged = _Staged()
+        for kept in (p for month, ps in months.items() if month not in due for p in ps):
+            staged.keep(kept)
         for month, ps in sorted(due.items()):
             rows = pl.concat([pl.scan_parquet(self.export_dir / p["path"], hive_partitioning=False)
                               for p in ps])
@@ -243,11 +258,8 @@ class ExportBatch:
             if not entry["rows"]:  # every row of it was superseded: no file for the month
                 self._discard(self.export_dir / _relpath(name, month))
                 continue
-            entries.append({"partition": month, **entry})
-            written.append(month)
-        return self._record(name, previous, entries, written,
-                            [e["partition"] for e in entries if e["partition"] not in written],
-                            time_column, None)
+            staged.write(month, entry)
+        return self._record(name, previous, staged, time_column)
 
     @property
     def previous(self) -> dict[str, Any]:
