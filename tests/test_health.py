@@ -10,6 +10,7 @@ from pipeline.analytics.report._health import (
     MARGIN,
     RECENT_DAYS,
     USUAL_DAYS,
+    TopRows,
     bot_ranges,
     over_usual,
     top_in_passes,
@@ -48,6 +49,6 @@ def test_the_top_over_ranges_of_bots_is_the_top_over_all_of_them() -> None:
     ranges = bot_ranges(pl.LazyFrame({"bot_id": sorted(loads)}), days=50_000)  # 2 bots each
     assert ranges == [(None, "bot2"), ("bot2", "bot4"), ("bot4", None)]
     passes = top_in_passes(lambda d: over_usual(d, last=LAST, top=3), daily, ranges,
-                           by=["over", "bot_id"], descending=[True, False], top=3)
+                           TopRows(("over", "bot_id"), (True, False), 3))
     assert passes.equals(whole)
     assert passes["bot_id"].to_list() == ["bot5", "bot4", "bot3"]

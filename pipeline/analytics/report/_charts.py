@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import polars as pl
 
@@ -36,11 +36,19 @@ def line(name: str, data: list[list[Any]], **more: Any) -> dict[str, Any]:
     return {"name": name, "type": "line", "showSymbol": False, "data": data, **more}
 
 
-def bar_chart(title: str, labels: list[str], values: list[float], name: str, *,
-              hover: list[list[str]] | None = None, log: bool = False) -> dict[str, Any]:
-    """A horizontal bar chart (one bar per label, the first on top). ``hover`` gives each bar's
-    tooltip lines (a bot's name and id, what happened), shown as text by report.js; ``log``
-    draws the values on a log axis."""
+class Bars(NamedTuple):
+    """The bars of a bar chart, the first on top: each one's label and value and, shown as
+    text by report.js, its tooltip lines (``hover``: a bot's name and id, what happened)."""
+
+    labels: list[str]
+    values: list[float]
+    hover: list[list[str]] | None = None
+
+
+def bar_chart(title: str, bars: Bars, name: str, *, log: bool = False) -> dict[str, Any]:
+    """A horizontal bar chart of ``bars``, its series called ``name``; ``log`` draws the values
+    on a log axis."""
+    labels, values, hover = bars
     option: dict[str, Any] = {
         "title": {"text": title, "textStyle": {"fontSize": 14}},
         "tooltip": {"trigger": "axis", "axisPointer": {"type": "shadow"}},

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import date, timedelta
+from typing import NamedTuple
 
 import polars as pl
 
@@ -71,12 +72,19 @@ def bot_ranges(ids: pl.LazyFrame, days: int) -> list[tuple[str | None, str | Non
     return list(zip(bounds[:-1], bounds[1:], strict=True))
 
 
+class TopRows(NamedTuple):
+    """The first ``rows`` rows in the order of the columns ``by``, each ``descending`` or not."""
+
+    by: tuple[str, ...]
+    descending: tuple[bool, ...]
+    rows: int
+
+
 def top_in_passes(query: Callable[[pl.LazyFrame], pl.LazyFrame], daily: pl.LazyFrame,
-                  ranges: list[tuple[str | None, str | None]], *, by: list[str],
-                  descending: list[bool], top: int) -> pl.DataFrame:
-    """The ``top`` rows by ``by`` of ``query`` (a per-bot list, cut to its top rows by the same
-    order) over ``daily``, one range of bots at a time: each bot lies in one range, so the top
-    of every range's top is the top of all."""
+                  ranges: list[tuple[str | None, str | None]], top: TopRows) -> pl.DataFrame:
+    """The ``top`` rows of ``query`` (a per-bot list, cut to the same top rows) over ``daily``,
+    one range of bots at a time: each bot lies in one range, so the top of every range's top
+    is the top of all."""
     best: pl.DataFrame | None = None
     for lo, hi in ranges:
         rows = daily
@@ -86,6 +94,6 @@ def top_in_passes(query: Callable[[pl.LazyFrame], pl.LazyFrame], daily: pl.LazyF
             rows = rows.filter(pl.col("bot_id") < hi)
         found = query(rows).collect()
         best = found if best is None else pl.concat([best, found]).sort(
-            by, descending=descending).head(top)
+            top.by, descending=top.descending).head(top.rows)
     assert best is not None  # at least one range
     return best

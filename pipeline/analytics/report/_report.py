@@ -40,6 +40,7 @@ from . import _health as health
 from ._names import Names
 from ._sections import (
     TOP,
+    BotRows,
     Page,
     anomalies_section,
     bot_section,
@@ -112,10 +113,10 @@ def gather(settings: Settings, bot_ids: list[str], days: int) -> dict[str, pl.Da
                                health.RECENT_DAYS + health.USUAL_DAYS)
     out["over"] = health.top_in_passes(
         lambda daily: health.over_usual(daily, last=stats_day, top=TOP), scans["bot_daily"],
-        ranges, by=["over", "bot_id"], descending=[True, False], top=TOP)
+        ranges, health.TopRows(("over", "bot_id"), (True, False), TOP))
     out["hot"] = health.top_in_passes(
         lambda daily: _hot(daily, since=week, threshold=threshold), scans["bot_daily"], ranges,
-        by=HOT_ORDER, descending=[True, True, False], top=TOP)
+        HOT)
     check_bots(bot_ids, scans["bot_daily"], f"the exports under {settings.export_dir}")
     if bot_ids:
         out["comparison"] = comparison_frame(scans["bot_growth"], scans["bot_ranks"],
@@ -123,7 +124,8 @@ def gather(settings: Settings, bot_ids: list[str], days: int) -> dict[str, pl.Da
     return out
 
 
-HOT_ORDER = ["hot_days", "cpu_load_p95", "bot_id"]
+# The bots that ran hot: most days over the threshold first, then the highest cpu load.
+HOT = health.TopRows(("hot_days", "cpu_load_p95", "bot_id"), (True, True, False), TOP)
 # A report whose last day with stats is more than this many days before it was made says so
 # at the top: its windows end then, not now.
 STALE_DAYS = 2
@@ -154,12 +156,24 @@ def _hot(daily: pl.LazyFrame, *, since: date, threshold: float) -> pl.LazyFrame:
                   | (pl.col("memory_load_p95") > threshold)).sum().cast(pl.Int64),
         cpu_load_p95=pl.col("cpu_load_p95").max(),
         memory_load_p95=pl.col("memory_load_p95").max(),
-    ).filter(pl.col("hot_days") > 0).sort(HOT_ORDER, descending=[True, True, False]).head(TOP)
+    ).filter(pl.col("hot_days") > 0).sort(HOT.by, descending=HOT.descending).head(HOT.rows)
 
 
-def render(data: dict[str, pl.DataFrame], bot_ids: list[str], *, days: int, compare: bool,
-           source: str, generated: datetime) -> tuple[str, int]:
+@dataclass(frozen=True)
+class Asked:
+    """What a report is asked for (the arguments, else ``[report]``): the ``bots`` with a
+    section of their own, the ``days`` its windows span, and whether to ``compare`` the bots
+    side by side."""
+
+    bots: list[str]
+    days: int
+    compare: bool
+
+
+def render(data: dict[str, pl.DataFrame], asked: Asked, *, source: str,
+           generated: datetime) -> tuple[str, int]:
     """The HTML text and the number of charts in it."""
+    bot_ids, days = asked.bots, asked.days
     page = Page()
     names = Names.of(data["names"])
     reporting = data["directory"].filter(pl.col("bots_reporting") > 0)
@@ -170,12 +184,12 @@ def render(data: dict[str, pl.DataFrame], bot_ids: list[str], *, days: int, comp
     ranks_section(page, data["ranks"], names)
     anomalies_section(page, data["anomalies"], names, last)
     health_section(page, data["over"], data["hot"], names)
-    if compare and bot_ids:
+    if asked.compare and bot_ids:
         compare_section(page, bot_ids, data["daily"], data["comparison"], names)
     for bot_id in bot_ids:
-        bot_section(page, bot_id, data["daily"].filter(pl.col("bot_id") == bot_id),
-                    data["ahead"].filter(pl.col("bot_id") == bot_id),
-                    data["custom"].filter(pl.col("bot_id") == bot_id), names)
+        mine = pl.col("bot_id") == bot_id
+        bot_section(page, BotRows(bot_id, data["daily"].filter(mine), data["ahead"].filter(mine),
+                                  data["custom"].filter(mine)), names)
     assets = resources.files("pipeline.analytics.report") / "assets"
     payload = json.dumps(page.charts, separators=(",", ":"), default=str)
     template = string.Template((assets / "report.html").read_text(encoding="utf-8"))
@@ -209,8 +223,8 @@ def build_report(settings: Settings, *, out: Path | None = None, bot_ids: list[s
         raise ExportError(f"--compare needs 2 to {MAX_BOTS} bots (--bot ID ...), got {len(bots)}.")
     path = out or (Path(r.file) if r.file else settings.export_dir / "report.html")
     data = gather(settings, bots, days)
-    text, charts = render(data, bots, days=days, compare=compare,
-                          source=str(settings.export_dir), generated=datetime.now(UTC))
+    text, charts = render(data, Asked(bots, days, compare), source=str(settings.export_dir),
+                          generated=datetime.now(UTC))
     if path.is_dir():
         raise ExportError(f"{path} is a directory: give the report a file name, like "
                           f"{path / 'report.html'}.")

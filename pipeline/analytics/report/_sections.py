@@ -12,7 +12,7 @@ import polars as pl
 from ..build import _forecast as forecast
 from ..read._compare import ROWS, format_cell
 from . import _health as health
-from ._charts import band_series, bar_chart, line, pairs, time_chart
+from ._charts import Bars, band_series, bar_chart, line, pairs, time_chart
 from ._names import Names
 
 TOP = 10  # rows of each list (movers, rank changes, hot bots)
@@ -106,8 +106,8 @@ def movers_section(page: Page, movers: pl.DataFrame, names: Names) -> None:
             bots = gainers["bot_id"].to_list()
             parts.append(page.chart(bar_chart(
                 f"Top guild gainers over {window} days (to {last})",
-                [names.label(b) for b in bots], gainers["change"].to_list(), "guilds gained",
-                hover=[_hover(names, b) for b in bots]),
+                Bars([names.label(b) for b in bots], gainers["change"].to_list(),
+                     hover=[_hover(names, b) for b in bots]), "guilds gained"),
                 height=60 + 26 * gainers.height))
         shown = ["rank", "bot_id", "start_value", "end_value", "change", "pct_change"]
         parts.append(table(gainers.select(shown), caption=f"Gainers, {window} days",
@@ -152,9 +152,9 @@ def anomalies_section(page: Page, odd: pl.DataFrame, names: Names, last: date | 
         moved = [round(10 ** s - 1) for s in week["severity"].to_list()]
         parts.append(page.chart(bar_chart(
             f"This week's events, by the user-days they moved (to {last})",
-            [names.label(b) for b in bots], moved, "user-days moved",
-            hover=[_hover(names, b, w) for b, w in zip(bots, week["summary"], strict=True)],
-            log=True), height=60 + 30 * week.height))
+            Bars([names.label(b) for b in bots], moved,
+                 hover=[_hover(names, b, w) for b, w in zip(bots, week["summary"], strict=True)]),
+            "user-days moved", log=True), height=60 + 30 * week.height))
     parts.append(table(week.select(shown), caption="This week: the events that matter most",
                        numbers={"severity": ".1f"}, names=names))
     more = f"{events.height} in all" + (f"; and {resets} counter resets (restarts), not listed"
@@ -175,13 +175,12 @@ def health_section(page: Page, over: pl.DataFrame, hot: pl.DataFrame, names: Nam
         bots = over["bot_id"].to_list()
         parts.append(page.chart(bar_chart(
             "Over their own usual load (points of p95 load above their usual)",
-            [names.label(b) for b in bots], [round(v, 1) for v in over["over"].to_list()],
-            "points over usual",
-            hover=[_hover(names, b, f"{r} p95 {now:.0f}% (usually {usual:.0f}%)",
-                          f"since {since}" if since else "")
-                   for b, r, now, usual, since in over.select(
-                       "bot_id", "resource", "now", "usual", "since").iter_rows()]),
-            height=60 + 26 * over.height))
+            Bars([names.label(b) for b in bots], [round(v, 1) for v in over["over"].to_list()],
+                 hover=[_hover(names, b, f"{r} p95 {now:.0f}% (usually {usual:.0f}%)",
+                               f"since {since}" if since else "")
+                        for b, r, now, usual, since in over.select(
+                            "bot_id", "resource", "now", "usual", "since").iter_rows()]),
+            "points over usual"), height=60 + 26 * over.height))
     parts.append(table(over, caption=f"Most over their usual load: p95 of the last {WEEK} days "
                                      f"against the {health.USUAL_DAYS} before, at least "
                                      f"{health.MARGIN:.0f} points over",
@@ -192,8 +191,19 @@ def health_section(page: Page, over: pl.DataFrame, hot: pl.DataFrame, names: Nam
     page.add("Resource health", *parts, anchor="health", link="Health")
 
 
-def bot_section(page: Page, bot_id: str, daily: pl.DataFrame, ahead: pl.DataFrame,
-                custom: pl.DataFrame, names: Names) -> None:
+@dataclass(frozen=True)
+class BotRows:
+    """One bot's rows for its section: its ``daily`` stats, its forecast ``ahead`` (the
+    model's path and band), and its ``custom`` fields."""
+
+    bot_id: str
+    daily: pl.DataFrame
+    ahead: pl.DataFrame
+    custom: pl.DataFrame
+
+
+def bot_section(page: Page, bot: BotRows, names: Names) -> None:
+    bot_id, daily, ahead, custom = bot.bot_id, bot.daily, bot.ahead, bot.custom
     parts = []
     for metric in forecast.METRICS:
         band = ahead.filter(pl.col("metric") == metric).sort("day")
