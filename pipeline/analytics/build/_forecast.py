@@ -259,8 +259,10 @@ def _spread(resid: np.ndarray, valid: np.ndarray) -> np.ndarray:
     scaled to a normal sigma."""
     dev = np.abs(resid - row_medians(resid, valid)[:, None])
     mad = row_medians(dev, valid)
-    with np.errstate(invalid="ignore"):
-        mean_ad = np.nanmean(np.where(valid, dev, np.nan), axis=1)
+    # nanmean's own arithmetic, without its warning for a row with no day (NaN there too).
+    counted = valid & ~np.isnan(dev)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_ad = np.where(counted, dev, 0.0).sum(axis=1) / counted.sum(axis=1)
     out: np.ndarray = np.where(mad > 0, mad * MAD_SIGMA, mean_ad * MEAN_AD_SIGMA)
     return out
 
