@@ -230,7 +230,8 @@ def compact_exports(settings: Settings, *, run_id: str | None = None) -> ExportC
         return sum(len(d.get("partitions", [])) for d in
                    exports.read_manifest(export_dir).get("datasets", {}).values())
 
-    newest = (datasets.get("bot_daily") or {}).get("date_max")
+    daily = datasets.get("bot_daily")
+    newest = daily["date_max"] if daily else None
     before = count()
     if not newest or set(datasets) != set(DATASETS):
         return ExportCompaction(export_dir, before, before, ())

@@ -8,7 +8,6 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, date, timedelta
 from pathlib import Path
-from typing import Any
 
 import duckdb
 import polars as pl
@@ -16,7 +15,7 @@ import polars as pl
 from ... import archive
 from ...core import TrendSettings
 from ..exports._datasets import DATASETS
-from ..exports._exports import settle_line
+from ..exports._exports import Manifest, settle_line
 from . import _anomalies as anomalies
 from . import _forecast as forecast
 from . import _window as trend_window
@@ -59,7 +58,7 @@ class Plan:
 
 
 def plan_run(con: duckdb.DuckDBPyConnection, t: TrendSettings, export_dir: Path,
-             manifest: dict[str, Any], *, full: bool = False) -> Plan:
+             manifest: Manifest, *, full: bool = False) -> Plan:
     """Full, incremental from a Monday, or nothing to do: decided from the archive's changes
     since the watermark in ``manifest`` (the previous export) and from the bots table."""
     def rebuild(reason: str) -> Plan:
@@ -122,7 +121,7 @@ def _full(con: duckdb.DuckDBPyConnection) -> Window:
     return dataclasses.replace(FULL, settled=settle_line(newest.astimezone(UTC).date()))
 
 
-def scan_export(export_dir: Path, manifest: dict[str, Any], name: str) -> pl.LazyFrame:
+def scan_export(export_dir: Path, manifest: Manifest, name: str) -> pl.LazyFrame:
     """Every partition of dataset ``name`` as ``manifest`` lists them."""
     files = [export_dir / p["path"] for p in manifest["datasets"][name]["partitions"]]
     return pl.scan_parquet(files, hive_partitioning=False)

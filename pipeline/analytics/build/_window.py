@@ -29,11 +29,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import polars as pl
 
-from ..exports._exports import EMPTY_KEY, key_day, partition_order
+from ..exports._exports import EMPTY_KEY, Manifest, Part, key_day, partition_order
 
 STATE_DIR = "_state"
 BOT_STATE = f"{STATE_DIR}/bots.parquet"
@@ -71,7 +71,7 @@ class PreviousExport(NamedTuple):
     written with."""
 
     export_dir: Path
-    manifest: dict[str, Any]
+    manifest: Manifest
 
 
 class WindowUnavailable(Exception):
@@ -191,14 +191,19 @@ def _rows_between(previous: PreviousExport, name: str, column: str, first: date,
 def _spans(previous: PreviousExport, name: str) -> list[tuple[Path, date, date]]:
     """(file, first day, last day) of each partition of ``name`` that has rows."""
     export_dir, manifest = previous
-    entry = manifest.get("datasets", {}).get(name, {})
-    return [(export_dir / p["path"], date.fromisoformat(p["date_min"][:10]),
-             date.fromisoformat(p["date_max"][:10]))
-            for p in entry.get("partitions", [])
-            if p["partition"] != EMPTY_KEY and p.get("date_min")]
+    return [(export_dir / p["path"], date.fromisoformat(first[:10]),
+             date.fromisoformat(last[:10]))
+            for p in _parts(manifest, name)
+            if p["partition"] != EMPTY_KEY and (first := p["date_min"]) and (last := p["date_max"])]
 
 
-def state_files(manifest: dict[str, Any], base: str) -> list[str]:
+def _parts(manifest: Manifest, name: str) -> list[Part]:
+    """The partitions of dataset ``name`` as ``manifest`` lists them (none when it lacks it)."""
+    entry = manifest.get("datasets", {}).get(name)
+    return entry["partitions"] if entry else []
+
+
+def state_files(manifest: Manifest, base: str) -> list[str]:
     """The files of the state whose base is ``base``, oldest first, as ``manifest`` lists them
     (an export that lists none has the base alone)."""
     listed = (manifest.get("source") or {}).get("state", {}).get(base)
@@ -247,8 +252,7 @@ def changed_state(old: pl.DataFrame | None, new: pl.DataFrame, files: list[str],
 def partition_files(previous: PreviousExport, name: str, before: date) -> list[Path]:
     """The files of the partitions of ``name`` that begin before ``before``, newest first."""
     export_dir, manifest = previous
-    entry = manifest.get("datasets", {}).get(name, {})
-    found = [(p["partition"], export_dir / p["path"]) for p in entry.get("partitions", [])
+    found = [(p["partition"], export_dir / p["path"]) for p in _parts(manifest, name)
              if p["partition"] != EMPTY_KEY and key_day(p["partition"]) < before]
     return [f for _, f in sorted(found, key=lambda kf: partition_order(kf[0]), reverse=True)]
 

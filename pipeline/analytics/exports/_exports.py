@@ -43,12 +43,12 @@ import io
 import json
 import os
 import shutil
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, cast
 
 import polars as pl
 
@@ -77,6 +77,64 @@ SPILL_MEMORY = 8 << 20
 ROW_GROUP_ROWS = 131_072
 
 
+class PartFile(TypedDict):
+    """A partition's file as the manifest lists it: its path under the export directory, its
+    rows and days (ISO text; None: no row has one), the digest and size of its bytes, and the
+    run that wrote it."""
+
+    path: str
+    rows: int
+    date_min: str | None
+    date_max: str | None
+    sha256: str
+    bytes: int
+    run_id: str
+    written_at: str
+
+
+class Part(PartFile):
+    """A partition in the manifest: its key (``month=YYYY-MM``, ``day=YYYY-MM-DD`` or
+    ``empty``) and its file."""
+
+    partition: str
+
+
+class DatasetEntry(TypedDict):
+    """A dataset in the manifest: the run that last changed it, its rows and days, how it is
+    partitioned, its columns (name -> polars type) and its partitions, oldest first."""
+
+    dataset: str
+    run_id: str
+    written_at: str | None
+    rows: int
+    time_column: str
+    partitioned_by: str
+    date_min: str | None
+    date_max: str | None
+    columns: dict[str, str]
+    partitions: list[Part]
+
+
+class Source(TypedDict, total=False):
+    """What an export was computed from: the trends settings' fingerprint, the archive's change
+    watermark it is up to, and the files of each state an incremental run carries."""
+
+    trends: str
+    watermark: str | None
+    state: dict[str, list[str]]
+
+
+class Manifest(TypedDict, total=False):
+    """``manifest.json``: every dataset of the export, the run that last changed any, and its
+    source. Empty (``{}``) before the first export."""
+
+    format: int
+    run_id: str
+    written_at: str | None
+    datasets: dict[str, DatasetEntry]
+    source: Source
+
+
 @dataclass(frozen=True)
 class DatasetExport:
     """What one run did to one dataset."""
@@ -97,17 +155,17 @@ class _Staged:
     and those it left as they were, and the schema of the rows it wrote (None: it wrote none,
     the previous export's columns stand)."""
 
-    entries: list[dict[str, Any]] = field(default_factory=list)
+    entries: list[Part] = field(default_factory=list)
     written: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     schema: pl.Schema | None = None
 
-    def keep(self, entry: dict[str, Any]) -> None:
+    def keep(self, entry: Part) -> None:
         """A partition the previous export has, left as it is."""
         self.entries.append(entry)
         self.unchanged.append(entry["partition"])
 
-    def write(self, key: str, entry: dict[str, Any]) -> None:
+    def write(self, key: str, entry: PartFile) -> None:
         """A partition staged this run (``entry``: :meth:`ExportBatch._stage_part`'s)."""
         self.entries.append({"partition": key, **entry})
         self.written.append(key)
@@ -127,13 +185,13 @@ class ExportBatch:
     run_id: str
     written_at: datetime
     compression: str = "zstd"
-    _previous: dict[str, Any] = field(default_factory=dict)
-    _datasets: dict[str, Any] = field(default_factory=dict)
+    _previous: Manifest = field(default_factory=Manifest)
+    _datasets: dict[str, DatasetEntry] = field(default_factory=dict)
     _pending: list[_Pending] = field(default_factory=list)
     _stale: list[Path] = field(default_factory=list)
     _spill: Spill | None = None
     # What the export was computed from (e.g. a watermark): kept in the manifest as "source".
-    source: dict[str, Any] | None = None
+    source: Source | None = None
 
     def stage(self, name: str, parts: Iterable[tuple[str, pl.DataFrame | pl.LazyFrame]], *,
               time_column: str, emit_from: date | None = None) -> DatasetExport:
@@ -152,16 +210,17 @@ class ExportBatch:
         """
         if name in self._datasets:
             raise ExportError(f"dataset {name!r} was staged twice in run {self.run_id}.")
-        previous = self._previous.get("datasets", {}).get(name, {})
-        old_parts = {p["partition"]: p for p in previous.get("partitions", [])}
+        previous = self._previous.get("datasets", {}).get(name)
+        old_parts = {p["partition"]: p for p in previous["partitions"]} if previous else {}
         staged = _Staged()
         if emit_from is not None:
             for key, p in sorted(old_parts.items(), key=lambda kv: partition_order(kv[0])):
-                if key == EMPTY_KEY or not p.get("date_min"):
+                first, last = p["date_min"], p["date_max"]
+                if key == EMPTY_KEY or not first or not last:
                     continue
-                if _day(p["date_max"]) < emit_from:
+                if _day(last) < emit_from:
                     staged.keep(p)
-                elif _day(p["date_min"]) < emit_from:  # a month file that spans emit_from
+                elif _day(first) < emit_from:  # a month file that spans emit_from
                     kept = pl.scan_parquet(self.export_dir / p["path"], hive_partitioning=False
                                            ).filter(pl.col(time_column) < emit_from)
                     entry = self._stage_part(kept, _relpath(name, key), p, time_column,
@@ -184,7 +243,7 @@ class ExportBatch:
                 staged.write(key, entry)
         return self._record(name, previous, staged, time_column)
 
-    def _record(self, name: str, previous: dict[str, Any], staged: _Staged,
+    def _record(self, name: str, previous: DatasetEntry | None, staged: _Staged,
                 time_column: str) -> DatasetExport:
         """The dataset's manifest entry from its partitions' entries; what the run did to it."""
         written, unchanged, schema = staged.written, staged.unchanged, staged.schema
@@ -196,18 +255,21 @@ class ExportBatch:
         rows = sum(e["rows"] for e in entries)
         lo = min((e["date_min"] for e in entries if e["date_min"]), default=None)
         hi = max((e["date_max"] for e in entries if e["date_max"]), default=None)
-        changed = bool(written or removed) or not previous
+        run_id: str = self.run_id
+        written_at: str | None = self.written_at.isoformat()
+        if previous and not (written or removed):  # unchanged: as the previous run left it
+            run_id, written_at = previous.get("run_id", run_id), previous.get("written_at")
         self._datasets[name] = {
             "dataset": name,
-            "run_id": self.run_id if changed else previous.get("run_id", self.run_id),
-            "written_at": self.written_at.isoformat() if changed else previous.get("written_at"),
+            "run_id": run_id,
+            "written_at": written_at,
             "rows": rows,
             "time_column": time_column,
             "partitioned_by": "month/day",
             "date_min": lo,
             "date_max": hi,
             "columns": ({c: str(t) for c, t in schema.items()} if schema is not None
-                        else previous.get("columns", {})),
+                        else previous["columns"] if previous else {}),
             "partitions": entries,
         }
         return DatasetExport(
@@ -228,7 +290,7 @@ class ExportBatch:
             raise ExportError(f"dataset {name!r} cannot be compacted in run {self.run_id}: the "
                               f"previous export lacks it or it was staged already.")
         time_column = previous["time_column"]
-        months: dict[str, list[dict[str, Any]]] = {}
+        months: dict[str, list[Part]] = {}
         for p in previous["partitions"]:
             if p["partition"] != EMPTY_KEY:
                 months.setdefault(month_key(key_day(p["partition"])), []).append(p)
@@ -262,7 +324,7 @@ class ExportBatch:
         return self._record(name, previous, staged, time_column)
 
     @property
-    def previous(self) -> dict[str, Any]:
+    def previous(self) -> Manifest:
         """The manifest of the export this batch replaces (``{}`` when there is none)."""
         return self._previous
 
@@ -279,8 +341,8 @@ class ExportBatch:
                              date_max=previous.get("date_max"))
 
     def _stage_part(self, part: pl.DataFrame | pl.LazyFrame, relpath: Path,
-                    old: dict[str, Any] | None, time_column: str, *,
-                    where: str) -> dict[str, Any] | None:
+                    old: Part | None, time_column: str, *,
+                    where: str) -> PartFile | None:
         """Write one partition aside unless its bytes equal ``old``'s (then None); its
         manifest entry otherwise."""
         target = self.export_dir / relpath
@@ -400,7 +462,7 @@ class ExportBatch:
             p.tmp.unlink(missing_ok=True)
         self._pending.clear()
 
-    def _manifest(self) -> dict[str, Any]:
+    def _manifest(self) -> Manifest:
         datasets = dict(sorted(self._datasets.items()))
         old = self._previous
         changed = self.source is not None and self.source != old.get("source")
@@ -410,10 +472,12 @@ class ExportBatch:
             run_id, written_at = self.run_id, self.written_at.isoformat()
         else:
             run_id, written_at = old.get("run_id", self.run_id), old.get("written_at")
-        manifest = {"format": MANIFEST_FORMAT, "run_id": run_id, "written_at": written_at,
-                    "datasets": datasets}
+        manifest = Manifest(format=MANIFEST_FORMAT, run_id=run_id, written_at=written_at,
+                            datasets=datasets)
         source = self.source if self.source is not None else old.get("source")
-        return manifest if source is None else {**manifest, "source": source}
+        if source is not None:
+            manifest["source"] = source
+        return manifest
 
 
 @contextmanager
@@ -441,7 +505,7 @@ def export_batch(
             batch._spill.close()
 
 
-def read_manifest(export_dir: Path) -> dict[str, Any]:
+def read_manifest(export_dir: Path) -> Manifest:
     """The manifest as written by the last export, or ``{}`` when there is none yet."""
     path = export_dir / MANIFEST
     try:
@@ -458,7 +522,7 @@ def read_manifest(export_dir: Path) -> dict[str, Any]:
             f"cannot read the export manifest {path}: it holds no JSON object. Delete it and run "
             f"`botstats trends` to rewrite every dataset."
         )
-    return manifest
+    return cast(Manifest, manifest)  # the file botstats wrote: its shape is the one above
 
 
 def dataset_files(export_dir: Path, name: str) -> list[Path]:
@@ -697,7 +761,7 @@ def _parquet_bytes(frame: pl.DataFrame, compression: str, *, where: str,
     return buf.getvalue()
 
 
-def _same(old: dict[str, Any] | None, target: Path, digest: str, size: int) -> bool:
+def _same(old: Part | None, target: Path, digest: str, size: int) -> bool:
     """Whether the partition in place (described by ``old``) has exactly these bytes."""
     return (old is not None and old.get("sha256") == digest and target.is_file()
             and target.stat().st_size == size)
@@ -725,7 +789,7 @@ def _date_range(frame: pl.DataFrame, column: str) -> tuple[str | None, str | Non
     return (lo.isoformat() if lo else None, hi.isoformat() if hi else None)
 
 
-def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+def _write_json_atomic(path: Path, data: Mapping[str, object]) -> None:
     with replacing(path, durable=True) as tmp, tmp.open("w", encoding="utf-8") as fh:
         json.dump(data, fh, indent=2, ensure_ascii=False)
         fh.write("\n")
