@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import pipeline
-from pipeline.operate._memory import POLARS_MALLOC_CONF
+from pipeline.operate._memory import ARROW_POOL, POLARS_MALLOC_CONF
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -65,8 +65,8 @@ def test_importing_the_package_loads_nothing_heavy() -> None:
     assert out.stdout.strip() == "True"
 
 
-# Run in a fresh interpreter: the environment variable jemalloc reads, and how glibc serves a
-# 4 MiB block after one was freed: still by a mapping of its own when the thresholds are held
+# Run in a fresh interpreter: the environment variables jemalloc and pyarrow read, and how glibc
+# serves a 4 MiB block after one was freed: still by a mapping of its own when the thresholds are held
 # ("mapped"), from the heap when glibc raised its threshold to the freed block's size ("heap").
 _ALLOCATORS = """
 import ctypes, os
@@ -82,7 +82,8 @@ def allocators():
     block = libc.malloc(4 << 20)
     mapped = libc.mallinfo2().hblks > before
     libc.free(block)
-    return [os.environ.get("_RJEM_MALLOC_CONF"), "mapped" if mapped else "heap"]
+    return [os.environ.get("_RJEM_MALLOC_CONF"), os.environ.get("ARROW_DEFAULT_MEMORY_POOL"),
+            "mapped" if mapped else "heap"]
 """
 
 
@@ -96,22 +97,24 @@ def _allocators(code: str, env: dict[str, str]) -> list[str | None]:
 @pytest.mark.skipif(not sys.platform.startswith("linux") or "musl" in sys.version,
                     reason="glibc's mallopt and mallinfo2")
 def test_import_pipeline_leaves_the_process_as_it_was_and_botstats_tunes_its_own() -> None:
-    env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("_RJEM_MALLOC_CONF", "ARROW_DEFAULT_MEMORY_POOL")
            and not k.startswith(("GLIBC_TUNABLES", "MALLOC_"))}
     # A notebook or a script importing the package keeps its environment and glibc's own
     # behaviour (polars, once loaded, sets its own default of the variable: not ours to test).
     host = _allocators("import json, pipeline, pipeline.cli; pipeline.Settings; "
                        "print(json.dumps(allocators()))", env)
-    assert host == [None, "heap"]
+    assert host == [None, None, "heap"]
     # The botstats command (`python -m pipeline` is the same main; the fresh image of a
-    # `botstats run` comes back through it) tunes both before its command runs.
+    # `botstats run` comes back through it) tunes all three before its command runs.
     command = ("import json, sys, pipeline.cli._base as base\n"
                "base.cli = lambda **_: print(json.dumps(allocators()))\n"
                "sys.argv = ['botstats']; base.main()")
-    assert _allocators(command, env) == [POLARS_MALLOC_CONF, "mapped"]
+    assert _allocators(command, env) == [POLARS_MALLOC_CONF, ARROW_POOL, "mapped"]
     # What the user set wins.
-    mine = env | {"_RJEM_MALLOC_CONF": "narenas:3", "MALLOC_MMAP_THRESHOLD_": "8388608"}
-    assert _allocators(command, mine) == ["narenas:3", "heap"]
+    mine = env | {"_RJEM_MALLOC_CONF": "narenas:3", "ARROW_DEFAULT_MEMORY_POOL": "jemalloc",
+                  "MALLOC_MMAP_THRESHOLD_": "8388608"}
+    assert _allocators(command, mine) == ["narenas:3", "jemalloc", "heap"]
 
 
 def _polars_allocator(env: dict[str, str]) -> dict[str, str]:
@@ -132,6 +135,25 @@ def test_polars_runs_with_the_allocator_settings_that_keep_the_trends_step_small
     env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
     assert _polars_allocator(env) == {"narenas": "1", "muzzy_decay_ms": "0"}
     assert _polars_allocator(env | {"_RJEM_MALLOC_CONF": "narenas:3"})["narenas"] == "3"
+
+
+def _arrow_pool(env: dict[str, str], *, tuned: bool) -> str:
+    """The pool pyarrow allocates from in a fresh interpreter, tuned as botstats tunes its own
+    processes or only importing the package."""
+    code = ("import pipeline\n" + ("pipeline.tune_allocators()\n" if tuned else "") +
+            "import pyarrow\nprint(pyarrow.default_memory_pool().backend_name)")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, env=env).stdout.strip()
+
+
+def test_pyarrow_allocates_from_glibc_in_the_processes_botstats_tunes() -> None:
+    # Its default pool (mimalloc) kept the pages the trends' in-memory streams freed
+    # (docs/design.md, "Memory"); a host that only imports the package keeps its own pool, and
+    # a pool the user chose is kept.
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    assert _arrow_pool(env, tuned=False) != "system"
+    assert _arrow_pool(env, tuned=True) == "system"
+    assert _arrow_pool(env | {"ARROW_DEFAULT_MEMORY_POOL": "jemalloc"}, tuned=True) == "jemalloc"
 
 
 # `pipeline.<name>` in prose and code, and imports from inside the package, in the docs.

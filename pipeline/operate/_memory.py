@@ -15,7 +15,13 @@ DuckDB, pyarrow and Python allocate through glibc's malloc, whose threshold for 
 block by its own mapping rises to the size of every such block freed (up to 32 MB): after the
 first few, DuckDB's result buffers (an Arrow batch is sized for a million rows) came from the
 heap, and freed, stayed in the process. Fixed thresholds keep large blocks mapped and returned
-when freed. Both measured in docs/design.md, "Memory". A value the user set wins.
+when freed.
+
+pyarrow's own buffers (the compressed Arrow streams an incremental trends run reads its groups
+of slices into, and the tables read back from them) come from its default pool, mimalloc, which
+keeps the pages they free for pyarrow alone: ``ARROW_DEFAULT_MEMORY_POOL=system`` (read when
+pyarrow makes its first buffer) has them come from glibc, held as above. All three measured in
+docs/design.md, "Memory". A value the user set wins.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import resource
 import sys
 
 POLARS_MALLOC_CONF = "narenas:1,dirty_decay_ms:100,muzzy_decay_ms:0"
+ARROW_POOL = "system"
 # glibc's mallopt parameters and its defaults' starting values, held fixed.
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
 GLIBC_THRESHOLD = 128 * 1024
@@ -33,9 +40,11 @@ GLIBC_THRESHOLD = 128 * 1024
 
 def tune_allocators() -> None:
     """Set polars' allocator (``_RJEM_MALLOC_CONF``, unless set; read when polars loads, so call
-    this before) and hold glibc's thresholds (:func:`fix_glibc_thresholds`), for this process
-    and the processes it starts."""
+    this before), pyarrow's (``ARROW_DEFAULT_MEMORY_POOL``, unless set; read at its first
+    buffer) and hold glibc's thresholds (:func:`fix_glibc_thresholds`), for this process and
+    the processes it starts."""
     os.environ.setdefault("_RJEM_MALLOC_CONF", POLARS_MALLOC_CONF)
+    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", ARROW_POOL)
     fix_glibc_thresholds()
 
 
