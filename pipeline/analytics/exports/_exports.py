@@ -68,9 +68,10 @@ ZSTD_LEVEL = 1
 # week of 100,000 bots in 0.97 MB instead of 1.31 for 0.9 s of CPU (docs/design.md, "Writes
 # proportional to what is new"); the daily datasets' files change only where their days do.
 WEEK_ZSTD_LEVEL = 19
-# Compressed bytes a Spill keeps in memory before it writes its chunks to scratch files: an
-# hourly run's new days fit (at 10,000 bots), a full build's months go to disk.
-SPILL_MEMORY = 8 << 20
+# Compressed bytes a Spill keeps in memory before it writes its chunks to scratch files: a run
+# with a few new rows writes no scratch file, a full build's months go to disk. What it holds
+# is held beside every later peak of the step, so it is kept small (docs/design.md, "Memory").
+SPILL_MEMORY = 4 << 20
 # Rows per parquet row group of an export partition. Fixed, so a partition's bytes (and its
 # hash) depend on its rows only, not on how they were computed: in one frame, or streamed from
 # slices of bots.
