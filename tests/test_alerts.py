@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from _alerts_support import Answer, Receiver, free_port, receiver
 
-from pipeline.alerts import Clock, RunOutcome, ledger_rows, notify_blocked, notify_run
+from pipeline.alerts import Clock, LockHolder, RunOutcome, ledger_rows, notify_blocked, notify_run
 from pipeline.archive import reader, writer
 from pipeline.core import (
     AlertSettings,
@@ -175,8 +175,7 @@ def test_a_destination_down_does_not_stop_the_others_and_the_next_run_delivers(
 def test_a_run_kept_out_by_the_lock_tells_it_through_the_spool(archive: Settings,
                                                                receiver: Receiver) -> None:
     cfg = config(receiver)
-    holder = {"job": "run", "run_id": "r-stuck", "pid": 4242, "host": "host1",
-              "since": (NOW - 3 * HOUR).isoformat()}
+    holder = LockHolder("run", "r-stuck", 4242, "host1", NOW - 3 * HOUR)
     report = notify_blocked(archive, cfg, holder, clock=Clock(NOW))
     assert [e.alert.title for e in report.delivered] == [
         "botstats archive lock held for 3h by run (pid 4242)"]
@@ -214,7 +213,7 @@ def test_no_secret_is_kept_in_the_ledger_the_spool_the_logs_or_the_summary(
     # A webhook that echoes its own URL in its error (some do).
     receiver.always(f"/ops/{TOKEN}", Answer(404, f"no webhook at /ops/{TOKEN}".encode()))
     cfg = config(receiver)
-    holder = {"job": "run", "pid": 1, "host": "h", "since": (NOW - 3 * HOUR).isoformat()}
+    holder = LockHolder("run", "", 1, "h", NOW - 3 * HOUR)
     with caplog.at_level(logging.INFO, logger="botstats.alerts"):
         blocked = notify_blocked(archive, cfg, holder, clock=Clock(NOW))
         report = notify_run(archive, cfg, add_run(archive, "r1", "failed", NOW, "no"),

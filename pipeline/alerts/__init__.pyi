@@ -1,6 +1,6 @@
 """The surface of pipeline.alerts (imported lazily: see __init__.py)."""
 
-from ._alert import Alert, RunOutcome
+from ._alert import Alert, LockHolder, RunOutcome
 from ._ledger import Row, undelivered
 from ._notify import (
     AlertsReport,
@@ -18,6 +18,7 @@ __all__ = [
     "AlertsReport",
     "Clock",
     "ledger_rows",
+    "LockHolder",
     "notify_blocked",
     "notify_data",
     "notify_run",

@@ -11,7 +11,6 @@ exports the run has just written (``anomalies``, ``bot_daily``, ``bot_forecast``
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -21,7 +20,7 @@ import polars as pl
 from .. import analytics
 from ..core import AlertSettings, BotstatsError, Settings, Shard
 from . import _alert as words
-from ._alert import Alert, Anomaly, Bot, LockHolder, Milestone, Pace, RunOutcome, Runs
+from ._alert import Alert, Anomaly, Bot, Milestone, Pace, RunOutcome, Runs
 
 log = logging.getLogger("botstats.alerts")
 
@@ -68,20 +67,6 @@ def _utc(value: Any) -> datetime:
     if not isinstance(value, datetime):
         raise TypeError(f"not a time: {value!r}")
     return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
-
-
-def holder_of(info: Mapping[str, object] | None) -> LockHolder | None:
-    """The lock's holder from its holder file's data; None when it says no time."""
-    if not info or not info.get("since"):
-        return None
-    try:
-        since = datetime.fromisoformat(str(info["since"]))
-    except ValueError:
-        return None
-    pid = info.get("pid")
-    return LockHolder(str(info.get("job") or "a job"), str(info.get("run_id") or ""),
-                      pid if isinstance(pid, int) else None, str(info.get("host") or ""),
-                      since if since.tzinfo else since.replace(tzinfo=UTC))
 
 
 def _names(settings: Settings) -> dict[str, str]:

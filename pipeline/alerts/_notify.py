@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -25,9 +25,9 @@ from .. import archive
 from ..core import AlertSettings, BotstatsError, Destination, Settings, Shard, redact_url
 from . import _alert as words
 from . import _ledger as ledger
-from ._alert import Alert, RunOutcome
+from ._alert import Alert, LockHolder, RunOutcome
 from ._decide import Facts, Plan, decide
-from ._facts import holder_of, read_events, read_milestones, read_runs
+from ._facts import read_events, read_milestones, read_runs
 from ._ledger import Entry, Spool
 from ._messages import GROUPED, LABELS, Message, render
 from ._send import Delivery, Sleep, send_all
@@ -122,7 +122,7 @@ class _Occasion:
 
     run: RunOutcome | None
     shard: Shard
-    holder: Mapping[str, object] | None = None
+    holder: LockHolder | None = None
     locked: bool = True
     conditions: bool = True
 
@@ -144,7 +144,7 @@ def notify_data(settings: Settings, config: AlertSettings, *,
 
 
 def notify_blocked(settings: Settings, config: AlertSettings,
-                   holder: Mapping[str, object] | None,
+                   holder: LockHolder | None,
                    shard: Shard | None = None, *, clock: Clock | None = None) -> AlertsReport:
     """Tell what a run that could not get the lock sees: the lock held too long, the archive
     stale. It reads the archive but cannot write it: its rows go to the spool. Nothing is
@@ -185,7 +185,7 @@ def _tell(settings: Settings, config: AlertSettings, occasion: _Occasion,
         # reads them, and only for the kinds some destination takes.
         wanted = {k for d in config.destinations for k in d.kinds} if locked else set()
         facts = Facts(now, run, read_runs(con, run, occasion.shard), shard=occasion.shard,
-                      holder=holder_of(occasion.holder),
+                      holder=occasion.holder,
                       events=tuple(read_events(settings, config, now.date())
                                    if "event" in wanted else ()),
                       milestones=tuple(read_milestones(settings, config, now.date())

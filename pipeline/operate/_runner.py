@@ -32,6 +32,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..core import BotstatsError, LockTimeout, RunStatus, Settings, Shard
@@ -50,7 +51,7 @@ from ._lock import (
 from ._memory import peak_rss_mb
 
 if TYPE_CHECKING:
-    from ..alerts import AlertsReport
+    from ..alerts import AlertsReport, LockHolder
     from ..analytics import ReportResult, TrendsReport
 
 log = logging.getLogger("botstats.run")
@@ -304,7 +305,21 @@ def _tell_blocked(settings: Settings, shard: Shard) -> None:
     except BotstatsError as exc:  # the catalog went away meanwhile: tell what can be told
         log.warning("the lock's holder is unknown: %s", exc)
         held = None
-    notify_blocked(settings, settings.alerts, held.as_dict() if held else None, shard)
+    notify_blocked(settings, settings.alerts, _as_told(held), shard)
+
+
+def _as_told(held: Holder | None) -> LockHolder | None:
+    """The lock's holder as an alert names it; None when it says no time it took the lock."""
+    from ..alerts import LockHolder
+
+    if held is None:
+        return None
+    try:
+        since = datetime.fromisoformat(held.since)
+    except ValueError:
+        return None
+    return LockHolder(held.job, held.run_id or "", held.pid, held.host,
+                      since if since.tzinfo else since.replace(tzinfo=UTC))
 
 
 def _trends_then_report(settings: Settings, report: RunReport, full_trends: bool) -> None:
