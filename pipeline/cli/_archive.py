@@ -21,7 +21,7 @@ from ._base import (
     print_result,
     report_and_exit,
 )
-from ._options import common_options, harvest_options, settings_from_flags
+from ._options import common_options, harvest_options, settings_from_flags, stacked
 
 T = TypeVar("T")
 
@@ -253,16 +253,13 @@ def _output_options(fn: Callable[..., T]) -> Callable[..., T]:
     def command(*args: Any, fmt: str, output: str | None, max_rows: int, **more: Any) -> T:
         return fn(*args, out=_Output(fmt, output, max_rows), **more)
 
-    options = (
+    return stacked(command, (
         click.option("--format", "fmt", type=click.Choice(["table", "csv", "json", "parquet"]),
                      default="table", show_default=True, help="Output format."),
         click.option("--output", "-o", type=click.Path(dir_okay=False),
                      help="Write the result to this file (required for parquet)."),
         click.option("--max-rows", default=100, show_default=True, type=click.IntRange(1),
-                     help="Rows shown in table format (files always get every row)."))
-    for option in reversed(options):
-        command = option(command)
-    return command
+                     help="Rows shown in table format (files always get every row).")))
 
 
 @cli.command("sql")

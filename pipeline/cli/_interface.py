@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 import click
 
 from ._base import cli, handle_errors, print_json, run_async
-from ._options import ID, common_options, settings_from_flags, user_token_option
+from ._options import ID, common_options, settings_from_flags, stacked, user_token_option
 
 if TYPE_CHECKING:
     from ..core import Settings
@@ -73,8 +73,7 @@ def _read_command(group: click.Group, read: _Read) -> None:
                          help=f"{items} to skip (with --limit)."),
         ]
     decorators += [*([user_token_option] if read.user else []), common_options, handle_errors]
-    for decorate in reversed(decorators):
-        command = decorate(command)
+    stacked(command, decorators)
 
 
 USER_LIST = ("", "the list", "Items")
@@ -149,9 +148,8 @@ def _metric_options(fn: Callable[..., T]) -> Callable[..., T]:
         metrics = {name: given.pop(name) for name in names}
         return fn(*args, metrics=metrics, **given)
 
-    for flag, kind, required, text in reversed(_METRICS):
-        command = click.option(f"--{flag}", type=kind, required=required, help=text)(command)
-    return command
+    return stacked(command, (click.option(f"--{flag}", type=kind, required=required, help=text)
+                             for flag, kind, required, text in _METRICS))
 
 
 @cli.command("post-stat")

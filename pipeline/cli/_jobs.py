@@ -23,6 +23,7 @@ from ._options import (
     harvest_options,
     settings_from_flags,
     shard_option,
+    stacked,
     typed,
 )
 
@@ -201,7 +202,7 @@ def _demo_options(fn: Callable[..., T]) -> Callable[..., T]:
                               config=typed().config, fresh=fresh)
         return fn(*args, options=options, **more)
 
-    decorators = (
+    return stacked(command, (
         click.option("--bots", type=click.IntRange(1, 100_000), default=200, show_default=True,
                      help="Bots the embedded service lists."),
         click.option("--days", type=click.IntRange(1, 3650), default=90, show_default=True,
@@ -213,10 +214,7 @@ def _demo_options(fn: Callable[..., T]) -> Callable[..., T]:
                      help="Share of bots the service plants events on (spikes, level shifts, "
                           "outages, ...; GET /_admin/events has the truth). 0 = none."),
         click.option("--fresh", is_flag=True,
-                     help="Delete a previous demo's archive and exports in --dir first."))
-    for decorate in reversed(decorators):
-        command = decorate(command)
-    return command
+                     help="Delete a previous demo's archive and exports in --dir first.")))
 
 
 @cli.command("demo")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -121,6 +121,14 @@ shard_option = click.option(
          "workers harvesting the other shards into the same archive (docs/operating.md).")
 
 
+def stacked(fn: Callable[..., T], decorators: Iterable[Callable[[Any], Any]]) -> Callable[..., T]:
+    """``fn`` under ``decorators`` as if written above it in this order (the first outermost,
+    so click lists the options in this order)."""
+    for decorate in reversed(tuple(decorators)):
+        fn = decorate(fn)
+    return fn
+
+
 def harvest_options(full_help: str, removals_help: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
     """--full, --accept-removals and --shard, handed to the command as one ``harvest``:
     :class:`~pipeline.harvester.HarvestOptions` (`harvest` and `run` word the first two)."""
@@ -131,12 +139,10 @@ def harvest_options(full_help: str, removals_help: str) -> Callable[[Callable[..
                     **more: Any) -> T:
             return fn(*args, harvest=_harvest_options(full, accept_removals, shard), **more)
 
-        options = (click.option("--full", is_flag=True, help=full_help),
-                   click.option("--accept-removals", is_flag=True, help=removals_help),
-                   shard_option)
-        for option in reversed(options):
-            command = option(command)
-        return command
+        return stacked(command, (click.option("--full", is_flag=True, help=full_help),
+                                 click.option("--accept-removals", is_flag=True,
+                                              help=removals_help),
+                                 shard_option))
 
     return decorate
 

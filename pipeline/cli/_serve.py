@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from ._base import cli
+from ._options import stacked
 
 
 def _service_field_options(fn: Any) -> Any:
@@ -140,17 +141,15 @@ def _names(table: tuple[tuple[str, Any, Any, str], ...]) -> tuple[str, ...]:
 
 def _table_options(table: tuple[tuple[str, Any, Any, str], ...]) -> Callable[[Any], Any]:
     """A decorator adding a click option for each row of ``table``, in its order."""
-    def apply(fn: Any) -> Any:
-        for flag, kind, default, text in reversed(table):
-            if kind is bool:
-                fn = click.option(f"--{flag}", is_flag=True, help=text)(fn)
-            elif kind is str:
-                fn = click.option(f"--{flag}", metavar="URL", default=default, help=text)(fn)
-            else:
-                fn = click.option(f"--{flag}", type=kind, default=default, show_default=True,
-                                  help=text)(fn)
-        return fn
-    return apply
+    return lambda fn: stacked(fn, (_table_option(*row) for row in table))
+
+
+def _table_option(flag: str, kind: Any, default: Any, text: str) -> Callable[[Any], Any]:
+    if kind is bool:
+        return click.option(f"--{flag}", is_flag=True, help=text)
+    if kind is str:
+        return click.option(f"--{flag}", metavar="URL", default=default, help=text)
+    return click.option(f"--{flag}", type=kind, default=default, show_default=True, help=text)
 
 
 @cli.command("serve")
